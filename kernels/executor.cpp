@@ -1,0 +1,119 @@
+#include "kernels/executor.h"
+
+#include <string>
+
+namespace kiln {
+namespace {
+
+std::string step_context(const PlanStep& step) {
+  return "node '" + step.name + "' (" + std::string(op_name(step.op)) + "): ";
+}
+
+Status check_arity(const PlanStep& step, const OpDef& def) {
+  const int n_in = static_cast<int>(step.inputs.size());
+  const int n_out = static_cast<int>(step.outputs.size());
+  KILN_REQUIRE(n_in >= def.min_inputs && (def.max_inputs < 0 || n_in <= def.max_inputs), invalid_argument,
+               "has ", n_in, " inputs, expected ", def.min_inputs, "..",
+               def.max_inputs < 0 ? std::string("n") : std::to_string(def.max_inputs));
+  KILN_REQUIRE(n_out >= def.min_outputs && n_out <= def.max_outputs, invalid_argument, "has ", n_out,
+               " outputs, expected ", def.min_outputs, "..", def.max_outputs);
+  return Status::ok();
+}
+
+Status run_step(const PlanStep& step, std::vector<Tensor>& slots) {
+  const OpDef& def = op_def(step.op);
+  KILN_TRY(check_arity(step, def));
+
+  std::vector<ValueType> input_types(step.inputs.size());
+  InferContext infer;
+  infer.attrs = &step.attrs;
+  for (size_t i = 0; i < step.inputs.size(); ++i) {
+    const int slot = step.inputs[i];
+    if (slot < 0) {
+      infer.inputs.push_back(nullptr);
+      infer.values.push_back(nullptr);
+      continue;
+    }
+    const Tensor& t = slots[static_cast<size_t>(slot)];
+    input_types[i] = ValueType::of(t.dtype(), sym_shape_from(t.shape()));
+    infer.inputs.push_back(&input_types[i]);
+    infer.values.push_back(&t);
+  }
+  KILN_TRY(def.infer(infer));
+  KILN_REQUIRE(infer.outputs.size() >= step.outputs.size(), internal, "shape inference produced ",
+               infer.outputs.size(), " outputs for ", step.outputs.size(), " node outputs");
+
+  std::vector<Tensor> outputs(step.outputs.size());
+  RunContext run;
+  run.attrs = &step.attrs;
+  run.inputs = infer.values;
+  for (size_t i = 0; i < step.outputs.size(); ++i) {
+    const ValueType& type = infer.outputs[i];
+    KILN_REQUIRE(type.rank_known && sym_shape_is_concrete(type.shape), internal,
+                 "output ", i, " has no concrete shape although every input is known");
+    outputs[i] = Tensor::zeros(type.dtype, sym_shape_concrete(type.shape));
+    run.outputs.push_back(&outputs[i]);
+  }
+  KILN_TRY(def.run(run));
+  for (size_t i = 0; i < step.outputs.size(); ++i)
+    if (step.outputs[i] >= 0) slots[static_cast<size_t>(step.outputs[i])] = std::move(outputs[i]);
+  return Status::ok();
+}
+
+}  // namespace
+
+Status check_input(const PlanInput& declared, const Tensor& value) {
+  const std::string expected =
+      std::string(dtype_name(declared.type.dtype)) + sym_shape_to_string(declared.type.shape);
+  KILN_REQUIRE(value.dtype() == declared.type.dtype, invalid_argument, "input '", declared.name, "' expects ",
+               expected, ", got ", value.describe());
+  if (!declared.type.rank_known) return Status::ok();
+  bool fits = value.rank() == declared.type.rank();
+  for (size_t d = 0; fits && d < declared.type.shape.size(); ++d)
+    fits = !declared.type.shape[d].known() || declared.type.shape[d].value == value.shape()[d];
+  KILN_REQUIRE(fits, shape_mismatch, "input '", declared.name, "' expects ", expected, ", got ",
+               value.describe());
+  return Status::ok();
+}
+
+Result<ExecuteResult> execute_reference(const Plan& plan, const std::vector<Tensor>& inputs,
+                                        const ExecuteOptions& options) {
+  KILN_REQUIRE(inputs.size() == plan.inputs.size(), invalid_argument, "the model has ", plan.inputs.size(),
+               " inputs, but ", inputs.size(), " were given");
+  std::vector<Tensor> slots(static_cast<size_t>(plan.num_slots));
+  for (const auto& [slot, value] : plan.constants) slots[static_cast<size_t>(slot)] = value;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    KILN_TRY(check_input(plan.inputs[i], inputs[i]));
+    slots[static_cast<size_t>(plan.inputs[i].slot)] = inputs[i];
+  }
+
+  // Last step reading each slot, so intermediates are freed as soon as they are dead.
+  std::vector<int> last_use(slots.size(), -1);
+  for (size_t s = 0; s < plan.steps.size(); ++s)
+    for (int slot : plan.steps[s].inputs)
+      if (slot >= 0) last_use[static_cast<size_t>(slot)] = static_cast<int>(s);
+  std::vector<bool> pinned(slots.size(), options.keep_all_values);
+  for (const auto& [slot, name] : plan.outputs) pinned[static_cast<size_t>(slot)] = true;
+
+  for (size_t s = 0; s < plan.steps.size(); ++s) {
+    const PlanStep& step = plan.steps[s];
+    for (int slot : step.inputs)
+      KILN_REQUIRE(slot < 0 || slots[static_cast<size_t>(slot)].defined(), internal, step_context(step),
+                   "reads slot ", slot, " before it is written");
+    Status status = run_step(step, slots);
+    if (!status) return status.with_context(step_context(step));
+    for (int slot : step.inputs)
+      if (slot >= 0 && last_use[static_cast<size_t>(slot)] == static_cast<int>(s) && !pinned[static_cast<size_t>(slot)])
+        slots[static_cast<size_t>(slot)] = Tensor();
+  }
+
+  ExecuteResult result;
+  for (const auto& [slot, name] : plan.outputs) {
+    KILN_REQUIRE(slots[static_cast<size_t>(slot)].defined(), invalid_graph, "output '", name, "' was never computed");
+    result.outputs.push_back(slots[static_cast<size_t>(slot)]);
+  }
+  if (options.keep_all_values) result.slot_values = std::move(slots);
+  return result;
+}
+
+}  // namespace kiln

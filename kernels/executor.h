@@ -1,0 +1,27 @@
+// The reference executor: runs a Plan step by step with the reference kernels, allocating each
+// output from its op's shape inference and freeing every value after its last use.
+#pragma once
+
+#include <vector>
+
+#include "kernels/plan.h"
+
+namespace kiln {
+
+struct ExecuteOptions {
+  bool keep_all_values = false;  // keep intermediates (for debugging and pass verification)
+};
+
+struct ExecuteResult {
+  std::vector<Tensor> outputs;       // in Plan::outputs order
+  std::vector<Tensor> slot_values;   // filled only with keep_all_values
+};
+
+// Errors name the graph input or the node (and op) that failed.
+Result<ExecuteResult> execute_reference(const Plan& plan, const std::vector<Tensor>& inputs,
+                                        const ExecuteOptions& options = {});
+
+// Checks one input against its declared type: dtype, rank and every known dimension.
+Status check_input(const PlanInput& declared, const Tensor& value);
+
+}  // namespace kiln

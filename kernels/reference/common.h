@@ -1,0 +1,60 @@
+// Helpers shared by the reference ops: attribute unwrapping, axis normalization, numpy
+// broadcasting for symbolic and concrete shapes, and reading small int tensors.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/op_def.h"
+
+namespace kiln::ref {
+
+// Unwraps a Result into `var`, returning its error from the enclosing function.
+#define KILN_ASSIGN(var, expr)                                  \
+  auto var##_result_ = (expr);                                  \
+  if (!var##_result_) return var##_result_.status();            \
+  auto var = std::move(var##_result_).value()
+
+// Maps a possibly negative axis into [0, rank); an error names the axis and rank.
+Result<int64_t> normalize_axis(int64_t axis, int64_t rank);
+
+// Numpy-style multidirectional broadcasting of symbolic shapes.
+Result<SymShape> broadcast_shapes(const SymShape& a, const SymShape& b);
+Result<Shape> broadcast_shapes(const Shape& a, const Shape& b);
+
+// For an output of shape `out`, the element strides to use for an input of shape `in` that
+// broadcasts to it (0 along broadcast dimensions). `in` is right-aligned against `out`.
+std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out);
+
+// Calls fn(out_index, offsets...) for every element of `out_shape`, where offsets[k] is the
+// element offset into input k computed from the strides in `strides[k]`.
+template <size_t N, typename Fn>
+void for_each_broadcast(const Shape& out_shape, const std::vector<int64_t> (&strides)[N], Fn&& fn) {
+  const int64_t rank = static_cast<int64_t>(out_shape.size());
+  const int64_t total = shape_numel(out_shape);
+  std::vector<int64_t> index(static_cast<size_t>(rank), 0);
+  int64_t offsets[N] = {};
+  for (int64_t i = 0; i < total; ++i) {
+    fn(i, offsets);
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      const size_t ud = static_cast<size_t>(d);
+      ++index[ud];
+      for (size_t k = 0; k < N; ++k) offsets[k] += strides[k][ud];
+      if (index[ud] < out_shape[ud]) break;
+      for (size_t k = 0; k < N; ++k) offsets[k] -= strides[k][ud] * index[ud];
+      index[ud] = 0;
+    }
+  }
+}
+
+// Reads an int32/int64 tensor as int64 values.
+std::vector<int64_t> tensor_to_ints(const Tensor& t);
+std::vector<float> tensor_to_floats(const Tensor& t);
+
+// Common infer functions.
+Status infer_same_as_input0(InferContext& ctx);  // one output, same dtype and shape as input 0
+
+// Requires input i to have dtype in `allowed`; error names the input index and dtype.
+Status require_dtype(const InferContext& ctx, size_t i, std::initializer_list<DType> allowed);
+
+}  // namespace kiln::ref

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs every Debian package kiln needs (idempotent, non-interactive), then configures and
+# builds Release into build/. Usage: scripts/setup.sh [--tests]
+#   --tests  also installs what the test suite needs (conformance data, PyTorch for the models test).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+with_tests=0
+for arg in "$@"; do
+  case "$arg" in
+    --tests) with_tests=1 ;;
+    *) echo "setup.sh: unknown argument '$arg' (expected --tests)" >&2; exit 2 ;;
+  esac
+done
+
+build_packages=(
+  build-essential cmake ninja-build pkg-config
+  libonnx-dev libprotobuf-dev protobuf-compiler
+  nlohmann-json3-dev catch2
+)
+test_packages=(
+  libonnx-testdata
+  python3 python3-numpy python3-torch python3-torchvision python3-onnx
+)
+
+packages=("${build_packages[@]}")
+[ "$with_tests" = 1 ] && packages+=("${test_packages[@]}")
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  sudo_cmd=""
+  [ "$(id -u)" != 0 ] && sudo_cmd="sudo"
+  echo "setup: installing ${missing[*]}"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+jobs=$(nproc)
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j "$jobs"

@@ -1,0 +1,2 @@
+// Unit tests for kernels/core.
+#include <catch2/catch.hpp>

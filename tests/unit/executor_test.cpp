@@ -1,0 +1,2 @@
+// Unit tests for the reference executor.
+#include <catch2/catch.hpp>

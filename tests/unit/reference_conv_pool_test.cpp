@@ -1,0 +1,2 @@
+// Unit tests: filled in by the owner of this group.
+#include <catch2/catch.hpp>
