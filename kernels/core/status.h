@@ -66,6 +66,7 @@ class [[nodiscard]] Result {
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
   const Error& error() const { return std::get<Error>(v_); }
   Status status() const { return is_ok() ? Status::ok() : Status(error()); }
 
@@ -99,3 +100,9 @@ Status to_status(const Result<T>& r) { return r.status(); }
     auto kiln_try_status_ = (expr);                    \
     if (!kiln_try_status_) return ::kiln::to_status(kiln_try_status_); \
   } while (0)
+
+// Unwraps a Result into a new variable `var`, returning its error from the enclosing function.
+#define KILN_ASSIGN(var, expr)                       \
+  auto var##_result_ = (expr);                       \
+  if (!var##_result_) return var##_result_.status(); \
+  auto var = std::move(var##_result_).value()

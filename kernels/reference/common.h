@@ -9,12 +9,6 @@
 
 namespace kiln::ref {
 
-// Unwraps a Result into `var`, returning its error from the enclosing function.
-#define KILN_ASSIGN(var, expr)                                  \
-  auto var##_result_ = (expr);                                  \
-  if (!var##_result_) return var##_result_.status();            \
-  auto var = std::move(var##_result_).value()
-
 // Maps a possibly negative axis into [0, rank); an error names the axis and rank.
 Result<int64_t> normalize_axis(int64_t axis, int64_t rank);
 

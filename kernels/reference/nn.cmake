@@ -1,4 +1,7 @@
 # Reference kernels: Gemm, MatMul, normalizations, Softmax/LogSoftmax, reductions. Paths relative to kernels/.
 set(KILN_REF_NN_SOURCES
-  reference/pending_nn.cpp
+  reference/gemm_matmul.cpp
+  reference/normalization.cpp
+  reference/reduce.cpp
+  reference/softmax.cpp
 )

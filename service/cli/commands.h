@@ -1,0 +1,23 @@
+// CLI verbs. Each adds its subcommand to the app and sets `run` to the code it exits with.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace kiln::cli {
+
+using CommandRunner = std::function<int()>;
+
+// Exit codes shared by all verbs.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitError = 1;  // bad input or a failed operation; the message says which
+inline constexpr int kExitUsage = 2;  // command-line misuse
+
+void add_inspect_command(CLI::App& app, CommandRunner& run);
+void add_run_command(CLI::App& app, CommandRunner& run);
+
+// Prints "kiln: error: <message>" on stderr and returns kExitError.
+int report_error(const std::string& message);
+
+}  // namespace kiln::cli
