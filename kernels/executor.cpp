@@ -17,6 +17,8 @@ Status check_arity(const PlanStep& step, const OpDef& def) {
                def.max_inputs < 0 ? std::string("n") : std::to_string(def.max_inputs));
   KILN_REQUIRE(n_out >= def.min_outputs && n_out <= def.max_outputs, invalid_argument, "has ", n_out,
                " outputs, expected ", def.min_outputs, "..", def.max_outputs);
+  for (int i = 0; i < def.min_inputs; ++i)
+    KILN_REQUIRE(step.inputs[static_cast<size_t>(i)] >= 0, invalid_argument, "required input ", i, " is missing");
   return Status::ok();
 }
 

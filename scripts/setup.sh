@@ -16,7 +16,7 @@ done
 build_packages=(
   build-essential cmake ninja-build pkg-config
   libonnx-dev libprotobuf-dev protobuf-compiler
-  nlohmann-json3-dev catch2
+  nlohmann-json3-dev catch2 libcli11-dev libzip-dev
 )
 test_packages=(
   libonnx-testdata

@@ -103,6 +103,9 @@ Result<ShapeInferenceResult> graph_infer_shapes(Graph& graph, const ShapeInferen
                  "has ", n_in, " inputs, which this op does not accept");
     KILN_REQUIRE(n_out >= def.min_outputs && n_out <= def.max_outputs, invalid_graph, context, "has ", n_out,
                  " outputs, which this op does not accept");
+    for (int i = 0; i < def.min_inputs; ++i)
+      KILN_REQUIRE(node.inputs[static_cast<size_t>(i)] != kNoValue, invalid_graph, context, "required input ", i,
+                   " is missing");
     Status status = def.infer(ctx);
     if (!status) return status.with_context(context);
     KILN_REQUIRE(ctx.outputs.size() >= node.outputs.size(), internal, context, "inference gave ", ctx.outputs.size(),

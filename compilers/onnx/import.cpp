@@ -54,7 +54,8 @@ Result<int64_t> default_opset(const onnx::ModelProto& model) {
   int64_t opset = -1;
   for (const auto& entry : model.opset_import())
     if (entry.domain().empty() || entry.domain() == "ai.onnx") opset = entry.version();
-  KILN_REQUIRE(opset >= 0, invalid_argument, "the model imports no version of the default ONNX opset");
+  KILN_REQUIRE(opset >= 0, unsupported, "the model imports no version of the default ONNX opset (only ",
+               model.opset_import_size() ? model.opset_import(0).domain() : std::string("nothing"), ")");
   KILN_REQUIRE(opset >= kOnnxMinOpset && opset <= kOnnxMaxOpset, unsupported, "opset ", opset,
                " is not supported (kiln imports opsets ", kOnnxMinOpset, " to ", kOnnxMaxOpset, ")");
   return opset;
@@ -88,7 +89,9 @@ class Importer {
     opset_ = opset;
     const onnx::GraphProto& g = model_->graph();
     graph_.name = g.name();
-    graph_.source = {"onnx", model_->producer_name() + " " + model_->producer_version(), opset};
+    std::string producer = model_->producer_name();
+    if (!model_->producer_version().empty()) producer += " " + model_->producer_version();
+    graph_.source = {"onnx", producer, opset};
 
     KILN_TRY(import_initializers(g));
     KILN_TRY(import_inputs(g));

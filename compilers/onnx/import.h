@@ -17,7 +17,7 @@ struct OnnxImportOptions {
   bool run_checker = true;
 };
 
-inline constexpr int64_t kOnnxMinOpset = 7;
+inline constexpr int64_t kOnnxMinOpset = 6;
 inline constexpr int64_t kOnnxMaxOpset = 17;
 inline constexpr size_t kOnnxMaxModelBytes = size_t{2} << 30;  // protobuf's own 2 GiB ceiling
 

@@ -109,6 +109,25 @@ Status rule_batchnorm(NodeImportContext& ctx, Node& node) {
   return Status::ok();
 }
 
+// Opset < 7: `broadcast` was opt-in; with `axis`, B aligns with A from that axis (kept as
+// legacy_axis for the kernel), without it B aligns with A's trailing dims, as numpy does.
+Status rule_legacy_broadcast(NodeImportContext& ctx, Node& node) {
+  if (ctx.opset >= 7) return Status::ok();
+  KILN_ASSIGN(broadcast, node.attrs.get_int("broadcast", 0));
+  KILN_ASSIGN(axis, node.attrs.get_int("axis", -1));
+  node.attrs.erase("broadcast");
+  node.attrs.erase("axis");
+  node.attrs.erase("consumed_inputs");
+  if (broadcast != 0 && axis >= 0 && node.op != OpKind::Gemm) node.attrs.set("legacy_axis", axis);
+  return Status::ok();
+}
+
+// Opset < 7 PRelu: a 1-D slope is per channel (axis 1); later opsets broadcast numpy-style.
+Status rule_prelu(NodeImportContext& ctx, Node& node) {
+  if (ctx.opset < 7) node.attrs.set("legacy_axis", int64_t{1});
+  return Status::ok();
+}
+
 Status rule_dropout(NodeImportContext& ctx, Node& node) {
   if (ctx.opset < 12) {
     node.attrs.erase("ratio");
@@ -180,7 +199,7 @@ struct ImportRule {
 };
 
 // Ops whose import needs more than a name lookup. One line each.
-constexpr std::array<ImportRule, 17> kRules = {{
+constexpr std::array<ImportRule, 23> kRules = {{
     {"Clip", rule_clip},                       // min/max attributes -> inputs (opset < 11)
     {"Slice", rule_slice},                     // starts/ends/axes attributes -> inputs (opset < 10)
     {"Squeeze", rule_axes_input_before_13},    // axes attribute -> input (opset < 13)
@@ -198,6 +217,12 @@ constexpr std::array<ImportRule, 17> kRules = {{
     {"Upsample", rule_resize_legacy},          // Upsample -> Resize (asymmetric, floor)
     {"Resize", rule_resize},                   // opset 10 -> opset 13 input layout
     {"Constant", rule_constant},               // value_* attributes -> value tensor
+    {"Add", rule_legacy_broadcast},            // opset < 7: broadcast/axis attributes
+    {"Sub", rule_legacy_broadcast},            // opset < 7: broadcast/axis attributes
+    {"Mul", rule_legacy_broadcast},            // opset < 7: broadcast/axis attributes
+    {"Div", rule_legacy_broadcast},            // opset < 7: broadcast/axis attributes
+    {"Gemm", rule_legacy_broadcast},           // opset < 7: broadcast attribute
+    {"PRelu", rule_prelu},                     // opset < 7: per-channel slope
 }};
 
 }  // namespace

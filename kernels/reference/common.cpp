@@ -45,6 +45,37 @@ std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out) {
   return strides;
 }
 
+namespace {
+
+Result<size_t> legacy_aligned_rank(const Attrs& attrs, int64_t rank_a, int64_t rank_b) {
+  KILN_ASSIGN(axis, attrs.get_int("legacy_axis", -1));
+  KILN_REQUIRE(axis >= 0 && axis + rank_b <= rank_a, invalid_argument, "legacy broadcast axis ", axis,
+               " does not fit input 1 of rank ", rank_b, " into input 0 of rank ", rank_a);
+  return static_cast<size_t>(rank_a - axis);
+}
+
+}  // namespace
+
+Status apply_legacy_axis(InferContext& ctx, ValueType& storage) {
+  if (!ctx.attrs->has("legacy_axis") || !ctx.has_input(0) || !ctx.has_input(1)) return Status::ok();
+  if (!ctx.input(0).rank_known || !ctx.input(1).rank_known) return Status::ok();
+  KILN_ASSIGN(rank, legacy_aligned_rank(*ctx.attrs, ctx.input(0).rank(), ctx.input(1).rank()));
+  storage = ctx.input(1);
+  storage.shape.resize(rank, Dim(1));
+  ctx.inputs[1] = &storage;
+  return Status::ok();
+}
+
+Status apply_legacy_axis(RunContext& ctx, Tensor& storage) {
+  if (!ctx.attrs->has("legacy_axis") || !ctx.has_input(0) || !ctx.has_input(1)) return Status::ok();
+  KILN_ASSIGN(rank, legacy_aligned_rank(*ctx.attrs, ctx.input(0).rank(), ctx.input(1).rank()));
+  Shape shape = ctx.input(1).shape();
+  shape.resize(rank, 1);
+  storage = ctx.input(1).reshaped(std::move(shape));
+  ctx.inputs[1] = &storage;
+  return Status::ok();
+}
+
 std::vector<int64_t> tensor_to_ints(const Tensor& t) {
   std::vector<int64_t> v(static_cast<size_t>(t.numel()));
   for (int64_t i = 0; i < t.numel(); ++i) v[static_cast<size_t>(i)] = t.value_as_int(i);

@@ -41,6 +41,13 @@ void for_each_broadcast(const Shape& out_shape, const std::vector<int64_t> (&str
   }
 }
 
+// Opset < 7 broadcasting (binary ops with broadcast=1 and `axis`, per-channel PRelu): input 1's
+// dims align with input 0's from `axis` on. The importer records that as attribute
+// `legacy_axis`; these rewrite input 1 to numpy semantics (trailing 1s appended), using
+// `storage` for the rewritten type or view. No-ops without the attribute.
+Status apply_legacy_axis(InferContext& ctx, ValueType& storage);
+Status apply_legacy_axis(RunContext& ctx, Tensor& storage);
+
 // Reads an int32/int64 tensor as int64 values.
 std::vector<int64_t> tensor_to_ints(const Tensor& t);
 std::vector<float> tensor_to_floats(const Tensor& t);

@@ -1,4 +1,9 @@
 # Reference kernels: Conv, ConvTranspose, pooling, LRN. Paths relative to kernels/.
 set(KILN_REF_CONV_POOL_SOURCES
-  reference/pending_conv_pool.cpp
+  reference/conv.cpp
+  reference/conv_transpose.cpp
+  reference/global_pool.cpp
+  reference/lrn.cpp
+  reference/pool.cpp
+  reference/window.cpp
 )

@@ -13,6 +13,9 @@ Status run_identity(RunContext& ctx) {
 }
 
 Status infer_dropout(InferContext& ctx) {
+  if (const Tensor* training = ctx.value(2); training && training->numel() == 1)
+    KILN_REQUIRE(training->value_as_int(0) == 0, unsupported,
+                 "Dropout with training_mode=true is not supported: kiln runs inference");
   ctx.outputs.assign(1, ctx.input(0));
   ctx.outputs.push_back(ValueType::of(DType::boolean, ctx.input(0).shape));
   ctx.outputs.back().rank_known = ctx.input(0).rank_known;

@@ -2,6 +2,7 @@
 // Attributes: axis (default -1) and legacy_2d (default 0). With legacy_2d=0 (opset 13 semantics)
 // the op normalizes along `axis` alone; with legacy_2d=1 (opset < 13) the input is coerced to
 // 2-D at `axis` and every dimension from `axis` on is normalized together.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -57,10 +58,13 @@ Status run_softmax(RunContext& ctx, bool log) {
   for (int64_t o = 0; o < outer; ++o) {
     const float* in = src + o * n * inner;
     float* out = dst + o * n * inner;
-    for (int64_t i = 0; i < inner; ++i) max[static_cast<size_t>(i)] = -INFINITY;
+    std::fill(max.begin(), max.end(), -INFINITY);
+    std::fill(sum.begin(), sum.end(), 0.0);
     for (int64_t k = 0; k < n; ++k)
-      for (int64_t i = 0; i < inner; ++i) max[static_cast<size_t>(i)] = std::fmax(max[static_cast<size_t>(i)], in[k * inner + i]);
-    for (int64_t i = 0; i < inner; ++i) sum[static_cast<size_t>(i)] = 0.0;
+      for (int64_t i = 0; i < inner; ++i) {
+        float& m = max[static_cast<size_t>(i)];
+        m = std::fmax(m, in[k * inner + i]);
+      }
     for (int64_t k = 0; k < n; ++k)
       for (int64_t i = 0; i < inner; ++i) {
         const float e = std::exp(in[k * inner + i] - max[static_cast<size_t>(i)]);

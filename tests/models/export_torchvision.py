@@ -22,8 +22,13 @@ nothing is downloaded. Stock torchvision init makes a poor numerical reference (
     train-mode pass (momentum=None, BN layers only; dropout/stochastic depth stay off) over a seeded random
     batch [4,3,224,224] (torch.manual_seed(2)), so activations stay O(1) and folding is non-trivial;
   * LayerNorm: gamma ~ U(0.5, 1.5), beta ~ N(0, 0.1); ConvNeXt layer_scale ~ U(0.1, 0.5);
-  * Conv2d/Linear biases (zero-initialised by torchvision) ~ N(0, 0.05). A model whose files all exist already is skipped (build-time cache) unless --force.
-The input/expected files are shared by the folded and --preserve-bn exports (same weights, same input).
+  * Conv2d/Linear biases (zero-initialised by torchvision) ~ N(0, 0.05).
+
+A model whose files all exist already is skipped (build-time cache) unless --force. The input/expected
+files are shared by the folded and --preserve-bn exports (same weights, same input).
+
+Exit status: 0 on success, 77 when numpy/torch/torchvision/onnx is missing (a ctest skip), 2 on a usage
+error, 1 when an export fails.
 """
 
 import argparse
@@ -45,6 +50,7 @@ ALL_MODELS = [
 ]
 
 OPSET = 13
+EXIT_MISSING_DEPS = 77  # ctest's SKIP_RETURN_CODE for models_export (tests/models/CMakeLists.txt)
 INPUT_SHAPE = (2, 3, 224, 224)
 
 
@@ -65,7 +71,8 @@ def import_deps():
         die(
             "missing Python module(s): " + ", ".join(missing) + "\n"
             "  Use Debian's interpreter (/usr/bin/python3) with python3-torch python3-torchvision "
-            "python3-onnx python3-numpy installed (scripts/setup.sh --tests installs them)."
+            "python3-onnx python3-numpy installed (scripts/setup.sh --tests installs them).",
+            code=EXIT_MISSING_DEPS,
         )
     return mods["numpy"], mods["torch"], mods["torchvision"], mods["onnx"]
 

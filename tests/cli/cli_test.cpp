@@ -1,0 +1,163 @@
+// The kiln binary on good and bad input: every bad input gives one "kiln: error: ..." line
+// naming the problem and exit code 1 — never a crash (signal) or a hang (timeout).
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "kernels/io/npy.h"
+#include "kernels/io/npz.h"
+#include "tests/support/onnx_builder.h"
+
+namespace fs = std::filesystem;
+using kiln::test::OnnxBuilder;
+
+namespace {
+
+struct Run {
+  int exit_code = -1;
+  bool crashed = false;
+  std::string output;
+};
+
+// Runs kiln with a 60 s limit; stdout and stderr together.
+Run run_kiln(const std::string& args) {
+  const std::string cmd = "timeout 60 " KILN_BINARY " " + args + " 2>&1";
+  Run r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buf{};
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) r.output.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.crashed = WIFSIGNALED(status);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+fs::path temp_dir() {
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("kiln-cli-test-" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+fs::path write_file(const std::string& name, const std::string& bytes) {
+  const fs::path p = temp_dir() / name;
+  std::ofstream(p, std::ios::binary) << bytes;
+  return p;
+}
+
+void require_clean_error(const Run& r, const std::string& needle) {
+  INFO(r.output);
+  REQUIRE_FALSE(r.crashed);
+  REQUIRE(r.exit_code == 1);
+  REQUIRE(r.output.rfind("kiln: error: ", 0) == 0);
+  REQUIRE(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+  REQUIRE(r.output.find(needle) != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("kiln run writes outputs for a valid model and input", "[cli]") {
+  const fs::path model = write_file("good.onnx", kiln::test::relu_add_model().bytes());
+  const fs::path input = temp_dir() / "x.npy";
+  const std::vector<float> x = {1, 2, 3, 4, -1, -2, -3, -4};
+  REQUIRE(kiln::npy_write_file(input.string(), kiln::Tensor::from_values<float>({2, 4}, x)));
+  const fs::path output = temp_dir() / "out" / "y.npz";
+  Run r = run_kiln("run " + model.string() + " --input " + input.string() + " --output " + output.string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  auto y = kiln::npz_read_file(output.string());
+  REQUIRE(y);
+  REQUIRE(y->size() == 1);
+  REQUIRE((*y)[0].first == "y");
+  REQUIRE((*y)[0].second.shape() == kiln::Shape{2, 4});
+  REQUIRE((*y)[0].second.data<float>()[0] == Approx(2.0f));
+  REQUIRE((*y)[0].second.data<float>()[1] == Approx(0.0f));
+}
+
+TEST_CASE("kiln inspect prints totals for a valid model", "[cli]") {
+  const fs::path model = write_file("inspect.onnx", kiln::test::relu_add_model().bytes());
+  Run r = run_kiln("inspect " + model.string() + " --batch 3");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.output.find("input:  x float32[3,4]") != std::string::npos);
+  REQUIRE(r.output.find("bound:  batch=3") != std::string::npos);
+  REQUIRE(r.output.find("parameters: 4") != std::string::npos);
+  REQUIRE(r.output.find("float32[3,4]") != std::string::npos);
+}
+
+TEST_CASE("bad models give one clear error line and exit 1", "[cli][bad-input]") {
+  const std::string good = kiln::test::relu_add_model().bytes();
+  SECTION("truncated model") {
+    const fs::path p = write_file("truncated.onnx", good.substr(0, good.size() / 2));
+    require_clean_error(run_kiln("inspect " + p.string()), "truncated or malformed");
+  }
+  SECTION("random bytes") {
+    std::mt19937 rng(7);
+    std::string bytes(3000, '\0');
+    for (char& c : bytes) c = static_cast<char>(rng());
+    const fs::path p = write_file("random.onnx", bytes);
+    require_clean_error(run_kiln("inspect " + p.string()), "not an ONNX model");
+  }
+  SECTION("0-byte file") {
+    const fs::path p = write_file("empty.onnx", "");
+    require_clean_error(run_kiln("inspect " + p.string()), "empty (0 bytes)");
+  }
+  SECTION("missing file") {
+    require_clean_error(run_kiln("inspect " + (temp_dir() / "absent.onnx").string()), "no such file");
+  }
+  SECTION("cycle") {
+    OnnxBuilder b;
+    b.input("x", {1}).output("y", {1});
+    b.node("Add", {"x", "b"}, {"a"}, "first");
+    b.node("Relu", {"a"}, {"b"}, "second");
+    b.node("Identity", {"a"}, {"y"}, "out");
+    const fs::path p = write_file("cycle.onnx", b.bytes());
+    require_clean_error(run_kiln("inspect " + p.string()), "cycle through node");
+  }
+  SECTION("shape mismatch") {
+    OnnxBuilder b;
+    b.input("x", {1, 3}).output("y", {1, 3}).initializer("w", {4}, {1, 2, 3, 4});
+    b.node("Add", {"x", "w"}, {"y"}, "bad_add");
+    const fs::path p = write_file("mismatch.onnx", b.bytes());
+    require_clean_error(run_kiln("inspect " + p.string()), "node 'bad_add' (Add): cannot broadcast [1,3] with [4]");
+  }
+  SECTION("unsupported op") {
+    OnnxBuilder b(11);
+    b.input("boxes", {1, 4, 4}).input("scores", {1, 1, 4}).output("idx", {-1, 3}, onnx::TensorProto::INT64);
+    b.node("NonMaxSuppression", {"boxes", "scores"}, {"idx"}, "nms_1");
+    const fs::path p = write_file("nms.onnx", b.bytes());
+    require_clean_error(run_kiln("inspect " + p.string()), "unsupported op 'NonMaxSuppression' at node 'nms_1' (opset 11)");
+  }
+}
+
+TEST_CASE("an input of the wrong shape or kind is refused", "[cli][bad-input]") {
+  const fs::path model = write_file("shape.onnx", kiln::test::relu_add_model().bytes());
+  const fs::path out = temp_dir() / "never.npz";
+  SECTION("wrong shape .npy") {
+    const fs::path input = temp_dir() / "wrong.npy";
+    REQUIRE(kiln::npy_write_file(input.string(), kiln::Tensor::zeros(kiln::DType::f32, {2, 3})));
+    require_clean_error(run_kiln("run " + model.string() + " --input " + input.string() + " --output " + out.string()),
+                        "input 'x' expects float32[batch,4], got float32[2,3]");
+    REQUIRE_FALSE(fs::exists(out));
+  }
+  SECTION("wrong dtype .npy") {
+    const fs::path input = temp_dir() / "ints.npy";
+    REQUIRE(kiln::npy_write_file(input.string(), kiln::Tensor::zeros(kiln::DType::i64, {2, 4})));
+    require_clean_error(run_kiln("run " + model.string() + " --input " + input.string() + " --output " + out.string()),
+                        "input 'x' expects float32[batch,4], got int64[2,4]");
+  }
+  SECTION("garbage .npy") {
+    const fs::path input = write_file("garbage.npy", "this is not numpy");
+    require_clean_error(run_kiln("run " + model.string() + " --input " + input.string() + " --output " + out.string()),
+                        "garbage.npy");
+  }
+}
