@@ -39,5 +39,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 jobs=$(nproc)
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+tests=OFF
+[ "$with_tests" = 1 ] && tests=ON
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_TESTS="$tests"
 cmake --build build -j "$jobs"
