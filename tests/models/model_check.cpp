@@ -1,7 +1,9 @@
 // Checks the reference executor against PyTorch on torchvision exports from the build-time
 // cache written by export_torchvision.py: NAME.onnx, NAME.input.npy, NAME.expected.npy.
-// Passes when max|kiln - torch| <= 1e-4 * max|torch| for every model.
-// Usage: kiln_model_check CACHE_DIR NAME... ; exits 77 (skip) when the cache has no such model.
+// Passes when max|kiln - torch| <= 1e-4 * max|torch| for every model. With --passes, also runs
+// each pass of the default pipeline alone and then all together (the runner checks every pass
+// against the reference executor) and compares the optimized graph with PyTorch the same way.
+// Usage: kiln_model_check CACHE_DIR NAME... [--passes]; exits 77 (skip) when a model is not cached.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +12,8 @@
 #include "compilers/ir/shape_inference.h"
 #include "compilers/lower/to_plan.h"
 #include "compilers/onnx/import.h"
+#include "compilers/passes/pass_runner.h"
+#include "compilers/passes/pipeline.h"
 #include "kernels/executor.h"
 #include "kernels/io/npy.h"
 
@@ -20,28 +24,55 @@ namespace {
 
 constexpr int kSkip = 77;
 
-Status check_model(const fs::path& dir, const std::string& name) {
-  const auto start = std::chrono::steady_clock::now();
-  KILN_ASSIGN(graph, onnx_import_file((dir / (name + ".onnx")).string()));
-  KILN_TRY(graph_infer_shapes(graph));
-  const Plan plan = graph_to_plan(graph);
-  KILN_ASSIGN(input, npy_read_file((dir / (name + ".input.npy")).string()));
-  KILN_ASSIGN(expected, npy_read_file((dir / (name + ".expected.npy")).string()));
-  KILN_ASSIGN(result, execute_reference(plan, {input}));
-  const Tensor& got = result.outputs.at(0);
-  KILN_REQUIRE(got.shape() == expected.shape(), shape_mismatch, name, ": output shape ", shape_to_string(got.shape()),
-               ", PyTorch gives ", shape_to_string(expected.shape()));
+// max|got - want| / max|want| for one output.
+Result<double> relative_error(const Tensor& got, const Tensor& want, const std::string& what) {
+  KILN_REQUIRE(got.shape() == want.shape(), shape_mismatch, what, ": output shape ", shape_to_string(got.shape()),
+               ", PyTorch gives ", shape_to_string(want.shape()));
   double max_diff = 0, max_ref = 0;
   for (int64_t i = 0; i < got.numel(); ++i) {
-    const double g = got.value_as_double(i), w = expected.value_as_double(i);
+    const double g = got.value_as_double(i), w = want.value_as_double(i);
     max_diff = std::max(max_diff, std::isnan(g) ? INFINITY : std::fabs(g - w));
     max_ref = std::max(max_ref, std::fabs(w));
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double ratio = max_ref > 0 ? max_diff / max_ref : max_diff;
-  std::printf("%-20s nodes %4zu  max|diff| %.3g  max|out| %.3g  ratio %.2e  (%.1f s)\n", name.c_str(), graph.nodes.size(),
-              max_diff, max_ref, ratio, seconds);
-  KILN_REQUIRE(ratio <= 1e-4, internal, name, ": max abs diff ", max_diff, " exceeds 1e-4 x max|output| (", max_ref, ")");
+  return max_ref > 0 ? max_diff / max_ref : max_diff;
+}
+
+Status check_graph(const Graph& graph, const Tensor& input, const Tensor& expected, const std::string& what,
+                   double seconds_so_far) {
+  const auto start = std::chrono::steady_clock::now();
+  KILN_ASSIGN(result, execute_reference(graph_to_plan(graph), {input}));
+  KILN_ASSIGN(ratio, relative_error(result.outputs.at(0), expected, what));
+  const double seconds = seconds_so_far + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("%-44s nodes %4zu  max|diff|/max|out| %.2e  (%.1f s)\n", what.c_str(), graph.nodes.size(), ratio, seconds);
+  KILN_REQUIRE(ratio <= 1e-4, internal, what, ": max abs diff is ", ratio, " x max|output|, above 1e-4");
+  return Status::ok();
+}
+
+Status check_model(const fs::path& dir, const std::string& name, bool with_passes) {
+  const auto start = std::chrono::steady_clock::now();
+  KILN_ASSIGN(graph, onnx_import_file((dir / (name + ".onnx")).string()));
+  KILN_TRY(graph_infer_shapes(graph).status());
+  KILN_ASSIGN(input, npy_read_file((dir / (name + ".input.npy")).string()));
+  KILN_ASSIGN(expected, npy_read_file((dir / (name + ".expected.npy")).string()));
+  const double import_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  KILN_TRY(check_graph(graph, input, expected, name, import_s));
+  if (!with_passes) return Status::ok();
+
+  PassRunOptions options;
+  options.check_numerics = true;  // every pass is checked against the reference executor
+  options.bindings["batch"] = input.dim(0);
+  std::vector<std::vector<std::string>> pipelines;
+  for (const std::string& pass : default_pipeline()) pipelines.push_back({pass});
+  pipelines.push_back(default_pipeline());
+  for (const auto& pipeline : pipelines) {
+    Graph optimized = graph;
+    const std::string label = name + " + " + (pipeline.size() == 1 ? pipeline[0] : std::string("all passes"));
+    const auto pass_start = std::chrono::steady_clock::now();
+    auto records = run_passes(optimized, pipeline, options);
+    if (!records) return records.status().with_context(label + ": ");
+    const double pass_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - pass_start).count();
+    KILN_TRY(check_graph(optimized, input, expected, label, pass_s));
+  }
   return Status::ok();
 }
 
@@ -49,19 +80,24 @@ Status check_model(const fs::path& dir, const std::string& name) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: kiln_model_check CACHE_DIR NAME...\n");
+    std::fprintf(stderr, "usage: kiln_model_check CACHE_DIR NAME... [--passes]\n");
     return 2;
   }
   const fs::path dir = argv[1];
-  int failed = 0, passed = 0;
+  bool with_passes = false;
+  std::vector<std::string> names;
   for (int i = 2; i < argc; ++i) {
-    const std::string name = argv[i];
+    if (std::string(argv[i]) == "--passes") with_passes = true;
+    else names.emplace_back(argv[i]);
+  }
+  int failed = 0, passed = 0;
+  for (const std::string& name : names) {
     if (!fs::exists(dir / (name + ".onnx"))) {
       std::printf("skipped: %s is not in the model cache %s (PyTorch/torchvision missing? run scripts/test.sh, "
                   "which installs them)\n", name.c_str(), dir.c_str());
       return kSkip;
     }
-    Status s = check_model(dir, name);
+    Status s = check_model(dir, name, with_passes);
     if (s) {
       ++passed;
     } else {

@@ -1,0 +1,70 @@
+#include "compilers/ir/rewrite.h"
+
+#include <algorithm>
+
+namespace kiln {
+
+std::vector<std::vector<int>> graph_consumers(const Graph& graph) {
+  std::vector<std::vector<int>> consumers(graph.values.size());
+  for (size_t i = 0; i < graph.nodes.size(); ++i)
+    for (ValueId in : graph.nodes[i].inputs)
+      if (in != kNoValue) consumers[static_cast<size_t>(in)].push_back(static_cast<int>(i));
+  return consumers;
+}
+
+bool graph_is_output(const Graph& graph, ValueId id) {
+  return std::find(graph.outputs.begin(), graph.outputs.end(), id) != graph.outputs.end();
+}
+
+void graph_replace_uses(Graph& graph, ValueId from, ValueId to) {
+  for (Node& node : graph.nodes)
+    for (ValueId& in : node.inputs)
+      if (in == from) in = to;
+  for (ValueId& out : graph.outputs)
+    if (out == from) out = to;
+}
+
+void graph_remove_nodes(Graph& graph, const std::vector<bool>& remove) {
+  std::vector<Node> kept;
+  kept.reserve(graph.nodes.size());
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    if (i < remove.size() && remove[i]) {
+      for (ValueId out : graph.nodes[i].outputs)
+        if (out != kNoValue) graph.value(out).producer = -1;
+      continue;
+    }
+    kept.push_back(std::move(graph.nodes[i]));
+  }
+  graph.nodes = std::move(kept);
+  for (size_t i = 0; i < graph.nodes.size(); ++i)
+    for (ValueId out : graph.nodes[i].outputs)
+      if (out != kNoValue) graph.value(out).producer = static_cast<int>(i);
+}
+
+ValueId graph_add_initializer(Graph& graph, const std::string& hint, Tensor value) {
+  std::string name = hint;
+  for (int k = 1; graph.find_value(name) != kNoValue; ++k) name = hint + "_" + std::to_string(k);
+  const ValueId id = graph.add_value(name, ValueType::of(value.dtype(), sym_shape_from(value.shape())));
+  graph.initializers[id] = std::move(value);
+  return id;
+}
+
+int graph_drop_unused_initializers(Graph& graph) {
+  std::vector<bool> used(graph.values.size(), false);
+  for (const Node& node : graph.nodes)
+    for (ValueId in : node.inputs)
+      if (in != kNoValue) used[static_cast<size_t>(in)] = true;
+  for (ValueId out : graph.outputs) used[static_cast<size_t>(out)] = true;
+  int dropped = 0;
+  for (auto it = graph.initializers.begin(); it != graph.initializers.end();) {
+    if (!used[static_cast<size_t>(it->first)]) {
+      it = graph.initializers.erase(it);
+      ++dropped;
+    } else {
+      ++it;
+    }
+  }
+  return dropped;
+}
+
+}  // namespace kiln

@@ -1,0 +1,29 @@
+// Small graph-editing helpers shared by the passes.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compilers/ir/graph.h"
+
+namespace kiln {
+
+// For each value, the indices of the nodes that read it (a node reading twice appears twice).
+std::vector<std::vector<int>> graph_consumers(const Graph& graph);
+
+// True when the value is a graph output.
+bool graph_is_output(const Graph& graph, ValueId id);
+
+// Makes every reader of `from` (nodes and graph outputs) read `to` instead.
+void graph_replace_uses(Graph& graph, ValueId from, ValueId to);
+
+// Removes the nodes whose flag is set, keeping the order of the rest, and fixes producers.
+void graph_remove_nodes(Graph& graph, const std::vector<bool>& remove);
+
+// Adds an initializer under a fresh name derived from `hint`.
+ValueId graph_add_initializer(Graph& graph, const std::string& hint, Tensor value);
+
+// Drops initializers that no node reads and that are not graph outputs.
+int graph_drop_unused_initializers(Graph& graph);
+
+}  // namespace kiln

@@ -1,0 +1,24 @@
+// The one signature every graph pass has. A pass rewrites the graph in place and says whether
+// it changed anything; the runner re-verifies and re-infers shapes after each pass, so a pass
+// may rely on fresh types on entry and need not restore them.
+#pragma once
+
+#include <string_view>
+
+#include "compilers/ir/graph.h"
+
+namespace kiln {
+
+struct PassContext {
+  DimBindings bindings;  // the bindings shapes were inferred with
+};
+
+using PassFn = Result<bool> (*)(Graph& graph, const PassContext& ctx);
+
+struct PassInfo {
+  std::string_view name;     // as written in a pipeline list, e.g. "fold_batchnorm"
+  std::string_view summary;  // one line for `--print-passes`
+  PassFn run;
+};
+
+}  // namespace kiln

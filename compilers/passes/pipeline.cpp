@@ -1,0 +1,54 @@
+#include "compilers/passes/pipeline.h"
+
+#include <array>
+#include <sstream>
+
+#include "compilers/passes/eliminate_dead_nodes.h"
+#include "compilers/passes/eliminate_identity.h"
+
+namespace kiln {
+namespace {
+
+// One line a pass, in default order.
+constexpr std::array kPasses = {
+    PassInfo{"eliminate_identity", "remove Identity and inference Dropout nodes", pass_eliminate_identity},
+    PassInfo{"eliminate_dead_nodes", "remove nodes and weights nothing reads", pass_eliminate_dead_nodes},
+};
+
+}  // namespace
+
+std::span<const PassInfo> pass_table() { return kPasses; }
+
+std::vector<std::string> default_pipeline() {
+  std::vector<std::string> names;
+  for (const PassInfo& p : kPasses) names.emplace_back(p.name);
+  return names;
+}
+
+Result<std::vector<const PassInfo*>> pipeline_from_names(const std::vector<std::string>& names) {
+  std::vector<const PassInfo*> passes;
+  for (const std::string& name : names) {
+    const PassInfo* found = nullptr;
+    for (const PassInfo& p : kPasses)
+      if (p.name == name) found = &p;
+    if (!found) {
+      std::ostringstream known;
+      for (const PassInfo& p : kPasses) known << (known.tellp() ? ", " : "") << p.name;
+      return make_error(ErrorCode::invalid_argument, "unknown pass '", name, "' (known passes: ", known.str(), ")");
+    }
+    passes.push_back(found);
+  }
+  return passes;
+}
+
+std::vector<std::string> pipeline_parse(const std::string& text) {
+  if (text == "default") return default_pipeline();
+  std::vector<std::string> names;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty() && item != "none") names.push_back(item);
+  return names;
+}
+
+}  // namespace kiln

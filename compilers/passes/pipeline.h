@@ -1,0 +1,22 @@
+// The pipeline table: every pass kiln has, in the order the default pipeline runs them. A
+// pipeline is a list of pass names, so requests (and the planner) can choose passes.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "compilers/passes/pass.h"
+
+namespace kiln {
+
+std::span<const PassInfo> pass_table();
+std::vector<std::string> default_pipeline();
+
+// Resolves names against the table; an unknown name is an error listing the known ones.
+Result<std::vector<const PassInfo*>> pipeline_from_names(const std::vector<std::string>& names);
+
+// "a,b,c" -> {"a","b","c"}; "default" -> default_pipeline(); "none" or "" -> {}.
+std::vector<std::string> pipeline_parse(const std::string& text);
+
+}  // namespace kiln
