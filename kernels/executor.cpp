@@ -22,7 +22,23 @@ Status check_arity(const PlanStep& step, const OpDef& def) {
   return Status::ok();
 }
 
-Status run_step(const PlanStep& step, std::vector<Tensor>& slots) {
+// The shape to allocate for output `index`, or limit_exceeded when it needs more than `max_bytes`.
+Result<Shape> checked_output_shape(const ValueType& type, size_t index, int64_t max_bytes) {
+  Shape shape = sym_shape_concrete(type.shape);
+  int64_t bytes = static_cast<int64_t>(dtype_size(type.dtype));
+  bool too_big = false;
+  for (int64_t d : shape) {
+    KILN_REQUIRE(d >= 0, internal, "output ", index, " has a negative dim: ", shape_to_string(shape));
+    if (d == 0) return shape;
+    too_big = too_big || __builtin_mul_overflow(bytes, d, &bytes) || bytes > max_bytes;
+  }
+  KILN_REQUIRE(!too_big && bytes <= max_bytes, limit_exceeded, "output ", index, " ",
+               dtype_name(type.dtype), shape_to_string(shape), " is larger than the executor's limit of ",
+               max_bytes, " bytes per value");
+  return shape;
+}
+
+Status run_step(const PlanStep& step, std::vector<Tensor>& slots, const ExecuteOptions& options) {
   const OpDef& def = op_def(step.op);
   KILN_TRY(check_arity(step, def));
 
@@ -53,7 +69,8 @@ Status run_step(const PlanStep& step, std::vector<Tensor>& slots) {
     const ValueType& type = infer.outputs[i];
     KILN_REQUIRE(type.rank_known && sym_shape_is_concrete(type.shape), internal,
                  "output ", i, " has no concrete shape although every input is known");
-    outputs[i] = Tensor::zeros(type.dtype, sym_shape_concrete(type.shape));
+    KILN_ASSIGN(shape, checked_output_shape(type, i, options.max_value_bytes));
+    outputs[i] = Tensor::zeros(type.dtype, std::move(shape));
     run.outputs.push_back(&outputs[i]);
   }
   KILN_TRY(def.run(run));
@@ -102,7 +119,7 @@ Result<ExecuteResult> execute_reference(const Plan& plan, const std::vector<Tens
     for (int slot : step.inputs)
       KILN_REQUIRE(slot < 0 || slots[static_cast<size_t>(slot)].defined(), internal, step_context(step),
                    "reads slot ", slot, " before it is written");
-    Status status = run_step(step, slots);
+    Status status = run_step(step, slots, options);
     if (!status) return status.with_context(step_context(step));
     for (int slot : step.inputs)
       if (slot >= 0 && last_use[static_cast<size_t>(slot)] == static_cast<int>(s) && !pinned[static_cast<size_t>(slot)])

@@ -2,14 +2,22 @@
 // output from its op's shape inference and freeing every value after its last use.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
+#include "kernels/core/limits.h"
 #include "kernels/plan.h"
 
 namespace kiln {
 
+// Largest value the executor allocates by default (16 GiB, the limit on one .npy array too).
+inline constexpr int64_t kDefaultMaxValueBytes = limits::kMaxValueBytes;
+
 struct ExecuteOptions {
   bool keep_all_values = false;  // keep intermediates (for debugging and pass verification)
+  // A step whose output would need more bytes than this fails with limit_exceeded before
+  // anything is allocated.
+  int64_t max_value_bytes = kDefaultMaxValueBytes;
 };
 
 struct ExecuteResult {

@@ -26,6 +26,7 @@ struct PlanInput {
 
 struct Plan {
   int num_slots = 0;
+  std::vector<ValueType> slot_types;  // per slot, from shape inference (concrete in compiled plans)
   std::vector<std::pair<int, Tensor>> constants;  // slot, value
   std::vector<PlanInput> inputs;
   std::vector<std::pair<int, std::string>> outputs;  // slot, name

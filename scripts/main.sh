@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The main job on the bundled example: install, build, then import the Fashion-MNIST model,
-# print its summary, run it on the bundled sample and write the results under out/.
+# print its summary, run it on the bundled sample with the reference executor, compile it with the
+# default pass pipeline (checking every pass numerically) and run the compiled engine on the same
+# sample; results under out/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -12,4 +14,15 @@ echo "== kiln run $model"
 mkdir -p out/fashion-mnist
 build/kiln run "$model" --input examples/fashion-mnist/sample.npz --output out/fashion-mnist/outputs.npz
 build/kiln inspect "$model" --json > out/fashion-mnist/inspect.json
-echo "results: out/fashion-mnist/outputs.npz, out/fashion-mnist/inspect.json"
+echo
+echo "== kiln compile $model"
+build/kiln compile "$model" --batch 8 --check-numerics -o out/fashion-mnist/model.kiln
+echo
+echo "== kiln run out/fashion-mnist/model.kiln (compiled engine)"
+build/kiln run out/fashion-mnist/model.kiln --input examples/fashion-mnist/sample.npz \
+  --output out/fashion-mnist/compiled_outputs.npz
+echo
+echo "== kiln bench out/fashion-mnist/model.kiln"
+build/kiln bench out/fashion-mnist/model.kiln --iters 200
+echo
+echo "results: out/fashion-mnist/{outputs.npz,compiled_outputs.npz,model.kiln,inspect.json}"

@@ -16,11 +16,14 @@ done
 build_packages=(
   build-essential cmake ninja-build pkg-config
   libonnx-dev libprotobuf-dev protobuf-compiler
-  nlohmann-json3-dev catch2 libcli11-dev libzip-dev
+  nlohmann-json3-dev catch2 libcli11-dev libzip-dev zlib1g-dev libdnnl-dev
+  libarchive-dev libssl-dev
 )
 test_packages=(
   libonnx-testdata
+  clang libclang-rt-14-dev  # scripts/hardening.sh: libFuzzer targets (clang 14, Debian 12)
   python3 python3-numpy python3-torch python3-torchvision python3-onnx
+  umoci skopeo
 )
 
 packages=("${build_packages[@]}")

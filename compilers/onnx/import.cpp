@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <unordered_set>
 
 #include <google/protobuf/io/coded_stream.h>
@@ -34,14 +35,113 @@ Result<std::vector<uint8_t>> read_file(const std::string& path, size_t max_bytes
   return bytes;
 }
 
+// Counts what a serialized model would make protobuf allocate, on the wire bytes alone, so that
+// an oversized graph is refused before it is parsed. Only the messages that hold nodes and value
+// declarations are entered; everything else is skipped by its length. Malformed wire data ends
+// the walk quietly: protobuf's parser then reports it.
+class WireCounter {
+ public:
+  int64_t nodes = 0;
+  int64_t values = 0;
+
+  // Field numbers from onnx.proto.
+  enum class Message { model, graph, node, attribute, function };
+
+  bool over_limit() const { return nodes > limits::kMaxGraphNodes || values > limits::kMaxGraphValues; }
+
+  // Walks the message in [p, end); false on malformed data or once a limit is passed.
+  bool walk(const uint8_t* p, const uint8_t* end, Message kind, int depth) {
+    if (depth > limits::kMaxNestingDepth) return false;
+    while (p < end) {
+      uint64_t key = 0;
+      if (!read_varint(p, end, key)) return false;
+      const uint64_t field = key >> 3;
+      switch (key & 7) {
+        case 0: {
+          uint64_t ignored = 0;
+          if (!read_varint(p, end, ignored)) return false;
+          break;
+        }
+        case 1: if (end - p < 8) return false; p += 8; break;
+        case 5: if (end - p < 4) return false; p += 4; break;
+        case 2: {
+          uint64_t len = 0;
+          if (!read_varint(p, end, len) || len > static_cast<uint64_t>(end - p)) return false;
+          const uint8_t* sub = p;
+          p += len;
+          const auto child = child_message(kind, field);
+          if (child && !walk(sub, p, *child, depth + 1)) return false;
+          if (over_limit()) return false;
+          break;
+        }
+        default: return false;  // groups: not used by ONNX
+      }
+    }
+    return true;
+  }
+
+ private:
+  static bool read_varint(const uint8_t*& p, const uint8_t* end, uint64_t& v) {
+    v = 0;
+    for (int shift = 0; shift < 64 && p < end; shift += 7) {
+      const uint8_t b = *p++;
+      v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if (!(b & 0x80)) return true;
+    }
+    return false;
+  }
+
+  // The submessage kind of a length-delimited `field` of `kind`, counting what it declares.
+  std::optional<Message> child_message(Message kind, uint64_t field) {
+    switch (kind) {
+      case Message::model:
+        if (field == 7) return Message::graph;      // ModelProto.graph
+        if (field == 25) return Message::function;  // ModelProto.functions
+        return std::nullopt;
+      case Message::graph:
+        if (field == 1) {  // GraphProto.node
+          ++nodes;
+          return Message::node;
+        }
+        if (field == 5 || field == 11 || field == 12 || field == 13 || field == 15) ++values;
+        return std::nullopt;  // initializer, input, output, value_info, sparse_initializer
+      case Message::function:
+        if (field == 7) {  // FunctionProto.node
+          ++nodes;
+          return Message::node;
+        }
+        return std::nullopt;
+      case Message::node:
+        return field == 5 ? std::optional(Message::attribute) : std::nullopt;  // NodeProto.attribute
+      case Message::attribute:
+        if (field == 6 || field == 11) return Message::graph;  // AttributeProto.g, graphs
+        return std::nullopt;
+    }
+    return std::nullopt;
+  }
+};
+
+Status check_model_size(std::span<const uint8_t> bytes) {
+  KILN_REQUIRE(bytes.size() <= limits::kMaxModelBytes, limit_exceeded, "model is ", bytes.size(),
+               " bytes, more than the limit of ", limits::kMaxModelBytes,
+               " bytes on a protobuf model (store large weights as ONNX external data)");
+  WireCounter counter;
+  counter.walk(bytes.data(), bytes.data() + bytes.size(), WireCounter::Message::model, 0);
+  KILN_REQUIRE(counter.nodes <= limits::kMaxGraphNodes, limit_exceeded, "model has more than ",
+               limits::kMaxGraphNodes, " nodes, the limit on one model (refused before parsing)");
+  KILN_REQUIRE(counter.values <= limits::kMaxGraphValues, limit_exceeded, "model declares more than ",
+               limits::kMaxGraphValues, " initializers, inputs, outputs and value infos, the limit on one model "
+               "(refused before parsing)");
+  return Status::ok();
+}
+
 Result<std::shared_ptr<onnx::ModelProto>> parse_model(std::span<const uint8_t> bytes) {
   KILN_REQUIRE(!bytes.empty(), parse, "not an ONNX model: the input is empty (0 bytes)");
-  KILN_REQUIRE(bytes.size() <= kOnnxMaxModelBytes, limit_exceeded, "model is ", bytes.size(),
-               " bytes; protobuf models are limited to 2 GiB (use external data)");
+  KILN_TRY(check_model_size(bytes));
   auto model = std::make_shared<onnx::ModelProto>();
   google::protobuf::io::CodedInputStream stream(bytes.data(), static_cast<int>(bytes.size()));
   stream.SetTotalBytesLimit(static_cast<int>(kOnnxMaxModelBytes - 1));
-  stream.SetRecursionLimit(64);
+  stream.SetRecursionLimit(limits::kMaxNestingDepth);
   KILN_REQUIRE(model->ParseFromCodedStream(&stream) && stream.ConsumedEntireMessage(), parse,
                "not an ONNX model: the protobuf data is truncated or malformed (", bytes.size(), " bytes)");
   KILN_REQUIRE(model->has_graph(), parse, "not an ONNX model: no graph in the file (", bytes.size(), " bytes)");
@@ -61,8 +161,18 @@ Result<int64_t> default_opset(const onnx::ModelProto& model) {
   return opset;
 }
 
+// Names and string attributes longer than limits::kMaxStringBytes are refused.
+Status check_string(const std::string& s, const char* what) {
+  KILN_REQUIRE(s.size() <= limits::kMaxStringBytes, limit_exceeded, what, " '", s.substr(0, 32), "...' is ",
+               s.size(), " bytes, more than the limit of ", limits::kMaxStringBytes);
+  return Status::ok();
+}
+
 Result<AttrValue> convert_attribute(const onnx::AttributeProto& a, const std::string& dir,
                                     const std::shared_ptr<const void>& keep) {
+  KILN_TRY(check_string(a.name(), "attribute name"));
+  KILN_TRY(check_string(a.s(), "string attribute"));
+  for (const auto& s : a.strings()) KILN_TRY(check_string(s, "string attribute"));
   switch (a.type()) {
     case onnx::AttributeProto::FLOAT: return AttrValue(a.f());
     case onnx::AttributeProto::INT: return AttrValue(static_cast<int64_t>(a.i()));
@@ -107,6 +217,7 @@ class Importer {
     KILN_REQUIRE(g.sparse_initializer_size() == 0, unsupported, "sparse initializers are not supported");
     std::shared_ptr<const void> keep = model_;
     for (const auto& init : g.initializer()) {
+      KILN_TRY(check_string(init.name(), "initializer name"));
       KILN_REQUIRE(!init.name().empty(), invalid_graph, "an initializer has no name");
       KILN_REQUIRE(graph_.find_value(init.name()) == kNoValue, invalid_graph, "duplicate initializer '", init.name(), "'");
       KILN_ASSIGN(t, onnx_detail::tensor_from_proto(init, dir_, keep));
@@ -118,6 +229,7 @@ class Importer {
 
   Status import_inputs(const onnx::GraphProto& g) {
     for (const auto& info : g.input()) {
+      KILN_TRY(check_string(info.name(), "graph input name"));
       const ValueId existing = graph_.find_value(info.name());
       if (existing != kNoValue && graph_.is_initializer(existing)) continue;  // IR < 4 lists weights as inputs
       KILN_REQUIRE(existing == kNoValue, invalid_graph, "duplicate graph input '", info.name(), "'");
@@ -155,6 +267,10 @@ class Importer {
   }
 
   Status import_node(const onnx::NodeProto& proto, int index) {
+    KILN_TRY(check_string(proto.name(), "node name"));
+    KILN_TRY(check_string(proto.op_type(), "op type"));
+    for (const auto& name : proto.input()) KILN_TRY(check_string(name, "node input name"));
+    for (const auto& name : proto.output()) KILN_TRY(check_string(name, "node output name"));
     Node node;
     node.name = unique_node_name(proto, index);
     KILN_REQUIRE(node_names_.insert(node.name).second, invalid_graph, "duplicate node name '", node.name, "'");

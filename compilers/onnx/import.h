@@ -7,6 +7,7 @@
 #include <string>
 
 #include "compilers/ir/graph.h"
+#include "kernels/core/limits.h"
 
 namespace kiln {
 
@@ -19,7 +20,7 @@ struct OnnxImportOptions {
 
 inline constexpr int64_t kOnnxMinOpset = 6;
 inline constexpr int64_t kOnnxMaxOpset = 17;
-inline constexpr size_t kOnnxMaxModelBytes = size_t{2} << 30;  // protobuf's own 2 GiB ceiling
+inline constexpr size_t kOnnxMaxModelBytes = limits::kMaxModelBytes;  // protobuf's own 2 GiB ceiling
 
 Result<Graph> onnx_import_file(const std::string& path, const OnnxImportOptions& options = {});
 Result<Graph> onnx_import_bytes(std::span<const uint8_t> bytes, const OnnxImportOptions& options = {});

@@ -8,10 +8,10 @@
 #include <cstring>
 #include <filesystem>
 
+#include "kernels/core/limits.h"
+
 namespace kiln::onnx_detail {
 namespace {
-
-constexpr int64_t kMaxTensorBytes = int64_t{1} << 36;  // 64 GiB: beyond any model kiln accepts
 
 const char* onnx_type_name(int32_t elem_type) {
   switch (elem_type) {
@@ -126,16 +126,22 @@ Result<Tensor> tensor_from_proto(const onnx::TensorProto& proto, const std::stri
   auto dtype = dtype_from_onnx(proto.data_type(), what);
   if (!dtype) return dtype.status();
   KILN_REQUIRE(!proto.has_segment(), unsupported, what, " is segmented, which kiln does not support");
-  Shape shape;
+  KILN_REQUIRE(proto.dims_size() <= limits::kMaxRank, limit_exceeded, what, " has rank ", proto.dims_size(),
+               ", more than the limit of ", limits::kMaxRank);
+  // Checked on the declared dims alone, before any data is looked at or allocated.
+  Shape shape(proto.dims().begin(), proto.dims().end());
   int64_t numel = 1;
-  for (int64_t d : proto.dims()) {
+  for (int64_t d : shape) {
     KILN_REQUIRE(d >= 0, parse, what, " has a negative dimension ", d);
-    KILN_REQUIRE(d == 0 || numel <= kMaxTensorBytes / d, limit_exceeded, what, " has more than 2^36 elements");
+    KILN_REQUIRE(d <= limits::kMaxTensorElements && (d == 0 || numel <= limits::kMaxTensorElements / d),
+                 limit_exceeded, what, " ", shape_to_string(shape), " has more than the limit of ",
+                 limits::kMaxTensorElements, " elements (2^40)");
     numel *= d;
-    shape.push_back(d);
   }
   const size_t elem = dtype_size(*dtype);
-  KILN_REQUIRE(numel <= kMaxTensorBytes / static_cast<int64_t>(elem), limit_exceeded, what, " is larger than 64 GiB");
+  KILN_REQUIRE(numel <= limits::kMaxTensorBytes / static_cast<int64_t>(elem), limit_exceeded, what, " ",
+               shape_to_string(shape), " needs ", numel, " x ", elem, " bytes, more than the limit of ",
+               limits::kMaxTensorBytes, " bytes (64 GiB) on one tensor");
   const size_t nbytes = static_cast<size_t>(numel) * elem;
 
   if (proto.data_location() == onnx::TensorProto::EXTERNAL)
@@ -151,6 +157,13 @@ Result<Tensor> tensor_from_proto(const onnx::TensorProto& proto, const std::stri
     return t;
   }
 
+  int values = 0;
+  switch (*dtype) {
+    case DType::f32: values = proto.float_data_size(); break;
+    case DType::i64: values = proto.int64_data_size(); break;
+    default: values = proto.int32_data_size(); break;
+  }
+  KILN_REQUIRE(values == numel, parse, what, " has ", values, " values for shape ", shape_to_string(shape));
   Tensor t = Tensor::zeros(*dtype, std::move(shape));
   Status status;
   switch (*dtype) {
@@ -177,10 +190,14 @@ Result<ValueType> value_type_from_proto(const onnx::ValueInfoProto& info) {
   auto dtype = dtype_from_onnx(tt.elem_type(), what);
   if (!dtype) return dtype.status();
   if (!tt.has_shape()) return ValueType::unranked(*dtype);
+  KILN_REQUIRE(tt.shape().dim_size() <= limits::kMaxRank, limit_exceeded, what, " has rank ",
+               tt.shape().dim_size(), ", more than the limit of ", limits::kMaxRank);
   SymShape shape;
   for (const auto& d : tt.shape().dim()) {
     if (d.has_dim_value()) {
       KILN_REQUIRE(d.dim_value() >= 0, parse, what, " has a negative dimension ", d.dim_value());
+      KILN_REQUIRE(d.dim_value() <= limits::kMaxTensorElements, limit_exceeded, what, " has dimension ",
+                   d.dim_value(), ", more than the limit of ", limits::kMaxTensorElements, " (2^40)");
       shape.push_back(Dim(d.dim_value()));
     } else if (d.has_dim_param() && !d.dim_param().empty()) {
       shape.push_back(Dim::named(d.dim_param()));

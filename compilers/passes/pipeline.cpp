@@ -5,14 +5,30 @@
 
 #include "compilers/passes/eliminate_dead_nodes.h"
 #include "compilers/passes/eliminate_identity.h"
+#include "compilers/passes/fold_batchnorm.h"
+#include "compilers/passes/fold_constants.h"
+#include "compilers/passes/fuse_activation.h"
+#include "compilers/passes/fuse_residual_add.h"
+#include "compilers/passes/merge_concats.h"
+#include "compilers/passes/reorder_pool_activation.h"
 
 namespace kiln {
 namespace {
 
 // One line a pass, in default order.
 constexpr std::array kPasses = {
+    PassInfo{"fold_constants", "evaluate constant subgraphs and Shape of concrete shapes", pass_fold_constants},
     PassInfo{"eliminate_identity", "remove Identity and inference Dropout nodes", pass_eliminate_identity},
     PassInfo{"eliminate_dead_nodes", "remove nodes and weights nothing reads", pass_eliminate_dead_nodes},
+    PassInfo{"fold_batchnorm", "fold BatchNormalization into a preceding Conv, ConvTranspose or Gemm",
+             pass_fold_batchnorm},
+    PassInfo{"fuse_residual_add", "fold Add(op output, same-shape value) into Conv/Gemm/MatMul as its residual",
+             pass_fuse_residual_add},
+    PassInfo{"fuse_activation", "fold the activation after Conv/Gemm/MatMul into its fused epilogue",
+             pass_fuse_activation},
+    PassInfo{"reorder_pool_activation", "move a monotonic activation from before a MaxPool to after it",
+             pass_reorder_pool_activation},
+    PassInfo{"merge_concats", "flatten a Concat of a single-reader Concat on the same axis", pass_merge_concats},
 };
 
 }  // namespace

@@ -7,7 +7,7 @@
 // Reading streams: the header is parsed and every size is checked (overflow-safe, against
 // kMaxDataBytes) before anything is allocated, then the data is read straight into the tensor
 // (float64 is converted to float32 in chunks). The same streaming reader serves files, byte
-// spans and .npz entries (npz.cpp declares npy_detail::read_stream itself).
+// spans and .npz entries (npy_detail.h shares it, and the writer's pieces, with npz.cpp).
 #include "kernels/io/npy.h"
 
 #include <algorithm>
@@ -17,31 +17,17 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <sstream>
 #include <string_view>
 #include <system_error>
 
+#include "kernels/io/npy_detail.h"
+
 namespace kiln {
 
 static_assert(std::endian::native == std::endian::little, "kiln's .npy I/O assumes a little-endian host");
-
-namespace npy_detail {
-
-// Largest data block kiln reads from or writes to one .npy (16 GiB).
-constexpr uint64_t kMaxDataBytes = uint64_t{1} << 34;
-// Largest header kiln parses (NumPy's own default limit is 10000 bytes).
-constexpr uint64_t kMaxHeaderBytes = uint64_t{1} << 20;
-
-// Fills up to `n` bytes at `dst` from a sequential source; returns the count, which is less than
-// `n` only at the end of the source.
-using ReadFn = std::function<Result<size_t>(void* dst, size_t n)>;
-
-Result<Tensor> read_stream(const ReadFn& read, uint64_t total, const std::string& what);
-
-}  // namespace npy_detail
 
 namespace {
 
@@ -319,8 +305,9 @@ Result<Header> interpret_header(std::string_view text) {
   KILN_REQUIRE(shape->kind == PyValue::Kind::tuple, parse, "bad header: 'shape' is not a tuple");
   KILN_REQUIRE(shape->items.size() <= kMaxRank, limit_exceeded, "shape has rank ", shape->items.size(),
                ", more than ", kMaxRank);
-  uint64_t numel = 1;
+  uint64_t numel = 1;  // product of the non-zero dims, which must fit too (it bounds every stride)
   bool too_big = false;
+  bool empty = false;
   size_t non_unit_dims = 0;
   for (size_t i = 0; i < shape->items.size(); ++i) {
     const PyValue& dim = shape->items[i];
@@ -333,16 +320,16 @@ Result<Header> interpret_header(std::string_view text) {
     h.shape.push_back(dim.number);
     if (d != 1) ++non_unit_dims;
     // Saturating product: numel only matters up to kMaxDataBytes.
-    if (d == 0) numel = 0;
+    if (d == 0) empty = true;
     else if (numel > kMaxDataBytes / d) too_big = true;
     else numel *= d;
   }
-  if (numel == 0) too_big = false;
   if (too_big || numel > kMaxDataBytes / h.item_size) {
     return make_error(ErrorCode::limit_exceeded, "header says ", describe_shape(h.shape), ' ',
                       file_type_name(h.file_type), ", more than the ", kMaxDataBytes,
                       "-byte (16 GiB) limit on one array");
   }
+  if (empty) numel = 0;
   h.data_bytes = numel * h.item_size;
   // Column-major data is only a problem when at least two dimensions exceed 1.
   KILN_REQUIRE(!fortran->flag || non_unit_dims <= 1 || numel == 0, unsupported,
@@ -375,7 +362,9 @@ Result<size_t> read_fully(const ReadFn& read, void* dst, size_t n) {
   return done;
 }
 
-Result<Tensor> read_stream_impl(const ReadFn& read, uint64_t total, const std::string& what) {
+}  // namespace
+
+Result<Tensor> npy_detail::read_stream(const ReadFn& read, uint64_t total, const std::string& what) {
   // Preamble: magic, version, header length.
   uint8_t pre[12] = {};
   const size_t want = static_cast<size_t>(std::min<uint64_t>(total, sizeof pre));
@@ -446,6 +435,8 @@ Result<Tensor> read_stream_impl(const ReadFn& read, uint64_t total, const std::s
 // ---------------------------------------------------------------------------------------------
 // Writing.
 
+namespace {
+
 struct WriteLayout {
   std::string descr;
   size_t item_size;
@@ -465,8 +456,10 @@ WriteLayout write_layout(DType dt) {
   return {"<f4", 4};
 }
 
+}  // namespace
+
 // Preamble + header, padded with spaces so that the data starts at a multiple of 64.
-std::vector<uint8_t> make_header(const Tensor& tensor) {
+std::vector<uint8_t> npy_detail::header_bytes(const Tensor& tensor) {
   std::ostringstream dict;
   dict << "{'descr': '" << write_layout(tensor.dtype()).descr << "', 'fortran_order': False, 'shape': (";
   for (int64_t i = 0; i < tensor.rank(); ++i) dict << (i ? ", " : "") << tensor.dim(i);
@@ -488,14 +481,14 @@ std::vector<uint8_t> make_header(const Tensor& tensor) {
   return out;
 }
 
-size_t data_bytes_written(const Tensor& tensor) {
+size_t npy_detail::data_bytes(const Tensor& tensor) {
   return static_cast<size_t>(tensor.numel()) * write_layout(tensor.dtype()).item_size;
 }
 
 // Appends the data as written to the file (bfloat16 widened; undefined tensors as zeros).
-void append_data(const Tensor& tensor, std::vector<uint8_t>& out) {
+void npy_detail::append_data(const Tensor& tensor, std::vector<uint8_t>& out) {
   const size_t start = out.size();
-  out.resize(start + data_bytes_written(tensor), 0);
+  out.resize(start + data_bytes(tensor), 0);
   if (tensor.raw() == nullptr || tensor.numel() == 0) return;
   if (tensor.dtype() == DType::bf16) {
     const BFloat16* src = tensor.data<BFloat16>();
@@ -507,6 +500,8 @@ void append_data(const Tensor& tensor, std::vector<uint8_t>& out) {
     std::memcpy(out.data() + start, tensor.raw(), tensor.nbytes());
   }
 }
+
+namespace {
 
 struct FileCloser {
   void operator()(std::FILE* f) const {
@@ -522,17 +517,6 @@ std::string errno_text(int err) { return std::generic_category().message(err); }
 // ---------------------------------------------------------------------------------------------
 // Public API.
 
-namespace npy_detail {
-
-Result<Tensor> read_stream(const ReadFn& read, uint64_t total, const std::string& what) {
-  return read_stream_impl(read, total, what);
-}
-
-// Everything npz.cpp needs to write an entry without copying the tensor's data.
-std::vector<uint8_t> header_bytes(const Tensor& tensor) { return make_header(tensor); }
-
-}  // namespace npy_detail
-
 Result<Tensor> npy_read_bytes(std::span<const uint8_t> bytes, const std::string& what) {
   size_t pos = 0;
   const ReadFn read = [&](void* dst, size_t n) -> Result<size_t> {
@@ -541,7 +525,7 @@ Result<Tensor> npy_read_bytes(std::span<const uint8_t> bytes, const std::string&
     pos += k;
     return k;
   };
-  return read_stream_impl(read, bytes.size(), what);
+  return npy_detail::read_stream(read, bytes.size(), what);
 }
 
 Result<Tensor> npy_read_file(const std::string& path) {
@@ -559,27 +543,27 @@ Result<Tensor> npy_read_file(const std::string& path) {
     KILN_REQUIRE(got == n || !std::ferror(f.get()), io, path, ": read error: ", errno_text(errno));
     return got;
   };
-  return read_stream_impl(read, size, path);
+  return npy_detail::read_stream(read, size, path);
 }
 
 std::vector<uint8_t> npy_write_bytes(const Tensor& tensor) {
-  std::vector<uint8_t> out = make_header(tensor);
-  append_data(tensor, out);
+  std::vector<uint8_t> out = npy_detail::header_bytes(tensor);
+  npy_detail::append_data(tensor, out);
   return out;
 }
 
 Status npy_write_file(const std::string& path, const Tensor& tensor) {
   KILN_REQUIRE(tensor.defined(), invalid_argument, path, ": cannot write an undefined tensor");
-  KILN_REQUIRE(data_bytes_written(tensor) <= kMaxDataBytes, limit_exceeded, path, ": ", tensor.describe(),
+  KILN_REQUIRE(npy_detail::data_bytes(tensor) <= kMaxDataBytes, limit_exceeded, path, ": ", tensor.describe(),
                " is over the ", kMaxDataBytes, "-byte limit on one array");
   FilePtr f(std::fopen(path.c_str(), "wb"));
   KILN_REQUIRE(f != nullptr, io, path, ": cannot open for writing: ", errno_text(errno));
-  const std::vector<uint8_t> header = make_header(tensor);
+  const std::vector<uint8_t> header = npy_detail::header_bytes(tensor);
   bool ok = std::fwrite(header.data(), 1, header.size(), f.get()) == header.size();
   if (ok && tensor.numel() > 0) {
     if (tensor.dtype() == DType::bf16) {
       std::vector<uint8_t> converted;
-      append_data(tensor, converted);
+      npy_detail::append_data(tensor, converted);
       ok = std::fwrite(converted.data(), 1, converted.size(), f.get()) == converted.size();
     } else {
       ok = std::fwrite(tensor.raw(), 1, tensor.nbytes(), f.get()) == tensor.nbytes();

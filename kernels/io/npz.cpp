@@ -8,22 +8,13 @@
 #include <cstdio>
 #include <cstring>
 #include <algorithm>
-#include <functional>
 #include <memory>
 #include <set>
 #include <string_view>
 
+#include "kernels/io/npy_detail.h"
+
 namespace kiln {
-
-// Defined in npy.cpp (the streaming .npy reader and header writer, shared with this file).
-namespace npy_detail {
-constexpr uint64_t kMaxDataBytes = uint64_t{1} << 34;
-constexpr uint64_t kMaxHeaderBytes = uint64_t{1} << 20;
-using ReadFn = std::function<Result<size_t>(void* dst, size_t n)>;
-Result<Tensor> read_stream(const ReadFn& read, uint64_t total, const std::string& what);
-std::vector<uint8_t> header_bytes(const Tensor& tensor);
-}  // namespace npy_detail
-
 namespace {
 
 constexpr std::string_view kSuffix = ".npy";
@@ -122,9 +113,9 @@ Status npz_write_file(const std::string& path, const NamedTensors& tensors) {
   for (const auto& [name, tensor] : tensors) {
     KILN_REQUIRE(seen.insert(name).second, invalid_argument, path, ": two tensors are named '", name, "'");
     KILN_REQUIRE(tensor.defined(), invalid_argument, path, ": tensor '", name, "' is undefined");
-    const uint64_t bytes = static_cast<uint64_t>(tensor.numel()) * (tensor.dtype() == DType::bf16 ? 4 : dtype_size(tensor.dtype()));
-    KILN_REQUIRE(bytes <= npy_detail::kMaxDataBytes, limit_exceeded, path, ": tensor '", name, "' (",
-                 tensor.describe(), ") is over the ", npy_detail::kMaxDataBytes, "-byte limit on one array");
+    KILN_REQUIRE(npy_detail::data_bytes(tensor) <= npy_detail::kMaxDataBytes, limit_exceeded, path, ": tensor '",
+                 name, "' (", tensor.describe(), ") is over the ", npy_detail::kMaxDataBytes,
+                 "-byte limit on one array");
   }
 
   if (tensors.empty()) {
@@ -154,12 +145,8 @@ Status npz_write_file(const std::string& path, const NamedTensors& tensors) {
     frags.push_back({owned.back().data(), owned.back().size()});
     if (tensor.numel() > 0) {
       if (tensor.dtype() == DType::bf16) {
-        std::vector<uint8_t>& wide = owned.emplace_back(static_cast<size_t>(tensor.numel()) * 4);
-        const BFloat16* src = tensor.data<BFloat16>();
-        for (int64_t i = 0; i < tensor.numel(); ++i) {
-          const float f = static_cast<float>(src[i]);
-          std::memcpy(wide.data() + static_cast<size_t>(i) * 4, &f, 4);
-        }
+        std::vector<uint8_t>& wide = owned.emplace_back();
+        npy_detail::append_data(tensor, wide);
         frags.push_back({wide.data(), wide.size()});
       } else {
         // zip_buffer_fragment_t wants a non-const pointer; libzip only reads it (freep = 0).
@@ -175,6 +162,10 @@ Status npz_write_file(const std::string& path, const NamedTensors& tensors) {
       return make_error(ErrorCode::io, path, ": entry '", entry, "': ", zip_strerror(za.get()));
     }
     KILN_REQUIRE(zip_set_file_compression(za.get(), static_cast<zip_uint64_t>(index), ZIP_CM_STORE, 0) == 0, io,
+                 path, ": entry '", entry, "': ", zip_strerror(za.get()));
+    // A fixed DOS time (1980-01-01 00:00), not the clock, so the same tensors give the same
+    // bytes (images carry .npz self-test vectors and must be reproducible).
+    KILN_REQUIRE(zip_file_set_dostime(za.get(), static_cast<zip_uint64_t>(index), 0, (1 << 5) | 1, 0) == 0, io,
                  path, ": entry '", entry, "': ", zip_strerror(za.get()));
   }
   if (zip_close(za.get()) != 0) return make_error(ErrorCode::io, path, ": write failed: ", zip_strerror(za.get()));

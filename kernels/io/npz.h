@@ -14,6 +14,7 @@ namespace kiln {
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 Result<NamedTensors> npz_read_file(const std::string& path);
-Status npz_write_file(const std::string& path, const NamedTensors& tensors);  // uncompressed, like np.savez
+// Uncompressed, like np.savez; entries dated 1980-01-01, so equal tensors give equal bytes.
+Status npz_write_file(const std::string& path, const NamedTensors& tensors);
 
 }  // namespace kiln

@@ -1,6 +1,7 @@
 #include "kernels/reference/common.h"
 
 #include <algorithm>
+#include <sstream>
 
 namespace kiln::ref {
 
@@ -98,6 +99,14 @@ Status require_dtype(const InferContext& ctx, size_t i, std::initializer_list<DT
   for (DType a : allowed)
     if (a == dt) return Status::ok();
   return make_error(ErrorCode::unsupported, "input ", i, " has dtype ", dtype_name(dt), ", which this op does not support");
+}
+
+std::string ints_to_string(const std::vector<int64_t>& v) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
+  os << ']';
+  return os.str();
 }
 
 }  // namespace kiln::ref

@@ -1,8 +1,10 @@
 // Helpers shared by the reference ops: attribute unwrapping, axis normalization, numpy
-// broadcasting for symbolic and concrete shapes, and reading small int tensors.
+// broadcasting for symbolic and concrete shapes, reading small int tensors, and formatting ints
+// for error messages.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "kernels/op_def.h"
@@ -57,5 +59,8 @@ Status infer_same_as_input0(InferContext& ctx);  // one output, same dtype and s
 
 // Requires input i to have dtype in `allowed`; error names the input index and dtype.
 Status require_dtype(const InferContext& ctx, size_t i, std::initializer_list<DType> allowed);
+
+// "[1,2,3]", for error messages.
+std::string ints_to_string(const std::vector<int64_t>& v);
 
 }  // namespace kiln::ref

@@ -110,7 +110,7 @@ Status infer_constant_of_shape(InferContext& ctx) {
   }
   SymShape out;
   for (int64_t v : shape.values) {
-    KILN_REQUIRE(v >= 0, invalid_argument, "shape ", ref::data::ints_to_string(shape.values), " has a negative dim");
+    KILN_REQUIRE(v >= 0, invalid_argument, "shape ", ref::ints_to_string(shape.values), " has a negative dim");
     out.push_back(Dim(v));
   }
   KILN_TRY(ref::data::check_output_shape(out, "the ConstantOfShape output"));

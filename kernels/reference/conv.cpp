@@ -6,52 +6,11 @@
 // output plane one output row at a time, the innermost loop running along the output's last dim.
 #include <algorithm>
 
+#include "kernels/reference/epilogue.h"
 #include "kernels/reference/window.h"
 
 namespace kiln {
 namespace {
-
-using ref::WindowAttrs;
-
-// Spatial rank from X (rank - 2) and W (rank - 2) when either is ranked; -1 when neither is.
-Result<int64_t> conv_spatial_rank(const ValueType& x, const ValueType& w) {
-  int64_t rank = -1;
-  if (x.rank_known) {
-    KILN_REQUIRE(x.rank() >= 3, shape_mismatch, "X must have rank >= 3 (N, C, spatial...), got shape ",
-                 sym_shape_to_string(x.shape));
-    rank = x.rank() - 2;
-  }
-  if (w.rank_known) {
-    KILN_REQUIRE(w.rank() >= 3, shape_mismatch, "W must have rank >= 3 (M, C/group, kernel...), got shape ",
-                 sym_shape_to_string(w.shape));
-    KILN_REQUIRE(rank < 0 || w.rank() - 2 == rank, shape_mismatch, "W has shape ", sym_shape_to_string(w.shape),
-                 " (rank ", w.rank(), ") but X has shape ", sym_shape_to_string(x.shape), " (rank ", x.rank(), ")");
-    rank = w.rank() - 2;
-  }
-  KILN_REQUIRE(rank <= static_cast<int64_t>(ref::kMaxSpatialRank), unsupported, "spatial rank ", rank,
-               " is more than the supported ", ref::kMaxSpatialRank);
-  return rank;
-}
-
-Result<int64_t> read_group(const Attrs& attrs) {
-  KILN_ASSIGN(group, attrs.get_int("group", 1));
-  KILN_REQUIRE(group >= 1 && group <= ref::kMaxWindowValue, invalid_argument, "group must be in [1, ",
-               ref::kMaxWindowValue, "], got ", group);
-  return group;
-}
-
-// The kernel size of spatial dim d: kernel_shape when given (it must then agree with W), else W's
-// dim (-1 when unknown).
-Result<int64_t> kernel_dim(const WindowAttrs& wa, const ValueType& w, size_t d) {
-  const Dim wd = w.rank_known ? w.shape[d + 2] : Dim::unknown();
-  if (wd.known())
-    KILN_REQUIRE(wd.value >= 1 && wd.value <= ref::kMaxWindowValue, shape_mismatch, "W has shape ",
-                 sym_shape_to_string(w.shape), ": kernel dims must be in [1, ", ref::kMaxWindowValue, "]");
-  if (wa.kernel.empty()) return wd.known() ? wd.value : int64_t{-1};
-  KILN_REQUIRE(!wd.known() || wd.value == wa.kernel[d], shape_mismatch, "kernel_shape ",
-               ref::ints_to_string(wa.kernel), " does not match W's shape ", sym_shape_to_string(w.shape));
-  return wa.kernel[d];
-}
 
 // Checks an optional bias input (index 2) against M; returns M (taken from the bias if W does not
 // give it).
@@ -73,8 +32,8 @@ Status infer_conv(InferContext& ctx) {
   KILN_TRY(ref::require_dtype(ctx, 1, {DType::f32}));
   const ValueType& x = ctx.input(0);
   const ValueType& w = ctx.input(1);
-  KILN_ASSIGN(group, read_group(*ctx.attrs));
-  KILN_ASSIGN(rank, conv_spatial_rank(x, w));
+  KILN_ASSIGN(group, ref::read_group(*ctx.attrs));
+  KILN_ASSIGN(rank, ref::conv_spatial_rank(x, w, "M, C/group, kernel..."));
 
   const Dim c = x.rank_known ? x.shape[1] : Dim::unknown();
   Dim m = w.rank_known ? w.shape[0] : Dim::unknown();
@@ -93,13 +52,13 @@ Status infer_conv(InferContext& ctx) {
 
   if (rank < 0) {
     ctx.outputs.assign(1, ValueType::unranked(DType::f32));
-    return Status::ok();
+    return ref::infer_epilogue(ctx, 3, ctx.outputs[0]);
   }
   const size_t r = static_cast<size_t>(rank);
   KILN_ASSIGN(wa, ref::read_window_attrs(*ctx.attrs, r, false, false));
   SymShape out{x.rank_known ? x.shape[0] : Dim::unknown(), m};
   for (size_t d = 0; d < r; ++d) {
-    KILN_ASSIGN(k, kernel_dim(wa, w, d));
+    KILN_ASSIGN(k, ref::conv_kernel_dim(wa, w, d));
     const Dim in = x.rank_known ? x.shape[d + 2] : Dim::unknown();
     const bool same = wa.auto_pad == ref::AutoPad::same_upper || wa.auto_pad == ref::AutoPad::same_lower;
     if (!in.known() || (k < 0 && !same)) {
@@ -110,31 +69,25 @@ Status infer_conv(InferContext& ctx) {
     out.push_back(dim.out);
   }
   ctx.outputs.assign(1, ValueType::of(DType::f32, std::move(out)));
-  return Status::ok();
+  return ref::infer_epilogue(ctx, 3, ctx.outputs[0]);
 }
 
 Status run_conv(RunContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(1);
   Tensor& y = ctx.output(0);
-  KILN_ASSIGN(group, read_group(*ctx.attrs));
+  KILN_ASSIGN(group, ref::read_group(*ctx.attrs));
   const size_t r = static_cast<size_t>(x.rank() - 2);
   KILN_ASSIGN(wa, ref::read_window_attrs(*ctx.attrs, r, false, false));
 
-  const Shape in_spatial(x.shape().begin() + 2, x.shape().end());
-  const Shape kernel(w.shape().begin() + 2, w.shape().end());
-  const Shape out_spatial(y.shape().begin() + 2, y.shape().end());
-  std::vector<int64_t> pad_begin(r);
-  for (size_t d = 0; d < r; ++d) {
-    KILN_ASSIGN(dim, ref::window_dim(wa, d, in_spatial[d], kernel[d]));
-    KILN_REQUIRE(dim.out == out_spatial[d], internal, "output dim ", d, " is ", out_spatial[d], ", expected ", dim.out);
-    pad_begin[d] = dim.pad_begin;
-  }
-  const ref::KernelTaps taps(out_spatial, in_spatial, kernel, wa, pad_begin);
+  KILN_ASSIGN(geo, ref::conv_geometry(x, w, y, [&](size_t d, int64_t in, int64_t k) {
+    return ref::window_dim(wa, d, in, k);
+  }));
+  const ref::KernelTaps taps(geo.out_spatial, geo.in_spatial, geo.kernel, wa, geo.pad_begin);
 
   const int64_t n = x.dim(0), c = x.dim(1), m = w.dim(0);
   const int64_t cg = c / group, mg = m / group;
-  const int64_t in_size = shape_numel(in_spatial), out_size = shape_numel(out_spatial);
+  const int64_t in_size = shape_numel(geo.in_spatial), out_size = shape_numel(geo.out_spatial);
   const int64_t kvol = taps.count();
   const float* xd = x.data<float>();
   const float* wd = w.data<float>();
@@ -152,14 +105,14 @@ Status run_conv(RunContext& ctx) {
       }
     }
   }
-  return Status::ok();
+  return ref::run_epilogue(ctx, 3, y);
 }
 
 }  // namespace
 
-// Inputs: X, W, optional B.
+// Inputs: X, W, optional B, optional residual (kernels/post_ops.h).
 const OpDef& op_def_Conv() {
-  static const OpDef def{2, 3, 1, 1, infer_conv, run_conv};
+  static const OpDef def{2, 4, 1, 1, infer_conv, run_conv};
   return def;
 }
 

@@ -28,9 +28,7 @@ Result<TransposeAttrs> read_transpose_attrs(const Attrs& attrs, size_t rank) {
   TransposeAttrs t;
   KILN_ASSIGN(window, ref::read_window_attrs(attrs, rank, false, false));
   t.window = std::move(window);
-  KILN_ASSIGN(group, attrs.get_int("group", 1));
-  KILN_REQUIRE(group >= 1 && group <= ref::kMaxWindowValue, invalid_argument, "group must be in [1, ",
-               ref::kMaxWindowValue, "], got ", group);
+  KILN_ASSIGN(group, ref::read_group(attrs));
   t.group = group;
   KILN_ASSIGN(output_padding, ref::read_window_ints(attrs, "output_padding", rank, 0, 0));
   t.output_padding = std::move(output_padding);
@@ -59,21 +57,7 @@ Status infer_conv_transpose(InferContext& ctx) {
   KILN_TRY(ref::require_dtype(ctx, 1, {DType::f32}));
   const ValueType& x = ctx.input(0);
   const ValueType& w = ctx.input(1);
-  int64_t rank = -1;
-  if (x.rank_known) {
-    KILN_REQUIRE(x.rank() >= 3, shape_mismatch, "X must have rank >= 3 (N, C, spatial...), got shape ",
-                 sym_shape_to_string(x.shape));
-    rank = x.rank() - 2;
-  }
-  if (w.rank_known) {
-    KILN_REQUIRE(w.rank() >= 3, shape_mismatch, "W must have rank >= 3 (C, M/group, kernel...), got shape ",
-                 sym_shape_to_string(w.shape));
-    KILN_REQUIRE(rank < 0 || w.rank() - 2 == rank, shape_mismatch, "W has shape ", sym_shape_to_string(w.shape),
-                 " (rank ", w.rank(), ") but X has shape ", sym_shape_to_string(x.shape), " (rank ", x.rank(), ")");
-    rank = w.rank() - 2;
-  }
-  KILN_REQUIRE(rank <= static_cast<int64_t>(ref::kMaxSpatialRank), unsupported, "spatial rank ", rank,
-               " is more than the supported ", ref::kMaxSpatialRank);
+  KILN_ASSIGN(rank, ref::conv_spatial_rank(x, w, "C, M/group, kernel..."));
   if (rank < 0) {
     ctx.outputs.assign(1, ValueType::unranked(DType::f32));
     return Status::ok();
@@ -105,16 +89,7 @@ Status infer_conv_transpose(InferContext& ctx) {
 
   SymShape out{x.rank_known ? x.shape[0] : Dim::unknown(), m};
   for (size_t d = 0; d < r; ++d) {
-    const Dim wd = w.rank_known ? w.shape[d + 2] : Dim::unknown();
-    if (wd.known())
-      KILN_REQUIRE(wd.value >= 1 && wd.value <= ref::kMaxWindowValue, shape_mismatch, "W has shape ",
-                   sym_shape_to_string(w.shape), ": kernel dims must be in [1, ", ref::kMaxWindowValue, "]");
-    int64_t k = wd.known() ? wd.value : -1;
-    if (!t.window.kernel.empty()) {
-      KILN_REQUIRE(k < 0 || k == t.window.kernel[d], shape_mismatch, "kernel_shape ",
-                   ref::ints_to_string(t.window.kernel), " does not match W's shape ", sym_shape_to_string(w.shape));
-      k = t.window.kernel[d];
-    }
+    KILN_ASSIGN(k, ref::conv_kernel_dim(t.window, w, d));
     if (!t.output_shape.empty()) {
       out.push_back(t.output_shape[d]);
       continue;
@@ -138,20 +113,14 @@ Status run_conv_transpose(RunContext& ctx) {
   const size_t r = static_cast<size_t>(x.rank() - 2);
   KILN_ASSIGN(t, read_transpose_attrs(*ctx.attrs, r));
 
-  const Shape in_spatial(x.shape().begin() + 2, x.shape().end());
-  const Shape kernel(w.shape().begin() + 2, w.shape().end());
-  const Shape out_spatial(y.shape().begin() + 2, y.shape().end());
-  std::vector<int64_t> pad_begin(r);
-  for (size_t d = 0; d < r; ++d) {
-    KILN_ASSIGN(dim, transpose_dim(t, d, in_spatial[d], kernel[d]));
-    KILN_REQUIRE(dim.out == out_spatial[d], internal, "output dim ", d, " is ", out_spatial[d], ", expected ", dim.out);
-    pad_begin[d] = dim.pad_begin;
-  }
-  const ref::KernelTaps taps(in_spatial, out_spatial, kernel, t.window, pad_begin);
+  KILN_ASSIGN(geo, ref::conv_geometry(x, w, y, [&](size_t d, int64_t in, int64_t k) {
+    return transpose_dim(t, d, in, k);
+  }));
+  const ref::KernelTaps taps(geo.in_spatial, geo.out_spatial, geo.kernel, t.window, geo.pad_begin);
 
   const int64_t n = x.dim(0), c = x.dim(1), mg = w.dim(1);
   const int64_t cg = c / t.group, m = mg * t.group;
-  const int64_t in_size = shape_numel(in_spatial), out_size = shape_numel(out_spatial);
+  const int64_t in_size = shape_numel(geo.in_spatial), out_size = shape_numel(geo.out_spatial);
   const int64_t kvol = taps.count();
   const float* xd = x.data<float>();
   const float* wd = w.data<float>();

@@ -1,7 +1,5 @@
 #include "kernels/reference/data_util.h"
 
-#include <sstream>
-
 namespace kiln::ref::data {
 
 Status require_inputs(const InferContext& ctx, size_t count) {
@@ -68,14 +66,6 @@ Result<std::vector<int64_t>> normalize_axes(const std::vector<int64_t>& axes, in
     out.push_back(n);
   }
   return out;
-}
-
-std::string ints_to_string(const std::vector<int64_t>& v) {
-  std::ostringstream os;
-  os << '[';
-  for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
-  os << ']';
-  return os.str();
 }
 
 void strided_copy(DType dt, const void* src, void* dst, const Shape& shape, const std::vector<int64_t>& strides) {

@@ -7,13 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "kernels/core/limits.h"
 #include "kernels/reference/common.h"
 
 namespace kiln::ref::data {
 
 // Shapes computed from tensor values (Reshape, Expand, Tile, ConstantOfShape, Range, Resize, Pad)
 // are rejected when a dim or the element count exceeds this, so no size arithmetic overflows.
-inline constexpr int64_t kMaxElements = int64_t{1} << 40;
+inline constexpr int64_t kMaxElements = limits::kMaxTensorElements;
 
 // An optional int tensor input such as shape, axes, pads or repeats.
 struct IntInput {
@@ -38,9 +39,6 @@ Status check_output_shape(const SymShape& shape, const char* what);
 
 // Maps possibly negative `axes` into [0, rank); errors on out-of-range or repeated axes.
 Result<std::vector<int64_t>> normalize_axes(const std::vector<int64_t>& axes, int64_t rank, const char* name);
-
-// "[1,2,3]"
-std::string ints_to_string(const std::vector<int64_t>& v);
 
 // Copies a strided view of `src` into the contiguous `dst`: element `index` of dst (row-major
 // over `shape`) is src[sum_d index[d] * strides[d]], strides in elements (0 and negative allowed).

@@ -7,7 +7,7 @@
 namespace kiln {
 namespace {
 
-using ref::data::ints_to_string;
+using ref::ints_to_string;
 
 // ---- Expand: inputs input, shape (int64) ----
 

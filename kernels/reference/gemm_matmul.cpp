@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/reference/common.h"
+#include "kernels/reference/epilogue.h"
 
 namespace kiln {
 namespace {
@@ -44,7 +45,6 @@ struct GemmAttrs {
 };
 
 Result<GemmAttrs> read_gemm_attrs(const Attrs& attrs) {
-  GemmAttrs g;
   KILN_ASSIGN(alpha, attrs.get_float("alpha", 1.0f));
   KILN_ASSIGN(beta, attrs.get_float("beta", 1.0f));
   KILN_ASSIGN(trans_a, attrs.get_int("transA", 0));
@@ -85,7 +85,7 @@ Status infer_gemm(InferContext& ctx) {
     }
   }
   ctx.outputs.assign(1, ValueType::of(DType::f32, {m, n}));
-  return Status::ok();
+  return ref::infer_epilogue(ctx, 3, ctx.outputs[0]);
 }
 
 Status run_gemm(RunContext& ctx) {
@@ -109,7 +109,7 @@ Status run_gemm(RunContext& ctx) {
       yd[i] = static_cast<float>(static_cast<double>(yd[i]) + static_cast<double>(attrs.beta) * cd[off[0]]);
     });
   }
-  return Status::ok();
+  return ref::run_epilogue(ctx, 3, y);
 }
 
 // ---- MatMul ----
@@ -124,7 +124,7 @@ Status infer_matmul(InferContext& ctx) {
   KILN_REQUIRE(!b.rank_known || b.rank() >= 1, shape_mismatch, "B must have rank >= 1, got a scalar");
   if (!a.rank_known || !b.rank_known) {
     ctx.outputs.assign(1, ValueType::unranked(a.dtype));
-    return Status::ok();
+    return ref::infer_epilogue(ctx, 2, ctx.outputs[0]);
   }
   // Promote 1-D operands to matrices.
   SymShape sa = a.shape, sb = b.shape;
@@ -144,7 +144,7 @@ Status infer_matmul(InferContext& ctx) {
   if (a.rank() > 1) out.push_back(sa[sa.size() - 2]);
   if (b.rank() > 1) out.push_back(sb[sb.size() - 1]);
   ctx.outputs.assign(1, ValueType::of(a.dtype, std::move(out)));
-  return Status::ok();
+  return ref::infer_epilogue(ctx, 2, ctx.outputs[0]);
 }
 
 template <typename T>
@@ -176,19 +176,20 @@ Status run_matmul(RunContext& ctx) {
     case DType::i64: run_matmul_typed<int64_t>(a, b, y); break;
     default: return make_error(ErrorCode::unsupported, "MatMul does not support ", dtype_name(a.dtype()));
   }
-  return Status::ok();
+  return ref::run_epilogue(ctx, 2, y);
 }
 
 }  // namespace
 
-// Inputs: A, B, optional C.
+// Inputs: A, B, optional C, optional residual (kernels/post_ops.h).
 const OpDef& op_def_Gemm() {
-  static const OpDef def{2, 3, 1, 1, infer_gemm, run_gemm};
+  static const OpDef def{2, 4, 1, 1, infer_gemm, run_gemm};
   return def;
 }
 
+// Inputs: A, B, optional residual (kernels/post_ops.h).
 const OpDef& op_def_MatMul() {
-  static const OpDef def{2, 2, 1, 1, infer_matmul, run_matmul};
+  static const OpDef def{2, 3, 1, 1, infer_matmul, run_matmul};
   return def;
 }
 

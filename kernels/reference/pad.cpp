@@ -8,7 +8,7 @@
 namespace kiln {
 namespace {
 
-using ref::data::ints_to_string;
+using ref::ints_to_string;
 
 enum class PadMode { constant, reflect, edge };
 

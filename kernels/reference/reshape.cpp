@@ -8,7 +8,7 @@
 namespace kiln {
 namespace {
 
-using ref::data::ints_to_string;
+using ref::ints_to_string;
 
 Status run_copy(RunContext& ctx) {
   const Tensor& x = ctx.input(0);

@@ -86,9 +86,9 @@ Result<Target> read_target(const InferContext& ctx, int64_t rank) {
     t.by_sizes = true;
     if (!sizes.known) return t;
     KILN_REQUIRE(rank < 0 || static_cast<int64_t>(sizes.values.size()) == rank, invalid_argument, "sizes ",
-                 ref::data::ints_to_string(sizes.values), " has ", sizes.values.size(), " entries for rank ", rank);
+                 ref::ints_to_string(sizes.values), " has ", sizes.values.size(), " entries for rank ", rank);
     for (int64_t s : sizes.values)
-      KILN_REQUIRE(s >= 0, invalid_argument, "sizes ", ref::data::ints_to_string(sizes.values), " has a negative entry");
+      KILN_REQUIRE(s >= 0, invalid_argument, "sizes ", ref::ints_to_string(sizes.values), " has a negative entry");
     t.sizes = sizes.values;
     t.known = true;
     return t;

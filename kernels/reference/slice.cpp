@@ -9,7 +9,7 @@
 namespace kiln {
 namespace {
 
-using ref::data::ints_to_string;
+using ref::ints_to_string;
 
 // The slicing of every axis listed in `axes` (normalized).
 struct SliceParams {

@@ -13,11 +13,11 @@ Result<std::vector<int64_t>> read_perm(const Attrs& attrs, int64_t rank) {
   }
   KILN_ASSIGN(perm, attrs.get_ints("perm"));
   KILN_REQUIRE(static_cast<int64_t>(perm.size()) == rank, invalid_argument, "perm ",
-               ref::data::ints_to_string(perm), " has ", perm.size(), " entries but the input has rank ", rank);
+               ref::ints_to_string(perm), " has ", perm.size(), " entries but the input has rank ", rank);
   std::vector<bool> seen(perm.size(), false);
   for (int64_t p : perm) {
     KILN_REQUIRE(p >= 0 && p < rank && !seen[static_cast<size_t>(p)], invalid_argument, "perm ",
-                 ref::data::ints_to_string(perm), " is not a permutation of 0..", rank - 1);
+                 ref::ints_to_string(perm), " is not a permutation of 0..", rank - 1);
     seen[static_cast<size_t>(p)] = true;
   }
   return perm;

@@ -1,17 +1,8 @@
 #include "kernels/reference/window.h"
 
 #include <algorithm>
-#include <sstream>
 
 namespace kiln::ref {
-
-std::string ints_to_string(const std::vector<int64_t>& v) {
-  std::ostringstream os;
-  os << '[';
-  for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
-  os << ']';
-  return os.str();
-}
 
 Result<std::vector<int64_t>> read_window_ints(const Attrs& attrs, const char* name, size_t count,
                                               int64_t fallback, int64_t min_value) {
@@ -200,6 +191,58 @@ void KernelTaps::gather(int64_t tap, float weight, const float* src, float* dst)
 
 void KernelTaps::scatter(int64_t tap, float weight, const float* src, float* dst) const {
   apply<true>(tap, weight, src, dst);
+}
+
+Result<int64_t> conv_spatial_rank(const ValueType& x, const ValueType& w, const char* w_dims) {
+  int64_t rank = -1;
+  if (x.rank_known) {
+    KILN_REQUIRE(x.rank() >= 3, shape_mismatch, "X must have rank >= 3 (N, C, spatial...), got shape ",
+                 sym_shape_to_string(x.shape));
+    rank = x.rank() - 2;
+  }
+  if (w.rank_known) {
+    KILN_REQUIRE(w.rank() >= 3, shape_mismatch, "W must have rank >= 3 (", w_dims, "), got shape ",
+                 sym_shape_to_string(w.shape));
+    KILN_REQUIRE(rank < 0 || w.rank() - 2 == rank, shape_mismatch, "W has shape ", sym_shape_to_string(w.shape),
+                 " (rank ", w.rank(), ") but X has shape ", sym_shape_to_string(x.shape), " (rank ", x.rank(), ")");
+    rank = w.rank() - 2;
+  }
+  KILN_REQUIRE(rank <= static_cast<int64_t>(kMaxSpatialRank), unsupported, "spatial rank ", rank,
+               " is more than the supported ", kMaxSpatialRank);
+  return rank;
+}
+
+Result<int64_t> read_group(const Attrs& attrs) {
+  KILN_ASSIGN(group, attrs.get_int("group", 1));
+  KILN_REQUIRE(group >= 1 && group <= kMaxWindowValue, invalid_argument, "group must be in [1, ", kMaxWindowValue,
+               "], got ", group);
+  return group;
+}
+
+Result<int64_t> conv_kernel_dim(const WindowAttrs& wa, const ValueType& w, size_t d) {
+  const Dim wd = w.rank_known ? w.shape[d + 2] : Dim::unknown();
+  if (wd.known())
+    KILN_REQUIRE(wd.value >= 1 && wd.value <= kMaxWindowValue, shape_mismatch, "W has shape ",
+                 sym_shape_to_string(w.shape), ": kernel dims must be in [1, ", kMaxWindowValue, "]");
+  if (wa.kernel.empty()) return wd.known() ? wd.value : int64_t{-1};
+  KILN_REQUIRE(!wd.known() || wd.value == wa.kernel[d], shape_mismatch, "kernel_shape ", ints_to_string(wa.kernel),
+               " does not match W's shape ", sym_shape_to_string(w.shape));
+  return wa.kernel[d];
+}
+
+Result<ConvGeometry> conv_geometry(const Tensor& x, const Tensor& w, const Tensor& y, const WindowDimFn& dim_of) {
+  ConvGeometry g;
+  g.in_spatial.assign(x.shape().begin() + 2, x.shape().end());
+  g.kernel.assign(w.shape().begin() + 2, w.shape().end());
+  g.out_spatial.assign(y.shape().begin() + 2, y.shape().end());
+  g.pad_begin.resize(g.in_spatial.size());
+  for (size_t d = 0; d < g.in_spatial.size(); ++d) {
+    KILN_ASSIGN(dim, dim_of(d, g.in_spatial[d], g.kernel[d]));
+    KILN_REQUIRE(dim.out == g.out_spatial[d], internal, "output dim ", d, " is ", g.out_spatial[d], ", expected ",
+                 dim.out);
+    g.pad_begin[d] = dim.pad_begin;
+  }
+  return g;
 }
 
 }  // namespace kiln::ref

@@ -1,12 +1,13 @@
 // Sliding-window geometry shared by Conv, ConvTranspose, MaxPool and AveragePool: reading and
-// validating kernel_shape/strides/dilations/pads/auto_pad, and the ONNX formulas for each spatial
-// dimension's output size and effective pads.
+// validating kernel_shape/strides/dilations/pads/auto_pad, the ONNX formulas for each spatial
+// dimension's output size and effective pads, and the X/W checks Conv and ConvTranspose share.
 #pragma once
 
 #include <cstdint>
-#include <string>
+#include <functional>
 #include <vector>
 
+#include "kernels/core/limits.h"
 #include "kernels/reference/common.h"
 
 namespace kiln::ref {
@@ -17,7 +18,7 @@ enum class AutoPad { notset, same_upper, same_lower, valid };
 // all the window arithmetic far from int64 overflow.
 inline constexpr int64_t kMaxWindowValue = int64_t{1} << 24;
 // Spatial sizes above this are rejected before any window arithmetic.
-inline constexpr int64_t kMaxSpatialSize = int64_t{1} << 40;
+inline constexpr int64_t kMaxSpatialSize = limits::kMaxTensorElements;
 
 // The validated window attributes over `rank` spatial dimensions.
 struct WindowAttrs {
@@ -85,8 +86,27 @@ class KernelTaps {
   std::vector<int64_t> lo_, hi_, off_;  // [tap * rank + d]
 };
 
-// "[3,3]" for error messages.
-std::string ints_to_string(const std::vector<int64_t>& v);
+// ---- Shared by Conv and ConvTranspose: X [N, C, D...], W [.., .., k...] ----
+
+// The spatial rank from X and W (rank - 2 of either, checked to agree); -1 when neither is ranked.
+// `w_dims` lists W's dims in the error for a W of rank < 3, e.g. "M, C/group, kernel...".
+Result<int64_t> conv_spatial_rank(const ValueType& x, const ValueType& w, const char* w_dims);
+
+// The group attribute (default 1), in [1, kMaxWindowValue].
+Result<int64_t> read_group(const Attrs& attrs);
+
+// The kernel size of spatial dim d: kernel_shape when given (it must then agree with W), else W's
+// dim (-1 when unknown). W's known kernel dims must be in [1, kMaxWindowValue].
+Result<int64_t> conv_kernel_dim(const WindowAttrs& wa, const ValueType& w, size_t d);
+
+// At run time: the spatial dims of X, of W (the kernel) and of Y, and the begin pads, with each
+// dim's geometry from `dim_of` (window_dim or transpose_window_dim) checked against Y's shape.
+struct ConvGeometry {
+  Shape in_spatial, kernel, out_spatial;
+  std::vector<int64_t> pad_begin;
+};
+using WindowDimFn = std::function<Result<WindowDim>(size_t d, int64_t in, int64_t kernel)>;
+Result<ConvGeometry> conv_geometry(const Tensor& x, const Tensor& w, const Tensor& y, const WindowDimFn& dim_of);
 
 // Floor division for a positive divisor.
 inline int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }

@@ -16,6 +16,9 @@ inline constexpr int kExitUsage = 2;  // command-line misuse
 
 void add_inspect_command(CLI::App& app, CommandRunner& run);
 void add_run_command(CLI::App& app, CommandRunner& run);
+void add_compile_command(CLI::App& app, CommandRunner& run);
+void add_bench_command(CLI::App& app, CommandRunner& run);
+void add_image_command(CLI::App& app, CommandRunner& run);
 
 // Prints "kiln: error: <message>" on stderr and returns kExitError.
 int report_error(const std::string& message);

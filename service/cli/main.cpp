@@ -21,6 +21,9 @@ int main(int argc, char** argv) {
   CommandRunner run;
   add_inspect_command(app, run);
   add_run_command(app, run);
+  add_compile_command(app, run);
+  add_bench_command(app, run);
+  add_image_command(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -5,8 +5,6 @@
 
 #include "compilers/ir/shape_inference.h"
 #include "compilers/onnx/import.h"
-#include "kernels/io/npy.h"
-#include "kernels/io/npz.h"
 
 namespace kiln::cli {
 
@@ -42,38 +40,6 @@ Result<LoadedModel> load_model(const std::string& path, const DimOptions* dims) 
   auto inferred = graph_infer_shapes(graph, options);
   if (!inferred) return inferred.status().with_context(path + ": ");
   return LoadedModel{std::move(graph), std::move(bindings)};
-}
-
-Result<std::vector<Tensor>> read_inputs(const std::string& path, const Plan& plan, std::vector<std::string>& ignored) {
-  const std::string ext = std::filesystem::path(path).extension().string();
-  if (ext == ".npy") {
-    KILN_REQUIRE(plan.inputs.size() == 1, invalid_argument, "the model has ", plan.inputs.size(),
-                 " inputs: give them as a .npz with one entry per input name");
-    KILN_ASSIGN(t, npy_read_file(path));
-    return std::vector<Tensor>{std::move(t)};
-  }
-  KILN_REQUIRE(ext == ".npz", invalid_argument, "input file '", path, "' must be .npy or .npz");
-  KILN_ASSIGN(entries, npz_read_file(path));
-  std::vector<Tensor> inputs;
-  for (const PlanInput& in : plan.inputs) {
-    const Tensor* found = nullptr;
-    for (const auto& [name, t] : entries)
-      if (name == in.name) found = &t;
-    if (!found && plan.inputs.size() == 1 && entries.size() == 1) found = &entries[0].second;
-    if (!found) {
-      std::ostringstream names;
-      for (size_t i = 0; i < entries.size(); ++i) names << (i ? ", " : "") << "'" << entries[i].first << "'";
-      return make_error(ErrorCode::invalid_argument, path, " has no entry for model input '", in.name,
-                        "' (it has ", names.str(), ")");
-    }
-    inputs.push_back(*found);
-  }
-  for (const auto& [name, t] : entries) {
-    bool used = plan.inputs.size() == 1 && entries.size() == 1;
-    for (const PlanInput& in : plan.inputs) used = used || in.name == name;
-    if (!used) ignored.push_back(name);
-  }
-  return inputs;
 }
 
 Result<DimBindings> parse_bindings(const std::string& text) {

@@ -1,4 +1,4 @@
-// Shared by the CLI verbs: import a model with its shapes inferred, and read input files.
+// Shared by the CLI verbs: import a model with its shapes inferred.
 #pragma once
 
 #include <string>
@@ -29,10 +29,6 @@ struct LoadedModel {
 // Imports an ONNX model, verifies it, binds its symbolic dims (none when `dims` is null) and
 // infers shapes.
 Result<LoadedModel> load_model(const std::string& path, const DimOptions* dims);
-
-// Reads inputs for `plan` from a .npy (single-input models) or .npz (entries by input name).
-// Entries that name no input are reported in `ignored`.
-Result<std::vector<Tensor>> read_inputs(const std::string& path, const Plan& plan, std::vector<std::string>& ignored);
 
 // Parses "batch=4,seq=128" into bindings.
 Result<DimBindings> parse_bindings(const std::string& text);

@@ -4,57 +4,20 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/executor.h"
+#include "tests/support/op_harness.h"
 
 namespace kiln {
 namespace {
 
-// ---- Calling an op ----
+using namespace test;
 
-Result<std::vector<ValueType>> infer_op(OpKind op, const Attrs& attrs, const std::vector<ValueType>& inputs) {
-  InferContext ctx;
-  ctx.attrs = &attrs;
-  for (const ValueType& t : inputs) {
-    ctx.inputs.push_back(&t);
-    ctx.values.push_back(nullptr);
-  }
-  Status s = op_def(op).infer(ctx);
-  if (!s) return s;
-  return ctx.outputs;
-}
-
-// Runs one op as a one-step Plan; `inputs` may hold undefined tensors for absent optional inputs.
-Result<std::vector<Tensor>> run_op(OpKind op, const Attrs& attrs, const std::vector<Tensor>& inputs,
-                                   int num_outputs = 1) {
-  Plan plan;
-  PlanStep step;
-  step.op = op;
-  step.attrs = attrs;
-  step.name = "n";
-  std::vector<Tensor> given;
-  int slot = 0;
-  for (const Tensor& t : inputs) {
-    if (!t.defined()) {
-      step.inputs.push_back(-1);
-      continue;
-    }
-    plan.inputs.push_back({slot, "in" + std::to_string(slot), ValueType::of(t.dtype(), sym_shape_from(t.shape()))});
-    given.push_back(t);
-    step.inputs.push_back(slot++);
-  }
-  for (int i = 0; i < num_outputs; ++i) {
-    step.outputs.push_back(slot);
-    plan.outputs.push_back({slot++, "out"});
-  }
-  plan.num_slots = slot;
-  plan.steps.push_back(std::move(step));
-  KILN_ASSIGN(result, execute_reference(plan, given));
-  return result.outputs;
-}
+// ---- Helpers ----
 
 Tensor random_tensor(const Shape& shape, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -62,10 +25,6 @@ Tensor random_tensor(const Shape& shape, uint32_t seed) {
   Tensor t = Tensor::zeros(DType::f32, shape);
   for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
   return t;
-}
-
-Tensor floats(const Shape& shape, std::vector<float> values) {
-  return Tensor::from_values<float>(shape, std::span<const float>(values));
 }
 
 std::vector<float> values_of(const Tensor& t) {
@@ -88,25 +47,9 @@ SymShape batch_shape(std::vector<int64_t> rest) {
   return s;
 }
 
-Attrs attrs_of(std::initializer_list<std::pair<const char*, AttrValue>> list) {
-  Attrs a;
-  for (const auto& [k, v] : list) a.set(k, v);
-  return a;
-}
-
 using Ints = std::vector<int64_t>;
 
 // ---- Independent, element-by-element definitions used as oracles ----
-
-// Row-major multi-index of flat position i in `shape`.
-Ints unravel(int64_t i, const Shape& shape) {
-  Ints idx(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    idx[d] = i % shape[d];
-    i /= shape[d];
-  }
-  return idx;
-}
 
 // Conv by its definition: y[n,m,o] = b[m] + sum x[n, g*Cg + c, o*s + k*dil - pad] * w[m, c, k].
 Tensor naive_conv(const Tensor& x, const Tensor& w, const Tensor* b, int64_t group, const Ints& s, const Ints& dil,
@@ -233,7 +176,7 @@ TEST_CASE("Conv infer: shapes with a symbolic batch", "[conv_pool]") {
 
 TEST_CASE("Conv infer: errors", "[conv_pool]") {
   const ValueType x = ValueType::of(DType::f32, batch_shape({3, 13, 7}));
-  auto error_of = [](const Attrs& a, std::vector<ValueType> in) {
+  auto error_of = [](const Attrs& a, std::vector<std::optional<ValueType>> in) {
     auto o = infer_op(OpKind::Conv, a, in);
     REQUIRE_FALSE(o.is_ok());
     return o.error().message;
@@ -269,8 +212,8 @@ TEST_CASE("Conv infer: errors", "[conv_pool]") {
 TEST_CASE("Conv run: a hand-computed 3x3 all-ones case", "[conv_pool]") {
   // 3x3 ones, 3x3 ones kernel, pad 1: corners see 4 ones, edges 6, the center 9; bias 0.5.
   auto y = run_op(OpKind::Conv, attrs_of({{"pads", Ints{1, 1, 1, 1}}}),
-                  {floats({1, 1, 3, 3}, std::vector<float>(9, 1.0f)), floats({1, 1, 3, 3}, std::vector<float>(9, 1.0f)),
-                   floats({1}, {0.5f})});
+                  {f32({1, 1, 3, 3}, std::vector<float>(9, 1.0f)), f32({1, 1, 3, 3}, std::vector<float>(9, 1.0f)),
+                   f32({1}, {0.5f})});
   REQUIRE(y.is_ok());
   CHECK(values_of((*y)[0]) == std::vector<float>{4.5f, 6.5f, 4.5f, 6.5f, 9.5f, 6.5f, 4.5f, 6.5f, 4.5f});
 }
@@ -303,7 +246,7 @@ TEST_CASE("Conv run: matches the definition (groups, strides, dilations, pads, a
     const Tensor x = random_tensor(c.x, seed++);
     const Tensor w = random_tensor(c.w, seed++);
     const Tensor b = random_tensor({c.w[0]}, seed++);
-    auto y = run_op(OpKind::Conv, a, {x, w, c.bias ? b : Tensor()});
+    auto y = run_op(OpKind::Conv, a, {x, w, c.bias ? std::optional<Tensor>(b) : std::nullopt});
     REQUIRE(y.is_ok());
     const Shape out((*y)[0].shape().begin() + 2, (*y)[0].shape().end());
     REQUIRE(out == c.expected_out);
@@ -355,11 +298,11 @@ TEST_CASE("ConvTranspose infer: the ONNX output-shape formulas", "[conv_pool]") 
 TEST_CASE("ConvTranspose run: hand-computed and against the definition", "[conv_pool]") {
   SECTION("1-D by hand") {
     // [1,2,3] with kernel [1,1,1]: full output [1,3,6,5,3]; with stride 2: [1,1,3,2,5,3,3].
-    auto y = run_op(OpKind::ConvTranspose, Attrs{}, {floats({1, 1, 3}, {1, 2, 3}), floats({1, 1, 3}, {1, 1, 1})});
+    auto y = run_op(OpKind::ConvTranspose, Attrs{}, {f32({1, 1, 3}, {1, 2, 3}), f32({1, 1, 3}, {1, 1, 1})});
     REQUIRE(y.is_ok());
     CHECK(values_of((*y)[0]) == std::vector<float>{1, 3, 6, 5, 3});
     y = run_op(OpKind::ConvTranspose, attrs_of({{"strides", Ints{2}}}),
-               {floats({1, 1, 3}, {1, 2, 3}), floats({1, 1, 3}, {1, 1, 1})});
+               {f32({1, 1, 3}, {1, 2, 3}), f32({1, 1, 3}, {1, 1, 1})});
     REQUIRE(y.is_ok());
     CHECK(values_of((*y)[0]) == std::vector<float>{1, 1, 3, 2, 5, 3, 3});
   }
@@ -392,7 +335,7 @@ TEST_CASE("ConvTranspose run: hand-computed and against the definition", "[conv_
     const Tensor x = random_tensor(c.x, seed++);
     const Tensor w = random_tensor(c.w, seed++);
     const Tensor b = random_tensor({c.w[1] * c.group}, seed++);
-    auto y = run_op(OpKind::ConvTranspose, a, {x, w, c.bias ? b : Tensor()});
+    auto y = run_op(OpKind::ConvTranspose, a, {x, w, c.bias ? std::optional<Tensor>(b) : std::nullopt});
     REQUIRE(y.is_ok());
     const Shape out((*y)[0].shape().begin() + 2, (*y)[0].shape().end());
     REQUIRE(out == c.expected_out);
@@ -458,7 +401,7 @@ TEST_CASE("MaxPool run: values, indices, storage order, padding, ceil mode", "[c
   // 1x1x3x4 input 0..11 (row-major), with a negative twist so padding (never a candidate) is visible.
   std::vector<float> v(12);
   for (int i = 0; i < 12; ++i) v[static_cast<size_t>(i)] = static_cast<float>(i) - 20.0f;
-  const Tensor x = floats({1, 1, 3, 4}, v);
+  const Tensor x = f32({1, 1, 3, 4}, v);
 
   SECTION("2x2 stride 2 with indices, row- and column-major") {
     Attrs a = attrs_of({{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}});
@@ -508,7 +451,7 @@ TEST_CASE("MaxPool run: values, indices, storage order, padding, ceil mode", "[c
     REQUIRE(y.is_ok());
     CHECK(values_of((*y)[0]) == std::vector<float>{200, 200, 9});
     y = run_op(OpKind::MaxPool, attrs_of({{"kernel_shape", Ints{2}}}),
-               {floats({1, 1, 3}, {1.0f, std::numeric_limits<float>::quiet_NaN(), 2.0f})});
+               {f32({1, 1, 3}, {1.0f, std::numeric_limits<float>::quiet_NaN(), 2.0f})});
     REQUIRE(y.is_ok());
     CHECK(std::isnan((*y)[0].data<float>()[0]));
     CHECK(std::isnan((*y)[0].data<float>()[1]));
@@ -517,7 +460,7 @@ TEST_CASE("MaxPool run: values, indices, storage order, padding, ceil mode", "[c
 
 TEST_CASE("AveragePool run: count_include_pad and ceil-mode clipping", "[conv_pool]") {
   // 1x1x3x3 of ones times position: [[1,2,3],[4,5,6],[7,8,9]].
-  const Tensor x = floats({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  const Tensor x = f32({1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
   Attrs a = attrs_of({{"kernel_shape", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}});
   SECTION("count_include_pad 0: divide by the input elements") {
     auto y = run_op(OpKind::AveragePool, a, {x});
@@ -535,7 +478,7 @@ TEST_CASE("AveragePool run: count_include_pad and ceil-mode clipping", "[conv_po
     // windows [0..2], [2..4], [4..6]; the last covers 5, 6 and the end pad: include_pad -> (5+6)/3.
     Attrs c = attrs_of({{"kernel_shape", Ints{3}}, {"strides", Ints{2}}, {"pads", Ints{0, 1}}, {"ceil_mode", int64_t{1}},
                         {"count_include_pad", int64_t{1}}});
-    const Tensor x1 = floats({1, 1, 6}, {1, 2, 3, 4, 5, 6});
+    const Tensor x1 = f32({1, 1, 6}, {1, 2, 3, 4, 5, 6});
     auto y = run_op(OpKind::AveragePool, c, {x1});
     REQUIRE(y.is_ok());
     CHECK(values_of((*y)[0]) == std::vector<float>{2, 4, 11.0f / 3.0f});

@@ -12,96 +12,22 @@
 
 #include "kernels/executor.h"
 #include "kernels/op_def.h"
+#include "tests/support/op_harness.h"
 
 namespace kiln {
 namespace {
 
+using namespace test;
+
 // ---- helpers ----
 
-// Deterministic pseudo-random values in [-4, 4).
-std::vector<float> values(int64_t n, int seed = 1) {
-  std::vector<float> v(static_cast<size_t>(n));
-  uint32_t s = 2654435761u * static_cast<uint32_t>(seed) + 777u;
-  for (auto& x : v) {
-    s = s * 1664525u + 1013904223u;
-    x = static_cast<float>((s >> 8) % 8192) / 1024.0f - 4.0f;
-  }
-  return v;
-}
-
-template <typename T>
-Tensor make(Shape shape, const std::vector<T>& v) {
-  return Tensor::from_values<T>(std::move(shape), std::span<const T>(v));
-}
-Tensor f32(Shape shape, const std::vector<float>& v) { return make<float>(std::move(shape), v); }
-Tensor i32(Shape shape, const std::vector<int32_t>& v) { return make<int32_t>(std::move(shape), v); }
-Tensor i64(Shape shape, const std::vector<int64_t>& v) { return make<int64_t>(std::move(shape), v); }
-Tensor boolean(Shape shape, const std::vector<bool>& v) {
-  Tensor t = Tensor::zeros(DType::boolean, std::move(shape));
-  for (size_t i = 0; i < v.size(); ++i) t.data<bool>()[i] = v[i];
-  return t;
-}
-Tensor rand_f32(Shape shape, int seed = 1) {
-  const std::vector<float> v = values(shape_numel(shape), seed);
-  return f32(std::move(shape), v);
-}
-
-// Runs one op through a one-step plan. Absent optional inputs are std::nullopt.
-Result<Tensor> run_op(OpKind op, const Attrs& attrs, const std::vector<std::optional<Tensor>>& inputs) {
-  Plan plan;
-  PlanStep step;
-  step.op = op;
-  step.attrs = attrs;
-  step.name = "test";
-  std::vector<Tensor> given;
-  int slot = 0;
-  for (const auto& t : inputs) {
-    if (!t) {
-      step.inputs.push_back(-1);
-      continue;
-    }
-    plan.inputs.push_back(PlanInput{slot, "in" + std::to_string(slot), ValueType::of(t->dtype(), sym_shape_from(t->shape()))});
-    given.push_back(*t);
-    step.inputs.push_back(slot++);
-  }
-  plan.outputs.push_back({slot, "out"});
-  step.outputs.push_back(slot++);
-  plan.num_slots = slot;
-  plan.steps.push_back(std::move(step));
-  KILN_ASSIGN(result, execute_reference(plan, given));
-  return result.outputs.at(0);
-}
-
-Result<ValueType> infer_op(OpKind op, const Attrs& attrs, const std::vector<std::optional<ValueType>>& types) {
-  InferContext ctx;
-  ctx.attrs = &attrs;
-  for (const auto& t : types) ctx.inputs.push_back(t ? &*t : nullptr);
-  ctx.values.assign(types.size(), nullptr);
-  KILN_TRY(op_def(op).infer(ctx));
-  return ctx.outputs.at(0);
-}
+// This file's pseudo-random test values: [-4, 4).
+constexpr ValueRange kValues{4, 777u};
 
 ValueType vt(DType dt, SymShape s) { return ValueType::of(dt, std::move(s)); }
-const Dim kBatch = Dim::named("batch");
 
 std::string type_of(const ValueType& t) {
   return std::string(dtype_name(t.dtype)) + (t.rank_known ? sym_shape_to_string(t.shape) : "unranked");
-}
-
-Attrs attrs_of(std::initializer_list<std::pair<const char*, AttrValue>> list) {
-  Attrs a;
-  for (const auto& [k, v] : list) a.set(k, v);
-  return a;
-}
-
-void require_close(const Tensor& got, const std::vector<double>& want, double tol = 1e-5) {
-  REQUIRE(got.numel() == static_cast<int64_t>(want.size()));
-  for (int64_t i = 0; i < got.numel(); ++i) {
-    INFO("element " << i);
-    const double w = want[static_cast<size_t>(i)];
-    if (std::isnan(w)) REQUIRE(std::isnan(got.value_as_double(i)));
-    else REQUIRE(got.value_as_double(i) == Approx(w).margin(tol).epsilon(tol));
-  }
 }
 
 template <typename T>
@@ -143,50 +69,51 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 TEST_CASE("Elementwise binary infer", "[elementwise]") {
   SECTION("symbolic batch broadcasts") {
-    auto r = infer_op(OpKind::Add, {}, {vt(DType::f32, {kBatch, 1, 7}), vt(DType::f32, {13, 1})});
+    auto r = infer_op1(OpKind::Add, {}, {vt(DType::f32, {kBatch, 1, 7}), vt(DType::f32, {13, 1})});
     REQUIRE(r);
     CHECK(type_of(*r) == "float32[batch,13,7]");
-    r = infer_op(OpKind::Mul, {}, {vt(DType::i64, {kBatch, 3}), vt(DType::i64, {1, 3})});
+    r = infer_op1(OpKind::Mul, {}, {vt(DType::i64, {kBatch, 3}), vt(DType::i64, {1, 3})});
     REQUIRE(r);
     CHECK(type_of(*r) == "int64[batch,3]");
-    r = infer_op(OpKind::Sum, {}, {vt(DType::f32, {7}), vt(DType::f32, {13, 1}), vt(DType::f32, {kBatch, 1, 1})});
+    r = infer_op1(OpKind::Sum, {}, {vt(DType::f32, {7}), vt(DType::f32, {13, 1}), vt(DType::f32, {kBatch, 1, 1})});
     REQUIRE(r);
     CHECK(type_of(*r) == "float32[batch,13,7]");
-    r = infer_op(OpKind::Add, {}, {ValueType::unranked(DType::f32), vt(DType::f32, {13, 1})});
+    r = infer_op1(OpKind::Add, {}, {ValueType::unranked(DType::f32), vt(DType::f32, {13, 1})});
     REQUIRE(r);
     CHECK(type_of(*r) == "float32unranked");
-    r = infer_op(OpKind::Equal, {}, {vt(DType::i32, {kBatch, 7}), vt(DType::i32, {7})});
+    r = infer_op1(OpKind::Equal, {}, {vt(DType::i32, {kBatch, 7}), vt(DType::i32, {7})});
     REQUIRE(r);
     CHECK(type_of(*r) == "bool[batch,7]");
-    r = infer_op(OpKind::Where, {}, {vt(DType::boolean, {13, 1, 1}), vt(DType::i64, {kBatch, 1}), vt(DType::i64, {7})});
+    r = infer_op1(OpKind::Where, {},
+                  {vt(DType::boolean, {13, 1, 1}), vt(DType::i64, {kBatch, 1}), vt(DType::i64, {7})});
     REQUIRE(r);
     CHECK(type_of(*r) == "int64[13,batch,7]");
-    r = infer_op(OpKind::Pow, {}, {vt(DType::i32, {kBatch, 5}), vt(DType::f32, {})});
+    r = infer_op1(OpKind::Pow, {}, {vt(DType::i32, {kBatch, 5}), vt(DType::f32, {})});
     REQUIRE(r);
     CHECK(type_of(*r) == "int32[batch,5]");
   }
   SECTION("errors") {
-    auto r = infer_op(OpKind::Add, {}, {vt(DType::f32, {13, 7}), vt(DType::f32, {5})});
+    auto r = infer_op1(OpKind::Add, {}, {vt(DType::f32, {13, 7}), vt(DType::f32, {5})});
     REQUIRE(!r);
     CHECK(r.error().code == ErrorCode::shape_mismatch);
     CHECK(r.error().message.find("[13,7]") != std::string::npos);
-    r = infer_op(OpKind::Sub, {}, {vt(DType::f32, {7}), vt(DType::i64, {7})});
+    r = infer_op1(OpKind::Sub, {}, {vt(DType::f32, {7}), vt(DType::i64, {7})});
     REQUIRE(!r);
     CHECK(r.error().code == ErrorCode::invalid_argument);
     CHECK(r.error().message.find("int64") != std::string::npos);
-    r = infer_op(OpKind::Add, {}, {vt(DType::boolean, {7}), vt(DType::boolean, {7})});
+    r = infer_op1(OpKind::Add, {}, {vt(DType::boolean, {7}), vt(DType::boolean, {7})});
     REQUIRE(!r);
     CHECK(r.error().code == ErrorCode::unsupported);
-    r = infer_op(OpKind::Where, {}, {vt(DType::f32, {7}), vt(DType::f32, {7}), vt(DType::f32, {7})});
+    r = infer_op1(OpKind::Where, {}, {vt(DType::f32, {7}), vt(DType::f32, {7}), vt(DType::f32, {7})});
     REQUIRE(!r);
     CHECK(r.error().code == ErrorCode::invalid_argument);
-    r = infer_op(OpKind::Where, {}, {vt(DType::boolean, {7}), vt(DType::f32, {7}), vt(DType::i32, {7})});
+    r = infer_op1(OpKind::Where, {}, {vt(DType::boolean, {7}), vt(DType::f32, {7}), vt(DType::i32, {7})});
     REQUIRE(!r);
     CHECK(r.error().code == ErrorCode::invalid_argument);
-    r = infer_op(OpKind::Pow, {}, {vt(DType::u8, {7}), vt(DType::f32, {7})});
+    r = infer_op1(OpKind::Pow, {}, {vt(DType::u8, {7}), vt(DType::f32, {7})});
     REQUIRE(!r);
     CHECK(r.error().code == ErrorCode::unsupported);
-    r = infer_op(OpKind::Max, {}, {vt(DType::f32, {7}), vt(DType::f32, {1}), vt(DType::f32, {6})});
+    r = infer_op1(OpKind::Max, {}, {vt(DType::f32, {7}), vt(DType::f32, {1}), vt(DType::f32, {6})});
     REQUIRE(!r);
     CHECK(r.error().code == ErrorCode::shape_mismatch);
   }
@@ -196,7 +123,7 @@ TEST_CASE("Elementwise binary infer", "[elementwise]") {
 
 TEST_CASE("Elementwise Add/Sub/Mul/Div float32 broadcast", "[elementwise]") {
   const Shape sa{13, 1, 7}, sb{5, 1}, out{13, 5, 7};
-  const Tensor a = rand_f32(sa, 1), b = rand_f32(sb, 2);
+  const Tensor a = rand_f32(sa, 1, kValues), b = rand_f32(sb, 2, kValues);
   struct Case {
     OpKind op;
     std::function<double(double, double)> f;
@@ -207,7 +134,7 @@ TEST_CASE("Elementwise Add/Sub/Mul/Div float32 broadcast", "[elementwise]") {
                                    {OpKind::Div, [](double x, double y) { return x / y; }}};
   for (const Case& c : cases) {
     INFO(op_name(c.op));
-    auto r = run_op(c.op, {}, {a, b});
+    auto r = run_op1(c.op, {}, {a, b});
     REQUIRE(r);
     REQUIRE(r->shape() == out);
     std::vector<double> want(static_cast<size_t>(shape_numel(out)));
@@ -216,11 +143,11 @@ TEST_CASE("Elementwise Add/Sub/Mul/Div float32 broadcast", "[elementwise]") {
     require_close(*r, want, 1e-4);
   }
   SECTION("scalar and empty") {
-    auto r = run_op(OpKind::Mul, {}, {rand_f32({7}), f32({}, {2.0f})});
+    auto r = run_op1(OpKind::Mul, {}, {rand_f32({7}, 1, kValues), f32({}, {2.0f})});
     REQUIRE(r);
     CHECK(r->shape() == Shape{7});
-    CHECK(r->data<float>()[3] == 2.0f * values(7)[3]);
-    r = run_op(OpKind::Add, {}, {f32({0, 7}, {}), f32({1, 7}, std::vector<float>(7, 1.0f))});
+    CHECK(r->data<float>()[3] == 2.0f * values(7, 1, kValues)[3]);
+    r = run_op1(OpKind::Add, {}, {f32({0, 7}, {}), f32({1, 7}, std::vector<float>(7, 1.0f))});
     REQUIRE(r);
     CHECK(r->shape() == Shape{0, 7});
   }
@@ -228,27 +155,27 @@ TEST_CASE("Elementwise Add/Sub/Mul/Div float32 broadcast", "[elementwise]") {
 
 TEST_CASE("Elementwise integer arithmetic", "[elementwise]") {
   SECTION("int32 div truncates, divide by zero gives 0, overflow wraps") {
-    auto r = run_op(OpKind::Div, {}, {i32({6}, {7, -7, 7, -7, 5, INT32_MIN}), i32({6}, {2, 2, -2, -2, 0, -1})});
+    auto r = run_op1(OpKind::Div, {}, {i32({6}, {7, -7, 7, -7, 5, INT32_MIN}), i32({6}, {2, 2, -2, -2, 0, -1})});
     REQUIRE(r);
     require_equal<int32_t>(*r, {3, -3, -3, 3, 0, INT32_MIN});
-    r = run_op(OpKind::Add, {}, {i32({2}, {INT32_MAX, -5}), i32({1}, {1})});
+    r = run_op1(OpKind::Add, {}, {i32({2}, {INT32_MAX, -5}), i32({1}, {1})});
     REQUIRE(r);
     require_equal<int32_t>(*r, {INT32_MIN, -4});
   }
   SECTION("int64 with broadcast") {
     const int64_t big = std::numeric_limits<int64_t>::max();
-    auto r = run_op(OpKind::Sub, {}, {i64({2, 1}, {10, -3}), i64({3}, {1, 2, 3})});
+    auto r = run_op1(OpKind::Sub, {}, {i64({2, 1}, {10, -3}), i64({3}, {1, 2, 3})});
     REQUIRE(r);
     require_equal<int64_t>(*r, {9, 8, 7, -4, -5, -6});
-    r = run_op(OpKind::Mul, {}, {i64({2}, {big, 3000000000}), i64({2}, {2, 3000000000})});
+    r = run_op1(OpKind::Mul, {}, {i64({2}, {big, 3000000000}), i64({2}, {2, 3000000000})});
     REQUIRE(r);
     require_equal<int64_t>(*r, {-2, 9000000000000000000});
-    r = run_op(OpKind::Div, {}, {i64({2}, {std::numeric_limits<int64_t>::min(), -9}), i64({2}, {-1, 4})});
+    r = run_op1(OpKind::Div, {}, {i64({2}, {std::numeric_limits<int64_t>::min(), -9}), i64({2}, {-1, 4})});
     REQUIRE(r);
     require_equal<int64_t>(*r, {std::numeric_limits<int64_t>::min(), -2});
   }
   SECTION("uint8 wraps") {
-    auto r = run_op(OpKind::Add, {}, {make<uint8_t>({2}, {250, 3}), make<uint8_t>({2}, {10, 4})});
+    auto r = run_op1(OpKind::Add, {}, {make<uint8_t>({2}, {250, 3}), make<uint8_t>({2}, {10, 4})});
     REQUIRE(r);
     require_equal<uint8_t>(*r, {4, 7});
   }
@@ -258,7 +185,7 @@ TEST_CASE("Elementwise integer arithmetic", "[elementwise]") {
 
 TEST_CASE("Elementwise variadic Sum/Mean/Max/Min", "[elementwise]") {
   const Shape s0{7}, s1{13, 1}, s2{1, 7}, out{13, 7};
-  const Tensor a = rand_f32(s0, 3), b = rand_f32(s1, 4), c = rand_f32(s2, 5);
+  const Tensor a = rand_f32(s0, 3, kValues), b = rand_f32(s1, 4, kValues), c = rand_f32(s2, 5, kValues);
   auto at = [&](const Tensor& t, const Shape& s, int64_t i) { return static_cast<double>(t.data<float>()[bcast_offset(s, out, i)]); };
   std::vector<double> sum, mean, mx, mn;
   for (int64_t i = 0; i < shape_numel(out); ++i) {
@@ -268,46 +195,46 @@ TEST_CASE("Elementwise variadic Sum/Mean/Max/Min", "[elementwise]") {
     mx.push_back(std::max({x, y, z}));
     mn.push_back(std::min({x, y, z}));
   }
-  auto r = run_op(OpKind::Sum, {}, {a, b, c});
+  auto r = run_op1(OpKind::Sum, {}, {a, b, c});
   REQUIRE(r);
   REQUIRE(r->shape() == out);
   require_close(*r, sum, 1e-5);
-  r = run_op(OpKind::Mean, {}, {a, b, c});
+  r = run_op1(OpKind::Mean, {}, {a, b, c});
   REQUIRE(r);
   require_close(*r, mean, 1e-5);
-  r = run_op(OpKind::Max, {}, {a, b, c});
+  r = run_op1(OpKind::Max, {}, {a, b, c});
   REQUIRE(r);
   require_close(*r, mx, 0);
-  r = run_op(OpKind::Min, {}, {a, b, c});
+  r = run_op1(OpKind::Min, {}, {a, b, c});
   REQUIRE(r);
   require_close(*r, mn, 0);
 
   SECTION("one input is a copy") {
     for (OpKind op : {OpKind::Sum, OpKind::Mean, OpKind::Max, OpKind::Min}) {
-      auto one = run_op(op, {}, {a});
+      auto one = run_op1(op, {}, {a});
       REQUIRE(one);
       require_close(*one, std::vector<double>(a.data<float>(), a.data<float>() + 7), 0);
     }
   }
   SECTION("NaN propagates through Max/Min") {
-    auto m = run_op(OpKind::Max, {}, {f32({3}, {kNaN, 1.0f, 2.0f}), f32({3}, {0.0f, kNaN, 1.0f})});
+    auto m = run_op1(OpKind::Max, {}, {f32({3}, {kNaN, 1.0f, 2.0f}), f32({3}, {0.0f, kNaN, 1.0f})});
     REQUIRE(m);
     require_close(*m, {NAN, NAN, 2.0});
-    m = run_op(OpKind::Min, {}, {f32({3}, {kNaN, 1.0f, 2.0f}), f32({3}, {0.0f, kNaN, 1.0f})});
+    m = run_op1(OpKind::Min, {}, {f32({3}, {kNaN, 1.0f, 2.0f}), f32({3}, {0.0f, kNaN, 1.0f})});
     REQUIRE(m);
     require_close(*m, {NAN, NAN, 1.0});
   }
   SECTION("integers") {
-    auto m = run_op(OpKind::Mean, {}, {i32({3}, {INT32_MAX, 1, -7}), i32({3}, {INT32_MAX, 2, 0})});
+    auto m = run_op1(OpKind::Mean, {}, {i32({3}, {INT32_MAX, 1, -7}), i32({3}, {INT32_MAX, 2, 0})});
     REQUIRE(m);
     require_equal<int32_t>(*m, {INT32_MAX, 1, -3});
-    m = run_op(OpKind::Max, {}, {i64({3}, {5, -1, 2}), i64({1}, {0}), i64({3}, {1, -2, 9})});
+    m = run_op1(OpKind::Max, {}, {i64({3}, {5, -1, 2}), i64({1}, {0}), i64({3}, {1, -2, 9})});
     REQUIRE(m);
     require_equal<int64_t>(*m, {5, 0, 9});
-    m = run_op(OpKind::Min, {}, {i64({3}, {5, -1, 2}), i64({1}, {0})});
+    m = run_op1(OpKind::Min, {}, {i64({3}, {5, -1, 2}), i64({1}, {0})});
     REQUIRE(m);
     require_equal<int64_t>(*m, {0, -1, 0});
-    m = run_op(OpKind::Sum, {}, {i64({2}, {1, 2}), i64({2}, {10, 20}), i64({2}, {100, 200}), i64({}, {1000})});
+    m = run_op1(OpKind::Sum, {}, {i64({2}, {1, 2}), i64({2}, {10, 20}), i64({2}, {100, 200}), i64({}, {1000})});
     REQUIRE(m);
     require_equal<int64_t>(*m, {1111, 1222});
   }
@@ -318,25 +245,25 @@ TEST_CASE("Elementwise variadic Sum/Mean/Max/Min", "[elementwise]") {
 TEST_CASE("Elementwise Pow", "[elementwise]") {
   SECTION("float with broadcast") {
     const Tensor x = f32({2, 3}, {1, 2, 3, 4, 0.5f, 9});
-    auto r = run_op(OpKind::Pow, {}, {x, f32({3}, {2, 0.5f, -1})});
+    auto r = run_op1(OpKind::Pow, {}, {x, f32({3}, {2, 0.5f, -1})});
     REQUIRE(r);
     require_close(*r, {1, std::sqrt(2.0), 1.0 / 3, 16, std::sqrt(0.5), 1.0 / 9});
-    r = run_op(OpKind::Pow, {}, {x, i64({}, {3})});
+    r = run_op1(OpKind::Pow, {}, {x, i64({}, {3})});
     REQUIRE(r);
     CHECK(r->dtype() == DType::f32);
     require_close(*r, {1, 8, 27, 64, 0.125, 729});
-    r = run_op(OpKind::Pow, {}, {f32({1}, {-2}), f32({1}, {0.5f})});
+    r = run_op1(OpKind::Pow, {}, {f32({1}, {-2}), f32({1}, {0.5f})});
     REQUIRE(r);
     CHECK(std::isnan(r->data<float>()[0]));
   }
   SECTION("integer base") {
-    auto r = run_op(OpKind::Pow, {}, {i64({4}, {3, -2, 7, 5}), i64({4}, {39, 3, 0, -1})});
+    auto r = run_op1(OpKind::Pow, {}, {i64({4}, {3, -2, 7, 5}), i64({4}, {39, 3, 0, -1})});
     REQUIRE(r);
     require_equal<int64_t>(*r, {4052555153018976267, -8, 1, 0});
-    r = run_op(OpKind::Pow, {}, {i32({3}, {2, 4, 10}), f32({3}, {3.0f, 0.5f, 20.0f})});
+    r = run_op1(OpKind::Pow, {}, {i32({3}, {2, 4, 10}), f32({3}, {3.0f, 0.5f, 20.0f})});
     REQUIRE(r);
     require_equal<int32_t>(*r, {8, 2, INT32_MAX});  // 1e20 saturates
-    r = run_op(OpKind::Pow, {}, {i32({3}, {1, 2, 3}), i32({3}, {4, 5, 6})});
+    r = run_op1(OpKind::Pow, {}, {i32({3}, {1, 2, 3}), i32({3}, {4, 5, 6})});
     REQUIRE(r);
     require_equal<int32_t>(*r, {1, 32, 729});
   }
@@ -345,33 +272,34 @@ TEST_CASE("Elementwise Pow", "[elementwise]") {
 // ---- Equal and Where ----
 
 TEST_CASE("Elementwise Equal", "[elementwise]") {
-  auto r = run_op(OpKind::Equal, {}, {f32({2, 3}, {1, 2, 3, 4, kNaN, 0.0f}), f32({3}, {1, 5, -0.0f})});
+  auto r = run_op1(OpKind::Equal, {}, {f32({2, 3}, {1, 2, 3, 4, kNaN, 0.0f}), f32({3}, {1, 5, -0.0f})});
   REQUIRE(r);
   require_equal<bool>(*r, {true, false, false, false, false, true});
-  r = run_op(OpKind::Equal, {}, {i64({3, 1}, {1, 2, 3}), i64({2}, {2, 3})});
+  r = run_op1(OpKind::Equal, {}, {i64({3, 1}, {1, 2, 3}), i64({2}, {2, 3})});
   REQUIRE(r);
   require_equal<bool>(*r, {false, false, true, false, false, true});
-  r = run_op(OpKind::Equal, {}, {boolean({3}, {true, false, true}), boolean({1}, {true})});
+  r = run_op1(OpKind::Equal, {}, {boolean({3}, {true, false, true}), boolean({1}, {true})});
   REQUIRE(r);
   require_equal<bool>(*r, {true, false, true});
-  r = run_op(OpKind::Equal, {}, {make<Half>({2}, {Half(1.5f), Half(2.0f)}), make<Half>({2}, {Half(1.5f), Half(2.5f)})});
+  r = run_op1(OpKind::Equal, {},
+              {make<Half>({2}, {Half(1.5f), Half(2.0f)}), make<Half>({2}, {Half(1.5f), Half(2.5f)})});
   REQUIRE(r);
   require_equal<bool>(*r, {true, false});
-  require_error(run_op(OpKind::Equal, {}, {f32({3}, {1, 2, 3}), i32({3}, {1, 2, 3})}), ErrorCode::invalid_argument);
+  require_error(run_op1(OpKind::Equal, {}, {f32({3}, {1, 2, 3}), i32({3}, {1, 2, 3})}), ErrorCode::invalid_argument);
 }
 
 TEST_CASE("Elementwise Where", "[elementwise]") {
   const Shape sc{13, 1}, sx{7}, sy{1, 1}, out{13, 7};
   std::vector<bool> cv;
   for (int i = 0; i < 13; ++i) cv.push_back(i % 3 == 0);
-  const Tensor c = boolean(sc, cv), x = rand_f32(sx, 6), y = f32(sy, {-100.0f});
-  auto r = run_op(OpKind::Where, {}, {c, x, y});
+  const Tensor c = boolean(sc, cv), x = rand_f32(sx, 6, kValues), y = f32(sy, {-100.0f});
+  auto r = run_op1(OpKind::Where, {}, {c, x, y});
   REQUIRE(r);
   REQUIRE(r->shape() == out);
   std::vector<double> want;
   for (int64_t i = 0; i < 13 * 7; ++i) want.push_back(cv[static_cast<size_t>(i / 7)] ? x.data<float>()[i % 7] : -100.0);
   require_close(*r, want, 0);
-  r = run_op(OpKind::Where, {}, {boolean({2}, {true, false}), i64({2}, {1, 2}), i64({}, {-1})});
+  r = run_op1(OpKind::Where, {}, {boolean({2}, {true, false}), i64({2}, {1, 2}), i64({}, {-1})});
   REQUIRE(r);
   require_equal<int64_t>(*r, {1, -1});
 }
@@ -380,7 +308,7 @@ TEST_CASE("Elementwise Where", "[elementwise]") {
 
 TEST_CASE("Elementwise unary float ops", "[elementwise]") {
   const Tensor x = f32({13, 7}, [] {
-    std::vector<float> v = values(13 * 7, 9);
+    std::vector<float> v = values(13 * 7, 9, kValues);
     v[0] = 0.0f;
     v[1] = -30.0f;
     v[2] = 30.0f;
@@ -413,7 +341,7 @@ TEST_CASE("Elementwise unary float ops", "[elementwise]") {
   };
   for (const Case& c : cases) {
     INFO(op_name(c.op));
-    auto r = run_op(c.op, c.attrs, {x});
+    auto r = run_op1(c.op, c.attrs, {x});
     REQUIRE(r);
     REQUIRE(r->shape() == x.shape());
     std::vector<double> want;
@@ -422,19 +350,19 @@ TEST_CASE("Elementwise unary float ops", "[elementwise]") {
   }
   SECTION("Log Sqrt Reciprocal, including the edges") {
     const Tensor p = f32({5}, {0.25f, 1.0f, 7.0f, 0.0f, -1.0f});
-    auto r = run_op(OpKind::Log, {}, {p});
+    auto r = run_op1(OpKind::Log, {}, {p});
     REQUIRE(r);
     require_close(*r, {std::log(0.25), 0, std::log(7.0), -HUGE_VAL, NAN});
-    r = run_op(OpKind::Sqrt, {}, {p});
+    r = run_op1(OpKind::Sqrt, {}, {p});
     REQUIRE(r);
     require_close(*r, {0.5, 1, std::sqrt(7.0), 0, NAN});
-    r = run_op(OpKind::Reciprocal, {}, {p});
+    r = run_op1(OpKind::Reciprocal, {}, {p});
     REQUIRE(r);
     require_close(*r, {4, 1, 1.0 / 7, HUGE_VAL, -1});
   }
   SECTION("NaN stays NaN") {
     for (OpKind op : {OpKind::Relu, OpKind::HardSigmoid, OpKind::HardSwish, OpKind::Sigmoid, OpKind::LeakyRelu}) {
-      auto r = run_op(op, {}, {f32({1}, {kNaN})});
+      auto r = run_op1(op, {}, {f32({1}, {kNaN})});
       REQUIRE(r);
       CHECK(std::isnan(r->data<float>()[0]));
     }
@@ -443,40 +371,40 @@ TEST_CASE("Elementwise unary float ops", "[elementwise]") {
 
 TEST_CASE("Elementwise unary dtypes and errors", "[elementwise]") {
   SECTION("integer Relu/Neg/Abs") {
-    auto r = run_op(OpKind::Relu, {}, {i32({3}, {-5, 0, 7})});
+    auto r = run_op1(OpKind::Relu, {}, {i32({3}, {-5, 0, 7})});
     REQUIRE(r);
     require_equal<int32_t>(*r, {0, 0, 7});
-    r = run_op(OpKind::Neg, {}, {i64({3}, {-5, std::numeric_limits<int64_t>::min(), 7})});
+    r = run_op1(OpKind::Neg, {}, {i64({3}, {-5, std::numeric_limits<int64_t>::min(), 7})});
     REQUIRE(r);
     require_equal<int64_t>(*r, {5, std::numeric_limits<int64_t>::min(), -7});
-    r = run_op(OpKind::Abs, {}, {i32({3}, {-5, INT32_MIN, 7})});
+    r = run_op1(OpKind::Abs, {}, {i32({3}, {-5, INT32_MIN, 7})});
     REQUIRE(r);
     require_equal<int32_t>(*r, {5, INT32_MIN, 7});
-    r = run_op(OpKind::Abs, {}, {make<int8_t>({2}, {-128, -3})});
+    r = run_op1(OpKind::Abs, {}, {make<int8_t>({2}, {-128, -3})});
     REQUIRE(r);
     require_equal<int8_t>(*r, {-128, 3});
   }
   SECTION("float16 and bfloat16 compute in float") {
-    auto r = run_op(OpKind::Sigmoid, {}, {make<Half>({2}, {Half(0.0f), Half(2.0f)})});
+    auto r = run_op1(OpKind::Sigmoid, {}, {make<Half>({2}, {Half(0.0f), Half(2.0f)})});
     REQUIRE(r);
     CHECK(r->dtype() == DType::f16);
     require_close(*r, {0.5, 1 / (1 + std::exp(-2.0))}, 1e-3);
-    r = run_op(OpKind::Exp, {}, {make<BFloat16>({2}, {BFloat16(0.0f), BFloat16(1.0f)})});
+    r = run_op1(OpKind::Exp, {}, {make<BFloat16>({2}, {BFloat16(0.0f), BFloat16(1.0f)})});
     REQUIRE(r);
     CHECK(r->dtype() == DType::bf16);
     require_close(*r, {1, std::exp(1.0)}, 1e-2);
   }
   SECTION("errors") {
-    require_error(run_op(OpKind::Sigmoid, {}, {i32({2}, {1, 2})}), ErrorCode::unsupported, "int32");
-    require_error(run_op(OpKind::Neg, {}, {boolean({1}, {true})}), ErrorCode::unsupported, "bool");
-    require_error(run_op(OpKind::LeakyRelu, attrs_of({{"alpha", int64_t{1}}}), {f32({1}, {1})}),
+    require_error(run_op1(OpKind::Sigmoid, {}, {i32({2}, {1, 2})}), ErrorCode::unsupported, "int32");
+    require_error(run_op1(OpKind::Neg, {}, {boolean({1}, {true})}), ErrorCode::unsupported, "bool");
+    require_error(run_op1(OpKind::LeakyRelu, attrs_of({{"alpha", int64_t{1}}}), {f32({1}, {1})}),
                   ErrorCode::invalid_argument, "alpha");
   }
   SECTION("infer keeps symbolic shapes") {
-    auto r = infer_op(OpKind::Tanh, {}, {vt(DType::f32, {kBatch, 13})});
+    auto r = infer_op1(OpKind::Tanh, {}, {vt(DType::f32, {kBatch, 13})});
     REQUIRE(r);
     CHECK(type_of(*r) == "float32[batch,13]");
-    r = infer_op(OpKind::Abs, {}, {ValueType::unranked(DType::i64)});
+    r = infer_op1(OpKind::Abs, {}, {ValueType::unranked(DType::i64)});
     REQUIRE(r);
     CHECK(type_of(*r) == "int64unranked");
   }
@@ -486,31 +414,31 @@ TEST_CASE("Elementwise unary dtypes and errors", "[elementwise]") {
 
 TEST_CASE("Elementwise Clip", "[elementwise]") {
   const Tensor x = f32({7}, {-3, -1, 0, 0.5f, 1, 2, kNaN});
-  auto r = run_op(OpKind::Clip, {}, {x, f32({}, {-1.5f}), f32({}, {1.5f})});
+  auto r = run_op1(OpKind::Clip, {}, {x, f32({}, {-1.5f}), f32({}, {1.5f})});
   REQUIRE(r);
   require_close(*r, {-1.5, -1, 0, 0.5, 1, 1.5, NAN}, 0);
-  r = run_op(OpKind::Clip, {}, {x, f32({}, {0.0f}), std::nullopt});
+  r = run_op1(OpKind::Clip, {}, {x, f32({}, {0.0f}), std::nullopt});
   REQUIRE(r);
   require_close(*r, {0, 0, 0, 0.5, 1, 2, NAN}, 0);
-  r = run_op(OpKind::Clip, {}, {x, std::nullopt, f32({1}, {0.0f})});
+  r = run_op1(OpKind::Clip, {}, {x, std::nullopt, f32({1}, {0.0f})});
   REQUIRE(r);
   require_close(*r, {-3, -1, 0, 0, 0, 0, NAN}, 0);
-  r = run_op(OpKind::Clip, {}, {x});
+  r = run_op1(OpKind::Clip, {}, {x});
   REQUIRE(r);
   require_close(*r, {-3, -1, 0, 0.5, 1, 2, NAN}, 0);
-  r = run_op(OpKind::Clip, {}, {x, f32({}, {2.0f}), f32({}, {1.0f})});  // min > max: max wins
+  r = run_op1(OpKind::Clip, {}, {x, f32({}, {2.0f}), f32({}, {1.0f})});  // min > max: max wins
   REQUIRE(r);
   require_close(*r, {1, 1, 1, 1, 1, 1, NAN}, 0);
-  r = run_op(OpKind::Clip, {}, {i64({4}, {-10, 0, 10, 100}), i64({}, {-5}), i64({}, {50})});
+  r = run_op1(OpKind::Clip, {}, {i64({4}, {-10, 0, 10, 100}), i64({}, {-5}), i64({}, {50})});
   REQUIRE(r);
   require_equal<int64_t>(*r, {-5, 0, 10, 50});
-  r = run_op(OpKind::Clip, {}, {i32({3}, {-10, 0, 10}), std::nullopt, i32({}, {5})});
+  r = run_op1(OpKind::Clip, {}, {i32({3}, {-10, 0, 10}), std::nullopt, i32({}, {5})});
   REQUIRE(r);
   require_equal<int32_t>(*r, {-10, 0, 5});
 
-  require_error(run_op(OpKind::Clip, {}, {x, f32({2}, {0, 1})}), ErrorCode::shape_mismatch, "[2]");
-  require_error(run_op(OpKind::Clip, {}, {x, i64({}, {0})}), ErrorCode::invalid_argument, "int64");
-  auto t = infer_op(OpKind::Clip, {}, {vt(DType::f32, {kBatch, 7}), std::nullopt, vt(DType::f32, {})});
+  require_error(run_op1(OpKind::Clip, {}, {x, f32({2}, {0, 1})}), ErrorCode::shape_mismatch, "[2]");
+  require_error(run_op1(OpKind::Clip, {}, {x, i64({}, {0})}), ErrorCode::invalid_argument, "int64");
+  auto t = infer_op1(OpKind::Clip, {}, {vt(DType::f32, {kBatch, 7}), std::nullopt, vt(DType::f32, {})});
   REQUIRE(t);
   CHECK(type_of(*t) == "float32[batch,7]");
 }
@@ -519,8 +447,8 @@ TEST_CASE("Elementwise Clip", "[elementwise]") {
 
 TEST_CASE("Elementwise PRelu", "[elementwise]") {
   const Shape sx{2, 3, 13, 7}, ss{3, 1, 1};
-  const Tensor x = rand_f32(sx, 11), slope = f32(ss, {0.1f, -2.0f, 0.5f});
-  auto r = run_op(OpKind::PRelu, {}, {x, slope});
+  const Tensor x = rand_f32(sx, 11, kValues), slope = f32(ss, {0.1f, -2.0f, 0.5f});
+  auto r = run_op1(OpKind::PRelu, {}, {x, slope});
   REQUIRE(r);
   REQUIRE(r->shape() == sx);
   std::vector<double> want;
@@ -529,23 +457,25 @@ TEST_CASE("Elementwise PRelu", "[elementwise]") {
     want.push_back(v < 0 ? v * slope.data<float>()[bcast_offset(ss, sx, i)] : v);
   }
   require_close(*r, want, 1e-6);
-  r = run_op(OpKind::PRelu, {}, {i64({3}, {-4, 0, 5}), i64({1}, {3})});
+  r = run_op1(OpKind::PRelu, {}, {i64({3}, {-4, 0, 5}), i64({1}, {3})});
   REQUIRE(r);
   require_equal<int64_t>(*r, {-12, 0, 5});
 
-  auto t = infer_op(OpKind::PRelu, {}, {vt(DType::f32, {kBatch, 3, 13, 7}), vt(DType::f32, {3, 1, 1})});
+  auto t = infer_op1(OpKind::PRelu, {}, {vt(DType::f32, {kBatch, 3, 13, 7}), vt(DType::f32, {3, 1, 1})});
   REQUIRE(t);
   CHECK(type_of(*t) == "float32[batch,3,13,7]");
   // The slope must broadcast to X, not the other way round.
-  require_error(run_op(OpKind::PRelu, {}, {rand_f32({3}), rand_f32({2, 3})}), ErrorCode::shape_mismatch, "[2,3]");
-  require_error(run_op(OpKind::PRelu, {}, {rand_f32({2, 3, 13, 7}), rand_f32({3})}), ErrorCode::shape_mismatch);
-  require_error(run_op(OpKind::PRelu, {}, {rand_f32({3}), i64({1}, {1})}), ErrorCode::invalid_argument);
+  require_error(run_op1(OpKind::PRelu, {}, {rand_f32({3}, 1, kValues), rand_f32({2, 3}, 1, kValues)}),
+                ErrorCode::shape_mismatch, "[2,3]");
+  require_error(run_op1(OpKind::PRelu, {}, {rand_f32({2, 3, 13, 7}, 1, kValues), rand_f32({3}, 1, kValues)}),
+                ErrorCode::shape_mismatch);
+  require_error(run_op1(OpKind::PRelu, {}, {rand_f32({3}, 1, kValues), i64({1}, {1})}), ErrorCode::invalid_argument);
 }
 
 // ---- Cast ----
 
 TEST_CASE("Elementwise Cast", "[elementwise]") {
-  auto cast = [](const Tensor& x, int64_t to) { return run_op(OpKind::Cast, attrs_of({{"to", to}}), {x}); };
+  auto cast = [](const Tensor& x, int64_t to) { return run_op1(OpKind::Cast, attrs_of({{"to", to}}), {x}); };
   const Tensor x = f32({9}, {-2.7f, -0.5f, 0.0f, 0.9f, 2.5f, 300.0f, -300.0f, 1e20f, kNaN});
 
   SECTION("float to integers truncates and saturates") {
@@ -627,12 +557,12 @@ TEST_CASE("Elementwise Cast", "[elementwise]") {
   SECTION("errors and infer") {
     require_error(cast(x, 11), ErrorCode::unsupported, "double");
     require_error(cast(x, 8), ErrorCode::unsupported, "string");
-    require_error(run_op(OpKind::Cast, {}, {x}), ErrorCode::invalid_argument, "'to'");
-    require_error(run_op(OpKind::Cast, attrs_of({{"to", 1.0f}}), {x}), ErrorCode::invalid_argument, "'to'");
-    auto t = infer_op(OpKind::Cast, attrs_of({{"to", int64_t{7}}}), {vt(DType::f32, {kBatch, 13})});
+    require_error(run_op1(OpKind::Cast, {}, {x}), ErrorCode::invalid_argument, "'to'");
+    require_error(run_op1(OpKind::Cast, attrs_of({{"to", 1.0f}}), {x}), ErrorCode::invalid_argument, "'to'");
+    auto t = infer_op1(OpKind::Cast, attrs_of({{"to", int64_t{7}}}), {vt(DType::f32, {kBatch, 13})});
     REQUIRE(t);
     CHECK(type_of(*t) == "int64[batch,13]");
-    t = infer_op(OpKind::Cast, attrs_of({{"to", int64_t{9}}}), {ValueType::unranked(DType::f32)});
+    t = infer_op1(OpKind::Cast, attrs_of({{"to", int64_t{9}}}), {ValueType::unranked(DType::f32)});
     REQUIRE(t);
     CHECK(type_of(*t) == "boolunranked");
   }

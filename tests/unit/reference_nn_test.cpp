@@ -9,97 +9,15 @@
 
 #include "kernels/executor.h"
 #include "kernels/op_def.h"
+#include "tests/support/op_harness.h"
 
 namespace kiln {
 namespace {
 
-// ---- helpers ----
+using namespace test;
 
-// Deterministic pseudo-random values in [-2, 2).
-std::vector<float> values(int64_t n, int seed = 1) {
-  std::vector<float> v(static_cast<size_t>(n));
-  uint32_t s = 2654435761u * static_cast<uint32_t>(seed) + 12345u;
-  for (auto& x : v) {
-    s = s * 1664525u + 1013904223u;
-    x = static_cast<float>((s >> 8) % 4096) / 1024.0f - 2.0f;
-  }
-  return v;
-}
-
-Tensor f32(Shape shape, const std::vector<float>& v) {
-  return Tensor::from_values<float>(std::move(shape), std::span<const float>(v));
-}
-Tensor rand_f32(Shape shape, int seed = 1) {
-  const std::vector<float> v = values(shape_numel(shape), seed);
-  return f32(std::move(shape), v);
-}
-Tensor i64(Shape shape, const std::vector<int64_t>& v) {
-  return Tensor::from_values<int64_t>(std::move(shape), std::span<const int64_t>(v));
-}
-
-// Runs one op through a one-step plan. Absent optional inputs are std::nullopt.
-Result<std::vector<Tensor>> run_op(OpKind op, const Attrs& attrs, const std::vector<std::optional<Tensor>>& inputs,
-                                   int num_outputs = 1) {
-  Plan plan;
-  PlanStep step;
-  step.op = op;
-  step.attrs = attrs;
-  step.name = "test";
-  std::vector<Tensor> given;
-  int slot = 0;
-  for (const auto& t : inputs) {
-    if (!t) {
-      step.inputs.push_back(-1);
-      continue;
-    }
-    const ValueType type = ValueType::of(t->dtype(), sym_shape_from(t->shape()));
-    plan.inputs.push_back(PlanInput{slot, "in" + std::to_string(slot), type});
-    given.push_back(*t);
-    step.inputs.push_back(slot++);
-  }
-  for (int i = 0; i < num_outputs; ++i) {
-    plan.outputs.push_back({slot, "out" + std::to_string(i)});
-    step.outputs.push_back(slot++);
-  }
-  plan.num_slots = slot;
-  plan.steps.push_back(std::move(step));
-  KILN_ASSIGN(result, execute_reference(plan, given));
-  return std::move(result.outputs);
-}
-
-// Calls an op's infer directly. `types` entries that are std::nullopt are absent inputs;
-// `known` gives the value of some inputs (nullptr where unknown).
-Result<std::vector<ValueType>> infer_op(OpKind op, const Attrs& attrs,
-                                        const std::vector<std::optional<ValueType>>& types,
-                                        std::vector<const Tensor*> known = {}) {
-  InferContext ctx;
-  ctx.attrs = &attrs;
-  for (const auto& t : types) ctx.inputs.push_back(t ? &*t : nullptr);
-  known.resize(types.size(), nullptr);
-  ctx.values = known;
-  KILN_TRY(op_def(op).infer(ctx));
-  return ctx.outputs;
-}
-
-ValueType f32_type(SymShape s) { return ValueType::of(DType::f32, std::move(s)); }
-ValueType i64_type(SymShape s) { return ValueType::of(DType::i64, std::move(s)); }
-const Dim kBatch = Dim::named("batch");
-
-std::string shape_of(const ValueType& t) { return t.rank_known ? sym_shape_to_string(t.shape) : "unranked"; }
-
-Attrs attrs_of(std::initializer_list<std::pair<const char*, AttrValue>> list) {
-  Attrs a;
-  for (const auto& [k, v] : list) a.set(k, v);
-  return a;
-}
-
-void require_close(const Tensor& got, const std::vector<double>& want, double tol = 1e-5) {
-  REQUIRE(got.numel() == static_cast<int64_t>(want.size()));
-  for (int64_t i = 0; i < got.numel(); ++i) {
-    INFO("element " << i);
-    REQUIRE(got.value_as_double(i) == Approx(want[static_cast<size_t>(i)]).margin(tol).epsilon(tol));
-  }
-}
+// This file's pseudo-random test values: [-2, 2).
+constexpr ValueRange kValues{2, 12345u};
 
 // ---- Gemm ----
 
@@ -141,9 +59,9 @@ TEST_CASE("Gemm run", "[nn]") {
   const bool ta = GENERATE(false, true);
   const bool tb = GENERATE(false, true);
   const Shape c_shape = GENERATE(Shape{}, Shape{n}, Shape{m, 1}, Shape{1, n}, Shape{m, n});
-  const Tensor a = rand_f32(ta ? Shape{k, m} : Shape{m, k}, 1);
-  const Tensor b = rand_f32(tb ? Shape{n, k} : Shape{k, n}, 2);
-  const Tensor c = rand_f32(c_shape, 3);
+  const Tensor a = rand_f32(ta ? Shape{k, m} : Shape{m, k}, 1, kValues);
+  const Tensor b = rand_f32(tb ? Shape{n, k} : Shape{k, n}, 2, kValues);
+  const Tensor c = rand_f32(c_shape, 3, kValues);
   const float alpha = 0.5f, beta = 2.0f;
   auto r = run_op(OpKind::Gemm,
                   attrs_of({{"alpha", alpha}, {"beta", beta}, {"transA", int64_t{ta}}, {"transB", int64_t{tb}}}),
@@ -242,14 +160,14 @@ std::vector<double> naive_matmul(const Tensor& a, const Tensor& b, const Shape& 
 }
 
 TEST_CASE("MatMul run with batch broadcasting", "[nn]") {
-  const Tensor a = rand_f32({2, 1, 13, 7}, 4);
-  const Tensor b = rand_f32({3, 7, 5}, 5);
+  const Tensor a = rand_f32({2, 1, 13, 7}, 4, kValues);
+  const Tensor b = rand_f32({3, 7, 5}, 5, kValues);
   auto r = run_op(OpKind::MatMul, {}, {a, b});
   REQUIRE(r);
   REQUIRE(r->at(0).shape() == Shape{2, 3, 13, 5});
   require_close(r->at(0), naive_matmul(a, b, {2, 3, 13, 5}));
 
-  const Tensor c = rand_f32({13, 7}, 6);
+  const Tensor c = rand_f32({13, 7}, 6, kValues);
   r = run_op(OpKind::MatMul, {}, {c, b});
   REQUIRE(r);
   REQUIRE(r->at(0).shape() == Shape{3, 13, 5});
@@ -285,7 +203,7 @@ TEST_CASE("MatMul run int64", "[nn]") {
 // ---- BatchNormalization ----
 
 TEST_CASE("BatchNormalization", "[nn]") {
-  const Tensor x = rand_f32({2, 3, 7}, 7);
+  const Tensor x = rand_f32({2, 3, 7}, 7, kValues);
   const Tensor scale = f32({3}, {1.5f, -2.0f, 0.5f});
   const Tensor bias = f32({3}, {0.1f, 0.2f, -0.3f});
   const Tensor mean = f32({3}, {0.5f, -0.25f, 1.0f});
@@ -331,7 +249,7 @@ TEST_CASE("BatchNormalization", "[nn]") {
 // ---- InstanceNormalization ----
 
 TEST_CASE("InstanceNormalization", "[nn]") {
-  const Tensor x = rand_f32({2, 3, 13}, 8);
+  const Tensor x = rand_f32({2, 3, 13}, 8, kValues);
   const Tensor scale = f32({3}, {1.5f, -2.0f, 0.5f});
   const Tensor bias = f32({3}, {0.1f, 0.2f, -0.3f});
   auto r = run_op(OpKind::InstanceNormalization, {}, {x, scale, bias});
@@ -362,13 +280,13 @@ TEST_CASE("InstanceNormalization", "[nn]") {
 // ---- LayerNormalization ----
 
 TEST_CASE("LayerNormalization run", "[nn]") {
-  const Tensor x = rand_f32({3, 13, 7}, 9);
+  const Tensor x = rand_f32({3, 13, 7}, 9, kValues);
   const int64_t axis = GENERATE(1, -1);
   const bool with_bias = GENERATE(false, true);
   const int64_t cols = axis == 1 ? 13 * 7 : 7;
   const Shape norm_shape = axis == 1 ? Shape{13, 7} : Shape{7};
-  const Tensor scale = rand_f32(norm_shape, 10);
-  const Tensor bias = rand_f32(norm_shape, 11);
+  const Tensor scale = rand_f32(norm_shape, 10, kValues);
+  const Tensor bias = rand_f32(norm_shape, 11, kValues);
   const float eps = 1e-3f;
   auto r = run_op(OpKind::LayerNormalization, attrs_of({{"axis", axis}, {"epsilon", eps}}),
                   {x, scale, with_bias ? std::optional<Tensor>(bias) : std::nullopt}, 3);
@@ -441,7 +359,7 @@ std::vector<double> naive_softmax(const Tensor& x, int64_t outer, int64_t n, int
 TEST_CASE("Softmax and LogSoftmax run", "[nn]") {
   const bool log = GENERATE(false, true);
   const OpKind op = log ? OpKind::LogSoftmax : OpKind::Softmax;
-  const Tensor x = rand_f32({3, 13, 7}, 12);
+  const Tensor x = rand_f32({3, 13, 7}, 12, kValues);
   SECTION("opset 13: one axis") {
     auto r = run_op(op, {}, {x});  // default axis -1
     REQUIRE(r);
@@ -536,7 +454,7 @@ TEST_CASE("Reduce infer", "[nn]") {
 }
 
 TEST_CASE("Reduce run float32", "[nn]") {
-  const Tensor x = rand_f32({3, 13, 7}, 13);
+  const Tensor x = rand_f32({3, 13, 7}, 13, kValues);
   const OpKind op = GENERATE(OpKind::ReduceSum, OpKind::ReduceMean, OpKind::ReduceMax, OpKind::ReduceMin);
   const bool keepdims = GENERATE(false, true);
   INFO(op_name(op) << " keepdims=" << keepdims);

@@ -1,0 +1,104 @@
+#!/usr/bin/env node
+// kiln's compiled CPU engine vs ONNX Runtime (all graph optimizations), side by side on the same
+// ONNX files, batch sizes and thread count. For each model and batch it compiles a .kiln with
+// `kiln compile`, then runs `kiln bench --json` and bench/peers/ort_bench.js alternately
+// (ROUNDS times each, so machine noise hits both) and prints medians and the ratio. With --torch
+// it also times the same torchvision architecture in PyTorch (jit optimize_for_inference;
+// random weights, which do not change the time of dense kernels).
+//
+// Usage: node bench/compare_cpu.js [--models DIR] [--names a,b] [--batches 1,8] [--threads 2]
+//                                  [--iters 30] [--rounds 3] [--kiln build/kiln]
+// Models come from the models-test cache (build/model-cache, filled by scripts/test.sh or by
+// `python3 tests/models/export_torchvision.py --out build/model-cache`).
+'use strict';
+
+const { execFileSync } = require('child_process');
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+
+const root = path.resolve(__dirname, '..');
+
+function parseArgs(argv) {
+  const opts = {
+    models: path.join(root, 'build', 'model-cache'),
+    names: ['resnet18', 'resnet50', 'mobilenet_v2', 'efficientnet_b0'],
+    batches: [1, 8],
+    threads: 2,
+    iters: 30,
+    rounds: 3,
+    kiln: path.join(root, 'build', 'kiln'),
+    torch: false,
+  };
+  for (let i = 0; i < argv.length; ++i) {
+    const v = () => argv[++i];
+    switch (argv[i]) {
+      case '--models': opts.models = v(); break;
+      case '--names': opts.names = v().split(','); break;
+      case '--batches': opts.batches = v().split(',').map(Number); break;
+      case '--threads': opts.threads = Number(v()); break;
+      case '--iters': opts.iters = Number(v()); break;
+      case '--rounds': opts.rounds = Number(v()); break;
+      case '--kiln': opts.kiln = v(); break;
+      case '--torch': opts.torch = true; break;
+      default:
+        process.stderr.write(`compare_cpu: unknown argument ${argv[i]}\n`);
+        process.exit(2);
+    }
+  }
+  return opts;
+}
+
+function runJson(cmd, args) {
+  const out = execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+  return JSON.parse(out);
+}
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor((s.length - 1) / 2)];
+};
+const fmt = (x, w = 9, d = 2) => x.toFixed(d).padStart(w);
+
+function main() {
+  const opts = parseArgs(process.argv.slice(2));
+  const work = fs.mkdtempSync(path.join(os.tmpdir(), 'kiln-compare-'));
+  const cpu = (fs.readFileSync('/proc/cpuinfo', 'utf8').match(/model name\s*:\s*(.*)/) || [, 'unknown'])[1];
+  console.log(`kiln vs ONNX Runtime (graph optimizations: all), ${opts.threads} threads, ` +
+              `${opts.iters} timed runs x ${opts.rounds} alternating rounds; CPU: ${cpu}, ${os.cpus().length} vCPUs`);
+  console.log('model              batch  kiln ms   ORT ms  kiln/ORT  kiln ready  ORT ready  kiln 1st   ORT 1st' +
+              (opts.torch ? '  torch ms' : ''));
+  for (const name of opts.names) {
+    const model = path.join(opts.models, `${name}.onnx`);
+    if (!fs.existsSync(model)) {
+      console.log(`${name.padEnd(18)} (missing ${model})`);
+      continue;
+    }
+    for (const batch of opts.batches) {
+      const compiled = path.join(work, `${name}_b${batch}.kiln`);
+      execFileSync(opts.kiln, ['compile', model, '-o', compiled, '--batch', String(batch)], { stdio: 'ignore' });
+      const kiln = [], ort = [], torch = [];
+      for (let r = 0; r < opts.rounds; ++r) {
+        kiln.push(runJson(opts.kiln, ['bench', compiled, '--threads', String(opts.threads), '--iters',
+                                      String(opts.iters), '--json']));
+        ort.push(runJson('node', [path.join(__dirname, 'peers', 'ort_bench.js'), model, '--batch', String(batch),
+                                  '--threads', String(opts.threads), '--iters', String(opts.iters)]));
+        if (opts.torch)
+          torch.push(runJson('python3', [path.join(__dirname, 'peers', 'torch_bench.py'), name, '--batch',
+                                         String(batch), '--threads', String(opts.threads), '--iters',
+                                         String(opts.iters)]));
+      }
+      const k = median(kiln.map((x) => x.median_ms)), o = median(ort.map((x) => x.median_ms));
+      console.log(`${name.padEnd(18)} ${String(batch).padStart(5)} ${fmt(k)} ${fmt(o)} ${fmt(k / o, 9)} ` +
+                  `${fmt(median(kiln.map((x) => x.ready_ms)), 11, 1)} ${fmt(median(ort.map((x) => x.ready_ms)), 10, 1)} ` +
+                  `${fmt(median(kiln.map((x) => x.first_run_ms)), 9, 1)} ${fmt(median(ort.map((x) => x.first_run_ms)), 9, 1)}` +
+                  (opts.torch ? ` ${fmt(median(torch.map((x) => x.median_ms)))}` : ''));
+    }
+  }
+  console.log('ms = median latency per batch; ready = load/compile-free start-up to a runnable session ' +
+              '(kiln: mmap .kiln + engine create; ORT: InferenceSession.create incl. its graph optimization); ' +
+              '1st = first run.');
+  fs.rmSync(work, { recursive: true, force: true });
+}
+
+main();

@@ -1,0 +1,57 @@
+// Self-test vectors: what an image checks at start-up (and as its health check). At bundle time
+// the builder makes seeded inputs and stores the reference executor's outputs; inside the image
+// `kiln-runtime selftest` runs the compiled engine on the inputs and compares. Lean on purpose:
+// the runtime links this, so it depends on kiln_kernels and nlohmann_json only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/engine.h"
+#include "kernels/io/npz.h"
+#include "kernels/plan.h"
+
+namespace kiln {
+
+// Files inside a bundle directory (the image's /kiln).
+inline constexpr const char* kBundleModelFile = "model/model.kiln";
+inline constexpr const char* kBundleInputsFile = "selftest/inputs.npz";
+inline constexpr const char* kBundleExpectedFile = "selftest/expected.npz";
+inline constexpr const char* kBundleMetadataFile = "metadata.json";
+inline constexpr const char* kBundleSbomFile = "sbom.spdx.json";
+
+// An output passes when max |got - expected| <= abs + rel * max |expected|: fp32 results that
+// differ only in summation order (blocked convolutions, fused epilogues) stay far inside it.
+struct SelftestTolerance {
+  double abs = 1e-4;
+  double rel = 1e-3;
+};
+
+struct SelftestCheck {
+  std::string output;
+  double max_abs_error = 0;
+  double limit = 0;
+  bool passed = false;
+  std::string problem;  // set when the output is missing or has another dtype/shape
+};
+
+// Seeded inputs of the plan's fixed shapes: floats uniform in [-1, 1), integers 0, in
+// Plan::inputs order and named after the inputs. Identical bytes on every machine.
+Result<NamedTensors> selftest_inputs_make(const Plan& plan, uint64_t seed = 0x6b696c6e);
+
+std::vector<SelftestCheck> selftest_compare(const NamedTensors& expected, const NamedTensors& got,
+                                            const SelftestTolerance& tolerance);
+
+// The first failing check as an error naming the output, its error and the limit.
+Status selftest_status(const std::vector<SelftestCheck>& checks);
+
+// Runs the compiled engine on the inputs and compares with the expected outputs.
+Result<std::vector<SelftestCheck>> selftest_run(const Plan& plan, const NamedTensors& inputs,
+                                                const NamedTensors& expected, const SelftestTolerance& tolerance,
+                                                const EngineOptions& options = {});
+
+// The "selftest.tolerance" object of a bundle's metadata.json (defaults where absent).
+Result<SelftestTolerance> selftest_tolerance_read(const std::string& metadata_path);
+
+}  // namespace kiln

@@ -1,0 +1,237 @@
+// Gemm and MatMul (float32) with oneDNN's matmul primitive, plain inputs and a plain output.
+//   Gemm: Y = alpha * A' * B' + beta * C, the transposes expressed by strides. A constant B is
+//     reordered once into the format oneDNN picks (scaled by alpha there when alpha != 1); a
+//     constant C becomes the bias (times beta), a non-constant C is read as the bias on every
+//     run (beta must then be 1). alpha != 1 with a non-constant B runs as a first linear
+//     post-op, which is exact only without C: that case is rejected.
+//   MatMul: numpy matmul, 1-D operands promoted, batch dims broadcast (oneDNN broadcasts dims of
+//     size 1 on either side); a constant B is prepacked.
+// Both: the fused epilogue (Gemm residual = input 3, MatMul residual = input 2) as sum then
+// eltwise post-ops; the residual is reordered into the output buffer before the primitive runs.
+#include "kernels/onednn/onednn_kernels.h"
+
+#include <cstring>
+
+#include "kernels/onednn/onednn_common.h"
+
+namespace kiln::onednn {
+namespace {
+
+struct GemmParams {
+  float alpha = 1.0f, beta = 1.0f;
+  bool trans_a = false, trans_b = false;
+};
+
+std::optional<std::string> read_gemm(const Attrs& attrs, GemmParams& g) {
+  auto alpha = attrs.get_float("alpha", 1.0f);
+  auto beta = attrs.get_float("beta", 1.0f);
+  auto ta = attrs.get_int("transA", 0);
+  auto tb = attrs.get_int("transB", 0);
+  if (!alpha || !beta || !ta || !tb) return "bad Gemm attributes";
+  if ((*ta != 0 && *ta != 1) || (*tb != 0 && *tb != 1)) return "bad transA/transB";
+  g = {*alpha, *beta, *ta == 1, *tb == 1};
+  return std::nullopt;
+}
+
+// Checks the residual input `i` (optional) against the output.
+std::optional<std::string> check_residual(const KernelBuild& b, size_t i) {
+  if (b.inputs.size() <= i || !b.inputs[i].present) return std::nullopt;
+  if (auto why = check_value(b.inputs[i], "residual")) return why;
+  if (b.inputs[i].shape != b.outputs[0].shape) return "residual shape differs from the output shape";
+  return std::nullopt;
+}
+
+bool uses_c(const KernelBuild& b, const GemmParams& g) {
+  return b.inputs.size() > 2 && b.inputs[2].present && g.beta != 0.0f;
+}
+
+std::optional<std::string> gemm_supports(const KernelBuild& b) {
+  if (b.op != OpKind::Gemm) return "handles Gemm only";
+  if (b.inputs.size() < 2) return "needs A and B";
+  if (auto why = check_plain_f32(b.inputs[0], "A")) return why;
+  if (auto why = check_plain_f32(b.inputs[1], "B")) return why;
+  if (b.inputs[0].shape.size() != 2 || b.inputs[1].shape.size() != 2) return "A and B must be 2-D";
+  if (b.outputs.empty() || b.outputs[0].dtype != DType::f32) return "needs a float32 output";
+  GemmParams g;
+  if (auto why = read_gemm(*b.attrs, g)) return why;
+  if (uses_c(b, g)) {
+    const ValueDesc& c = b.inputs[2];
+    if (c.dtype != DType::f32 || !c.layout.plain() || c.shape.size() > 2) return "C must be plain float32 of rank <= 2";
+    if (c.constant == nullptr && g.beta != 1.0f) return "beta != 1 with a non-constant C";
+    if (g.alpha != 1.0f && b.inputs[1].constant == nullptr) return "alpha != 1 with a non-constant B and a C";
+  }
+  if (auto why = check_residual(b, 3)) return why;
+  std::vector<EltwiseStep> steps;
+  if (auto why = read_post_ops(*b.attrs, steps)) return why;
+  return std::nullopt;
+}
+
+// Appends the residual reorder (into the output) when present and returns the post-ops.
+void add_epilogue(const KernelBuild& b, size_t residual, Program& program, const md& dst_md, dnnl::memory dst,
+                  dnnl::post_ops& ops, const std::vector<EltwiseStep>& acts) {
+  if (b.inputs.size() > residual && b.inputs[residual].present) {
+    const ValueDesc& r = b.inputs[residual];
+    const dims y_dims = dst_md.dims();  // by value: one vector for both iterators
+    const md r_md = r.layout.plain() ? plain_desc(Shape(y_dims.begin(), y_dims.end())) : value_desc(r);
+    dnnl::reorder::primitive_desc rpd(cpu_engine(), r_md, cpu_engine(), dst_md, user_scratchpad_attr());
+    program.add(dnnl::reorder(rpd), rpd, {{DNNL_ARG_FROM, program.input(residual, r_md)}, {DNNL_ARG_TO, dst}});
+    ops.append_sum(1.0f);
+  }
+  for (const EltwiseStep& s : acts) ops.append_eltwise(1.0f, s.alg, s.alpha, s.beta);
+}
+
+Result<std::unique_ptr<Kernel>> gemm_create(const KernelBuild& b) {
+  return guarded_create("onednn.gemm", [&]() -> Result<std::unique_ptr<Kernel>> {
+    ensure_threads(b.threads);
+    GemmParams g;
+    if (auto why = read_gemm(*b.attrs, g)) return make_error(ErrorCode::unsupported, *why);
+    std::vector<EltwiseStep> acts;
+    if (auto why = read_post_ops(*b.attrs, acts)) return make_error(ErrorCode::unsupported, *why);
+    const Shape& a = b.inputs[0].shape;
+    const int64_t m = b.outputs[0].shape[0], n = b.outputs[0].shape[1];
+    const int64_t k = g.trans_a ? a[0] : a[1];
+    const auto f32 = dnnl::memory::data_type::f32;
+    const md a_md({m, k}, f32, g.trans_a ? dims{1, m} : dims{k, 1});
+    const md w_plain({k, n}, f32, g.trans_b ? dims{1, k} : dims{n, 1});
+    const bool const_b = b.inputs[1].constant != nullptr;
+    const md w_md = const_b ? md({k, n}, f32, dnnl::memory::format_tag::any) : w_plain;
+    const md y_md = plain_desc(b.outputs[0].shape);
+    const bool has_c = uses_c(b, g);
+    md c_md;
+    if (has_c) {
+      Shape c = b.inputs[2].shape;
+      while (c.size() < 2) c.insert(c.begin(), 1);
+      c_md = plain_desc(c);
+    }
+
+    Program program(b.threads);
+    dnnl::memory y_mem = program.output(0, y_md);
+    dnnl::post_ops ops;
+    if (g.alpha != 1.0f && !const_b) ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, g.alpha, 0.0f);
+    add_epilogue(b, 3, program, y_md, y_mem, ops, acts);
+    dnnl::primitive_attr attr = user_scratchpad_attr();
+    attr.set_post_ops(ops);
+    dnnl::matmul::desc d = has_c ? dnnl::matmul::desc(a_md, w_md, c_md, y_md) : dnnl::matmul::desc(a_md, w_md, y_md);
+    dnnl::matmul::primitive_desc pd(d, attr, cpu_engine());
+
+    std::unordered_map<int, dnnl::memory> args;
+    args[DNNL_ARG_SRC] = program.input(0, a_md);
+    if (const_b) {
+      const Tensor& w = *b.inputs[1].constant;
+      if (g.alpha != 1.0f) {
+        std::vector<float> scaled(static_cast<size_t>(w.numel()));
+        for (size_t i = 0; i < scaled.size(); ++i) scaled[i] = g.alpha * w.data<float>()[i];
+        args[DNNL_ARG_WEIGHTS] = program.prepacked(w_plain, scaled.data(), pd.weights_desc());
+      } else {
+        args[DNNL_ARG_WEIGHTS] = program.prepacked(w_plain, w.raw(), pd.weights_desc());
+      }
+    } else {
+      args[DNNL_ARG_WEIGHTS] = program.input(1, w_plain);
+    }
+    if (has_c) {
+      const ValueDesc& c = b.inputs[2];
+      if (c.constant != nullptr) {
+        dnnl::memory bias = program.owned(c_md);
+        float* dst = static_cast<float*>(bias.get_data_handle());
+        for (int64_t i = 0; i < c.constant->numel(); ++i) dst[i] = g.beta * c.constant->data<float>()[i];
+        args[DNNL_ARG_BIAS] = bias;
+      } else {
+        args[DNNL_ARG_BIAS] = program.input(2, c_md);
+      }
+    }
+    args[DNNL_ARG_DST] = y_mem;
+    program.add(dnnl::matmul(pd), pd, std::move(args));
+    return std::unique_ptr<Kernel>(std::make_unique<ProgramKernel>(std::move(program), std::vector<Layout>{Layout{}}));
+  });
+}
+
+// ---- MatMul ----
+
+struct MatMulDims {
+  dims a, b, y;  // promoted to one rank
+};
+
+std::optional<std::string> matmul_dims(const KernelBuild& b, MatMulDims& d) {
+  Shape sa = b.inputs[0].shape, sb = b.inputs[1].shape;
+  if (sa.size() == 1) sa.insert(sa.begin(), 1);
+  if (sb.size() == 1) sb.push_back(1);
+  const size_t rank = std::max(sa.size(), sb.size());
+  if (rank > DNNL_MAX_NDIMS) return "rank above oneDNN's 12";
+  while (sa.size() < rank) sa.insert(sa.begin(), 1);
+  while (sb.size() < rank) sb.insert(sb.begin(), 1);
+  d.a = to_dims(sa);
+  d.b = to_dims(sb);
+  d.y.assign(rank, 0);
+  for (size_t i = 0; i + 2 < rank; ++i) {
+    if (sa[i] != sb[i] && sa[i] != 1 && sb[i] != 1) return "batch dims do not broadcast";
+    d.y[i] = std::max(sa[i], sb[i]);
+  }
+  d.y[rank - 2] = sa[rank - 2];
+  d.y[rank - 1] = sb[rank - 1];
+  if (sa[rank - 1] != sb[rank - 2]) return "inner dims differ";
+  if (shape_numel(Shape(d.y.begin(), d.y.end())) != shape_numel(b.outputs[0].shape)) return "output size mismatch";
+  return std::nullopt;
+}
+
+std::optional<std::string> matmul_supports(const KernelBuild& b) {
+  if (b.op != OpKind::MatMul) return "handles MatMul only";
+  if (b.inputs.size() < 2) return "needs A and B";
+  if (auto why = check_plain_f32(b.inputs[0], "A")) return why;
+  if (auto why = check_plain_f32(b.inputs[1], "B")) return why;
+  if (b.outputs.empty() || b.outputs[0].dtype != DType::f32) return "needs a float32 output";
+  MatMulDims d;
+  if (auto why = matmul_dims(b, d)) return why;
+  if (auto why = check_residual(b, 2)) return why;
+  if (b.inputs.size() > 2 && b.inputs[2].present && !b.inputs[2].layout.plain() && to_dims(b.outputs[0].shape) != d.y)
+    return "residual in a oneDNN layout for a promoted (1-D operand) MatMul";
+  std::vector<EltwiseStep> steps;
+  if (auto why = read_post_ops(*b.attrs, steps)) return why;
+  return std::nullopt;
+}
+
+Result<std::unique_ptr<Kernel>> matmul_create(const KernelBuild& b) {
+  return guarded_create("onednn.matmul", [&]() -> Result<std::unique_ptr<Kernel>> {
+    ensure_threads(b.threads);
+    MatMulDims d;
+    if (auto why = matmul_dims(b, d)) return make_error(ErrorCode::unsupported, *why);
+    std::vector<EltwiseStep> acts;
+    if (auto why = read_post_ops(*b.attrs, acts)) return make_error(ErrorCode::unsupported, *why);
+    const md a_md = plain_desc(Shape(d.a.begin(), d.a.end()));
+    const md w_plain = plain_desc(Shape(d.b.begin(), d.b.end()));
+    const md y_md = plain_desc(Shape(d.y.begin(), d.y.end()));
+    const bool const_b = b.inputs[1].constant != nullptr;
+
+    Program program(b.threads);
+    dnnl::memory y_mem = program.output(0, y_md);
+    dnnl::post_ops ops;
+    add_epilogue(b, 2, program, y_md, y_mem, ops, acts);
+    dnnl::primitive_attr attr = user_scratchpad_attr();
+    attr.set_post_ops(ops);
+    dnnl::matmul::primitive_desc pd;
+    bool packed = false;
+    if (const_b) {
+      try {
+        const md w_any(d.b, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+        pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, w_any, y_md), attr, cpu_engine());
+        packed = true;
+      } catch (const dnnl::error&) {
+      }
+    }
+    if (!packed) pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, w_plain, y_md), attr, cpu_engine());
+    std::unordered_map<int, dnnl::memory> args;
+    args[DNNL_ARG_SRC] = program.input(0, a_md);
+    args[DNNL_ARG_WEIGHTS] = packed ? program.prepacked(w_plain, b.inputs[1].constant->raw(), pd.weights_desc())
+                                    : program.input(1, w_plain);
+    args[DNNL_ARG_DST] = y_mem;
+    program.add(dnnl::matmul(pd), pd, std::move(args));
+    return std::unique_ptr<Kernel>(std::make_unique<ProgramKernel>(std::move(program), std::vector<Layout>{Layout{}}));
+  });
+}
+
+}  // namespace
+}  // namespace kiln::onednn
+
+namespace kiln {
+const KernelImpl kOneDnnGemm{"onednn.gemm", onednn::gemm_supports, onednn::gemm_create};
+const KernelImpl kOneDnnMatMul{"onednn.matmul", onednn::matmul_supports, onednn::matmul_create};
+}  // namespace kiln

@@ -1,0 +1,23 @@
+// The oneDNN (libdnnl 2.6, CPU) kernel implementations, in the order registry.cpp lists them.
+// Each supports() gives a reason for every case it does not compute exactly like the reference
+// kernel; oneDNN-layout (blocked) values flow between these kernels and are converted to plain
+// by the engine only where another backend reads them.
+#pragma once
+
+#include "kernels/kernel.h"
+
+namespace kiln {
+
+extern const KernelImpl kOneDnnConv;        // Conv (+ bias, residual, fused activation)
+extern const KernelImpl kOneDnnGemm;        // Gemm (+ residual, fused activation)
+extern const KernelImpl kOneDnnMatMul;      // MatMul, batched with broadcasting (+ residual, activation)
+extern const KernelImpl kOneDnnPool;        // MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool
+extern const KernelImpl kOneDnnEltwise;     // Relu, LeakyRelu, Elu, Selu, Sigmoid, HardSigmoid, HardSwish, Tanh,
+                                            // Softplus, Exp, Log, Sqrt, Neg, Abs, Clip
+extern const KernelImpl kOneDnnBinary;      // Add, Sub, Mul, Div, Max, Min, Sum (two inputs)
+extern const KernelImpl kOneDnnSoftmax;     // Softmax, LogSoftmax
+extern const KernelImpl kOneDnnBatchNorm;   // BatchNormalization (inference)
+extern const KernelImpl kOneDnnConcat;      // Concat
+extern const KernelImpl kOneDnnLrn;         // LRN
+
+}  // namespace kiln

@@ -1,0 +1,38 @@
+// The .kiln artifact: one self-describing file holding a compiled Plan and its weights.
+//
+//   [header 64 B] [metadata JSON] [padding] [weights, each 64-byte aligned]
+//   header: magic "KILNPLAN", format version, metadata offset/size, weights offset/size,
+//           CRC-32 of metadata and of weights, CRC-32 of the header itself.
+//
+// Loading memory-maps the file and lets weight tensors borrow the mapping (no copy). Every
+// defect (truncation, flipped byte, other version, malformed metadata) is a clear error.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kernels/plan.h"
+
+namespace kiln {
+
+inline constexpr uint32_t kPlanFileVersion = 1;
+
+struct PlanFileInfo {
+  std::string producer;  // "kiln 0.1.0"
+  std::string source;    // the model it was compiled from
+  std::string passes;    // comma-separated pipeline that produced it
+  std::string notes;     // free text, e.g. the batch size
+};
+
+Status plan_write_file(const std::string& path, const Plan& plan, const PlanFileInfo& info);
+
+struct LoadedPlan {
+  Plan plan;
+  PlanFileInfo info;
+  uint64_t file_bytes = 0;
+};
+
+// verify_weights=false skips the CRC over the weights (metadata is always checked).
+Result<LoadedPlan> plan_read_file(const std::string& path, bool verify_weights = true);
+
+}  // namespace kiln

@@ -1,0 +1,42 @@
+#include "kernels/registry.h"
+
+#include <array>
+
+#include "kernels/onednn/onednn_kernels.h"
+
+namespace kiln {
+namespace {
+
+// First match wins: fast kernels first, the reference kernel last.
+const std::array<const KernelImpl*, 11> kKernels = {
+    &kOneDnnConv,    &kOneDnnGemm,       &kOneDnnMatMul,   &kOneDnnPool,     &kOneDnnEltwise,   &kOneDnnBinary,
+    &kOneDnnSoftmax, &kOneDnnBatchNorm,  &kOneDnnConcat,   &kOneDnnLrn,
+    &kReferenceKernel,
+};
+
+}  // namespace
+
+std::span<const KernelImpl* const> kernel_registry() { return kKernels; }
+
+Result<KernelChoice> kernel_select(const KernelBuild& build) {
+  KernelChoice choice;
+  for (const KernelImpl* impl : kernel_registry()) {
+    if (auto why_not = impl->supports(build)) {
+      choice.rejections.push_back(std::string(impl->name) + ": " + *why_not);
+      continue;
+    }
+    auto kernel = impl->create(build);
+    if (!kernel) {
+      choice.rejections.push_back(std::string(impl->name) + ": " + kernel.error().message);
+      continue;
+    }
+    choice.impl = impl;
+    choice.kernel = std::move(*kernel);
+    return choice;
+  }
+  std::string why;
+  for (const std::string& r : choice.rejections) why += (why.empty() ? "" : "; ") + r;
+  return make_error(ErrorCode::unsupported, "no kernel for node '", build.node_name, "' (", op_name(build.op), "): ", why);
+}
+
+}  // namespace kiln

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Hardening checks for kiln's untrusted-input paths (ONNX models, .npy/.npz files, .kiln artifacts):
+#   1. build-asan/: GCC with AddressSanitizer + UndefinedBehaviorSanitizer (KILN_SANITIZE=address,
+#      -O1 -g: compiles in about half the time of -O3 and the tests take seconds either way); runs
+#      the unit tests and the ONNX conformance suite.
+#   2. build-fuzz/: clang with libFuzzer (KILN_FUZZ=ON); runs every fuzz target for FUZZ_SECONDS on a
+#      copy of its seed corpus (tests/fuzz/corpus/<target>/, never modified here; new inputs go to
+#      build-fuzz/corpus-work/<target>/) and prints executions and coverage per target.
+# Exits non-zero on any finding: a failing test, a sanitizer report, or a fuzzer crash, leak,
+# timeout or out-of-memory (the input is kept in build-fuzz/findings/<target>/; once the bug is
+# fixed, commit it as tests/fuzz/corpus/<target>/regression-<name> so every run replays it).
+#
+# Usage: scripts/hardening.sh
+#   FUZZ_SECONDS  seconds per fuzz target (default 60; 0 builds the fuzzers but does not run them)
+#   JOBS          parallel build and test jobs (default: nproc)
+# Needs clang and libclang-rt-*-dev (scripts/setup.sh --tests installs them) and libonnx-testdata.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+fuzz_seconds=${FUZZ_SECONDS:-60}
+jobs=${JOBS:-$(nproc)}
+start=$(date +%s)
+failures=()
+
+elapsed() { echo "$(( $(date +%s) - start ))s"; }
+step() { echo; echo "== hardening: $* ($(elapsed))"; }
+
+# Sanitizer runtime settings: every finding is fatal, leaks included.
+export ASAN_OPTIONS="abort_on_error=1:detect_leaks=1:strict_string_checks=1:check_initialization_order=1:detect_stack_use_after_return=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+
+# ---- 1. ASan + UBSan build: unit tests and conformance ----
+step "configure and build build-asan (GCC, ASan+UBSan)"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g" \
+  -DKILN_BUILD_TESTS=ON -DKILN_SANITIZE=address >/dev/null
+cmake --build build-asan -j "$jobs"
+
+step "unit and conformance tests under ASan+UBSan"
+if ! ctest --test-dir build-asan -L 'unit|conformance' --output-on-failure -j "$jobs"; then
+  failures+=("ctest -L 'unit|conformance' in build-asan")
+fi
+
+# ---- 2. libFuzzer targets ----
+step "configure and build build-fuzz (clang, libFuzzer+ASan+UBSan)"
+command -v clang++ >/dev/null || { echo "hardening: clang++ not found (run scripts/setup.sh --tests)" >&2; exit 1; }
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g" -DKILN_BUILD_TESTS=OFF -DKILN_FUZZ=ON >/dev/null
+targets=(fuzz_onnx_import fuzz_npy fuzz_npz fuzz_plan_file)
+cmake --build build-fuzz -j "$jobs" --target "${targets[@]}"
+
+# Per target: the longest input and the dictionary. ONNX and .kiln inputs must fit the fashion-mnist
+# example (104 KB model, 106 KB .kiln).
+declare -A max_len=([fuzz_onnx_import]=131072 [fuzz_npy]=4096 [fuzz_npz]=16384 [fuzz_plan_file]=131072)
+declare -A dict=([fuzz_onnx_import]=tests/fuzz/onnx.dict [fuzz_npy]=tests/fuzz/npy.dict [fuzz_npz]=tests/fuzz/npy.dict
+                [fuzz_plan_file]=tests/fuzz/kiln.dict)
+
+run_fuzzer() {
+  local t=$1 work="$root/build-fuzz/corpus-work/$1" found="$root/build-fuzz/findings/$1"
+  rm -rf "$work" "$found"
+  mkdir -p "$work" "$found"
+  cp "$root/tests/fuzz/corpus/$t/"* "$work/"
+  # Findings are written to $found; the seed corpus is only read (from its copy in $work).
+  "$root/build-fuzz/$t" "$work" -max_total_time="$fuzz_seconds" -max_len="${max_len[$t]}" \
+    -rss_limit_mb=2048 -timeout=10 -dict="$root/${dict[$t]}" -print_final_stats=1 \
+    -artifact_prefix="$found/" >"$root/build-fuzz/$t.log" 2>&1
+}
+
+if [ "$fuzz_seconds" -gt 0 ]; then
+  step "fuzzing ${targets[*]} for ${fuzz_seconds}s each, $jobs at a time"
+  # The targets run side by side, one per core (JOBS at a time), so the wall time is
+  # FUZZ_SECONDS x ceil(targets / JOBS).
+  declare -A rcs
+  for ((i = 0; i < ${#targets[@]}; i += jobs)); do
+    declare -A pids=()
+    for t in "${targets[@]:i:jobs}"; do
+      run_fuzzer "$t" &
+      pids[$t]=$!
+    done
+    for t in "${!pids[@]}"; do
+      rcs[$t]=0
+      wait "${pids[$t]}" || rcs[$t]=$?
+    done
+  done
+  for t in "${targets[@]}"; do
+    rc=${rcs[$t]}
+    log="build-fuzz/$t.log"
+    execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+    rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+    rss=$(sed -n 's/^stat::peak_rss_mb: *//p' "$log" | tail -1)
+    cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$log" | tail -1 || true)
+    corp=$(ls "build-fuzz/corpus-work/$t" | wc -l)
+    printf '%-18s execs %-9s (%s/s)  %-22s corpus %-5s peak rss %s MB\n' "$t" "${execs:-?}" "${rate:-?}" \
+      "${cov:-cov: ?}" "$corp" "${rss:-?}"
+    findings=$(ls "build-fuzz/findings/$t" 2>/dev/null | wc -l)
+    if [ "$rc" -ne 0 ] || [ "$findings" -ne 0 ]; then
+      failures+=("$t (exit $rc): see $log and build-fuzz/findings/$t/")
+      grep -E '^(==[0-9]+==ERROR|SUMMARY|.*runtime error)' "$log" | head -5 | sed 's/^/    /' || true
+    fi
+  done
+fi
+
+step "done"
+if [ "${#failures[@]}" -gt 0 ]; then
+  echo "hardening: FAILED:" >&2
+  for f in "${failures[@]}"; do echo "  $f" >&2; done
+  exit 1
+fi
+echo "hardening: no findings ($(elapsed) in all)"

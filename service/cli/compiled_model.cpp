@@ -1,0 +1,42 @@
+#include "service/cli/compiled_model.h"
+
+#include <filesystem>
+
+#include "compilers/lower/to_plan.h"
+#include "compilers/passes/pipeline.h"
+#include "kernels/plan_file.h"
+
+namespace kiln::cli {
+
+bool is_plan_file(const std::string& path) { return std::filesystem::path(path).extension() == ".kiln"; }
+
+Result<CompiledModel> compile_model(const CompileRequest& request, std::ostream* dump) {
+  KILN_ASSIGN(model, load_model(request.model, &request.dims));
+  PassRunOptions options;
+  options.bindings = model.bindings;
+  options.dump_ir_after = request.dump_ir_after;
+  options.dump = dump;
+  options.check_numerics = request.check_numerics;
+  CompiledModel compiled;
+  if (request.keep_reference_plan) compiled.reference_plan = graph_to_plan(model.graph);
+  auto records = run_passes(model.graph, request.passes, options);
+  if (!records) return records.status().with_context(request.model + ": ");
+  compiled.plan = graph_to_plan(model.graph);
+  compiled.passes = std::move(*records);
+  for (const auto& [name, value] : model.bindings)
+    compiled.bindings_text += (compiled.bindings_text.empty() ? "" : ",") + name + "=" + std::to_string(value);
+  return compiled;
+}
+
+Result<Plan> load_or_compile(const std::string& path, const DimOptions& dims, std::string* how) {
+  if (is_plan_file(path)) {
+    KILN_ASSIGN(loaded, plan_read_file(path));
+    if (how) *how = "loaded " + path + " (" + loaded.info.notes + ", passes: " + loaded.info.passes + ")";
+    return std::move(loaded.plan);
+  }
+  KILN_ASSIGN(compiled, compile_model({path, dims, default_pipeline(), {}, false, false}, nullptr));
+  if (how) *how = "compiled " + path + " with the default pipeline (" + compiled.bindings_text + ")";
+  return std::move(compiled.plan);
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,39 @@
+// Compiling and loading for the CLI verbs that execute compiled plans (compile, run, bench).
+#pragma once
+
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "compilers/passes/pass_runner.h"
+#include "kernels/plan.h"
+#include "service/cli/model_loading.h"
+
+namespace kiln::cli {
+
+struct CompileRequest {
+  std::string model;
+  DimOptions dims;
+  std::vector<std::string> passes;
+  std::vector<std::string> dump_ir_after;
+  bool check_numerics = false;
+  bool keep_reference_plan = false;  // also lower the graph before the passes (for verification)
+};
+
+struct CompiledModel {
+  Plan plan;
+  std::vector<PassRecord> passes;
+  std::string bindings_text;  // "batch=1"
+  std::optional<Plan> reference_plan;  // the uncompiled plan, when asked for
+};
+
+// Imports, binds dims, runs the passes (IR dumps go to `dump`) and lowers to a Plan.
+Result<CompiledModel> compile_model(const CompileRequest& request, std::ostream* dump);
+
+// A .kiln file is loaded as is; an ONNX model is compiled with the default pipeline.
+Result<Plan> load_or_compile(const std::string& path, const DimOptions& dims, std::string* how = nullptr);
+
+bool is_plan_file(const std::string& path);
+
+}  // namespace kiln::cli

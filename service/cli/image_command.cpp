@@ -1,0 +1,219 @@
+// kiln image MODEL.onnx|model.kiln -o DIR [--batch N]: compiles (or loads) the model, assembles
+// the bundle (runtime + library closure + verified self-test vectors + metadata + SBOM) in
+// DIR/bundle and writes the OCI image layout DIR/oci and the oci-archive DIR/image.oci.tar.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "compilers/passes/pipeline.h"
+#include "containers/bundle/bundle.h"
+#include "kernels/plan_file.h"
+#include "service/cli/commands.h"
+#include "service/cli/compiled_model.h"
+#include "service/cli/model_loading.h"
+
+namespace kiln::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ImageCmdOptions {
+  std::string model;
+  std::string output;
+  DimOptions dims;
+  std::string passes = "default";
+  std::string name;
+  std::string tag = "latest";
+  std::string runtime;
+  int threads = 0;
+  int model_gzip_level = 0;
+  int gzip_level = 6;
+  std::string cache;
+  bool no_cache = false;
+  bool json = false;
+};
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// --runtime, else $KILN_RUNTIME, else the kiln-runtime beside this kiln binary.
+Result<std::string> find_runtime(const std::string& given) {
+  std::string path = given;
+  if (path.empty()) {
+    if (const char* env = std::getenv("KILN_RUNTIME"); env && *env) path = env;
+  }
+  if (path.empty()) {
+    std::error_code ec;
+    path = (fs::read_symlink("/proc/self/exe", ec).parent_path() / "kiln-runtime").string();
+  }
+  KILN_REQUIRE(::access(path.c_str(), X_OK) == 0, io, "kiln-runtime not found at '", path,
+               "': build it (ninja kiln-runtime), or pass --runtime PATH or set KILN_RUNTIME");
+  return path;
+}
+
+// --cache, else $KILN_CACHE_DIR, else $XDG_CACHE_HOME/kiln, else ~/.cache/kiln.
+std::string cache_dir(const ImageCmdOptions& opts) {
+  if (opts.no_cache) return "";
+  if (!opts.cache.empty()) return opts.cache;
+  if (const char* dir = std::getenv("KILN_CACHE_DIR"); dir && *dir) return dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return (fs::path(xdg) / "kiln").string();
+  if (const char* home = std::getenv("HOME"); home && *home) return (fs::path(home) / ".cache" / "kiln").string();
+  return "";
+}
+
+struct PreparedModel {
+  std::string model_file;  // the .kiln that ships
+  LoadedPlan compiled;     // read back from model_file: the bytes that ship are the bytes verified
+  std::optional<Plan> reference;
+  int64_t batch = 1;
+};
+
+Result<PreparedModel> prepare_model(const ImageCmdOptions& opts, const fs::path& bundle_dir) {
+  PreparedModel m;
+  if (is_plan_file(opts.model)) {
+    m.model_file = opts.model;
+  } else {
+    CompileRequest request{opts.model, opts.dims, pipeline_parse(opts.passes), {}, false, true};
+    KILN_ASSIGN(compiled, compile_model(request, nullptr));
+    std::error_code ec;
+    fs::create_directories(bundle_dir / "model", ec);
+    m.model_file = (bundle_dir / kBundleModelFile).string();
+    // The file name only: the same model at another path gives the same image.
+    PlanFileInfo info{std::string("kiln ") + KILN_VERSION, fs::path(opts.model).filename().string(), opts.passes,
+                      compiled.bindings_text};
+    KILN_TRY(plan_write_file(m.model_file, compiled.plan, info));
+    m.reference = std::move(compiled.reference_plan);
+  }
+  KILN_ASSIGN(loaded, plan_read_file(m.model_file));
+  m.compiled = std::move(loaded);
+  const Plan& plan = m.compiled.plan;
+  if (!plan.inputs.empty() && plan.inputs[0].type.rank_known && !plan.inputs[0].type.shape.empty() &&
+      plan.inputs[0].type.shape[0].known())
+    m.batch = plan.inputs[0].type.shape[0].value;
+  return m;
+}
+
+std::string human_bytes(uint64_t n) {
+  char buf[32];
+  if (n >= 1000000) std::snprintf(buf, sizeof buf, "%.1f MB", static_cast<double>(n) / 1e6);
+  else if (n >= 1000) std::snprintf(buf, sizeof buf, "%.1f kB", static_cast<double>(n) / 1e3);
+  else std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
+  return buf;
+}
+
+int run_image(const ImageCmdOptions& opts) {
+  const auto start = Clock::now();
+  if (opts.output.empty()) return report_error("image needs -o DIR");
+  auto created = oci::source_date_epoch();
+  if (!created) return report_error(created.error().message);
+  auto runtime = find_runtime(opts.runtime);
+  if (!runtime) return report_error(runtime.error().message);
+  const fs::path out(opts.output);
+  if (Status usable = oci::image_layout_check((out / "oci").string()); !usable) return report_error(usable.message());
+  const fs::path bundle_dir = out / "bundle";
+  std::error_code ec;
+  fs::create_directories(bundle_dir, ec);
+  if (ec) return report_error("cannot create '" + bundle_dir.string() + "': " + ec.message());
+
+  auto model = prepare_model(opts, bundle_dir);
+  if (!model) return report_error(model.error().message);
+  const double compile_s = seconds_since(start);
+
+  const auto bundle_start = Clock::now();
+  BundleRequest request;
+  request.dir = bundle_dir.string();
+  request.model_file = model->model_file;
+  request.compiled = &model->compiled.plan;
+  request.reference = model->reference ? &*model->reference : &model->compiled.plan;
+  request.reference_kind = model->reference ? "uncompiled plan" : "compiled plan";
+  request.runtime_binary = *runtime;
+  request.model_name = opts.name.empty() ? fs::path(opts.model).stem().string() : opts.name;
+  request.source = opts.model;
+  request.passes = model->reference ? opts.passes : model->compiled.info.passes;
+  request.batch = model->batch;
+  request.threads = opts.threads;
+  request.kiln_version = KILN_VERSION;
+  request.created = *created;
+  auto bundle = bundle_assemble(request);
+  if (!bundle) return report_error(bundle.error().message);
+  const double bundle_s = seconds_since(bundle_start);
+
+  const auto image_start = Clock::now();
+  ImageOptions image_options;
+  image_options.tag = opts.tag;
+  image_options.model_gzip_level = opts.model_gzip_level;
+  image_options.gzip_level = opts.gzip_level;
+  image_options.layer_cache_dir = cache_dir(opts);
+  auto image = oci::image_write(bundle_image_spec(*bundle, image_options), (out / "oci").string(),
+                                (out / "image.oci.tar").string());
+  if (!image) return report_error(image.error().message);
+  const double image_s = seconds_since(image_start);
+  const double total_s = seconds_since(start);
+
+  uint64_t compressed = image->manifest.size + image->config.size;
+  for (const oci::LayerBlob& l : image->layers) compressed += l.descriptor.size;
+  if (opts.json) {
+    nlohmann::json layers = nlohmann::json::array();
+    for (const oci::LayerBlob& l : image->layers)
+      layers.push_back({{"name", l.descriptor.annotations.at("kiln.layer")}, {"digest", l.descriptor.digest},
+                        {"size", l.descriptor.size}, {"diff_id", l.diff_id}, {"tar_size", l.tar_size},
+                        {"media_type", l.descriptor.media_type}});
+    nlohmann::json checks = nlohmann::json::array();
+    for (const SelftestCheck& c : bundle->checks)
+      checks.push_back({{"output", c.output}, {"max_abs_error", c.max_abs_error}, {"limit", c.limit}, {"passed", c.passed}});
+    const nlohmann::json doc = {{"manifest_digest", image->manifest.digest}, {"config_digest", image->config.digest},
+                                {"layout", image->layout_dir}, {"archive", image->archive_path},
+                                {"archive_size", image->archive_size}, {"compressed_size", compressed},
+                                {"tag", opts.tag}, {"layers", layers}, {"selftest", checks},
+                                {"seconds", {{"compile", compile_s}, {"bundle", bundle_s}, {"image", image_s}, {"total", total_s}}}};
+    std::cout << doc.dump(2) << '\n';
+    return kExitOk;
+  }
+  std::printf("bundle %s (%zu libraries, batch %lld)\n", bundle_dir.c_str(), bundle->libraries.size(),
+              static_cast<long long>(model->batch));
+  for (const SelftestCheck& c : bundle->checks)
+    std::printf("  selftest output %-16s max |error| %.3g (limit %.3g) ok\n", c.output.c_str(), c.max_abs_error, c.limit);
+  for (const oci::LayerBlob& l : image->layers)
+    std::printf("  layer %-8s %s  %10s  (tar %s, %s)\n", l.descriptor.annotations.at("kiln.layer").c_str(),
+                l.descriptor.digest.c_str(), human_bytes(l.descriptor.size).c_str(), human_bytes(l.tar_size).c_str(),
+                l.descriptor.annotations.at("kiln.compression").c_str());
+  std::printf("  config   %s\n", image->config.digest.c_str());
+  std::printf("manifest %s (tag %s)\n", image->manifest.digest.c_str(), opts.tag.c_str());
+  std::printf("wrote %s (image %s compressed) and %s (%s)\n", image->layout_dir.c_str(), human_bytes(compressed).c_str(),
+              image->archive_path.c_str(), human_bytes(image->archive_size).c_str());
+  std::printf("took %.2f s (compile %.2f s, bundle + self-test %.2f s, image %.2f s)\n", total_s, compile_s, bundle_s, image_s);
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_image_command(CLI::App& app, CommandRunner& run) {
+  auto opts = std::make_shared<ImageCmdOptions>();
+  CLI::App* cmd = app.add_subcommand("image", "Build a reproducible OCI image (layout + oci-archive) that runs the model");
+  cmd->add_option("model", opts->model, "ONNX model (compiled with the pipeline) or a .kiln plan")->required();
+  cmd->add_option("-o,--output", opts->output, "Output folder: DIR/oci, DIR/image.oci.tar and DIR/bundle")->required();
+  opts->dims.add_to(*cmd);
+  cmd->add_option("--passes", opts->passes, "Pass list for an ONNX model: 'default', 'none' or comma-separated names");
+  cmd->add_option("--name", opts->name, "Model name in labels and metadata (default: the file's stem)");
+  cmd->add_option("--tag", opts->tag, "Tag in the layout's index.json (default: latest)");
+  cmd->add_option("--runtime", opts->runtime, "kiln-runtime binary to bundle (default: the one beside kiln)");
+  cmd->add_option("--threads", opts->threads, "Thread count set in the image (default 0: the container's CPU quota)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--model-gzip-level", opts->model_gzip_level, "gzip level of the model layer (default 0: uncompressed)")
+      ->check(CLI::Range(0, 9));
+  cmd->add_option("--gzip-level", opts->gzip_level, "gzip level of the runtime and config layers (default 6)")
+      ->check(CLI::Range(1, 9));
+  cmd->add_option("--cache", opts->cache,
+                  "Cache of compressed layers (default: $KILN_CACHE_DIR, $XDG_CACHE_HOME/kiln or ~/.cache/kiln)");
+  cmd->add_flag("--no-cache", opts->no_cache, "Compress every layer, neither reading nor filling the cache");
+  cmd->add_flag("--json", opts->json, "Print the result as JSON");
+  cmd->callback([opts, &run] { run = [opts] { return run_image(*opts); }; });
+}
+
+}  // namespace kiln::cli

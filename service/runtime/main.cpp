@@ -1,0 +1,55 @@
+// kiln-runtime: executes compiled .kiln plans inside deployment images.
+#include <cstdlib>
+#include <exception>
+#include <iostream>
+#include <new>
+
+#include "service/runtime/verbs.h"
+
+namespace kiln::runtime {
+
+int env_threads() {
+  const char* text = std::getenv("KILN_THREADS");
+  if (!text || !*text) return 0;
+  char* end = nullptr;
+  const long v = std::strtol(text, &end, 10);
+  return (end && *end == '\0' && v > 0 && v < 65536) ? static_cast<int>(v) : 0;
+}
+
+std::string env_bundle() {
+  const char* dir = std::getenv("KILN_BUNDLE");
+  return dir && *dir ? dir : "/kiln";
+}
+
+int report_error(const std::string& message) {
+  std::cerr << "kiln-runtime: error: " << message << '\n';
+  return kExitError;
+}
+
+}  // namespace kiln::runtime
+
+int main(int argc, char** argv) {
+  using namespace kiln::runtime;
+  CLI::App app{"kiln-runtime: runs compiled kiln plans (.kiln) and checks an image's self-test"};
+  app.require_subcommand(1);
+  VerbRunner run;
+  add_run_verb(app, run);
+  add_selftest_verb(app, run);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  }
+  try {
+    return run ? run() : kExitUsage;
+  } catch (const std::bad_alloc&) {
+    return report_error("out of memory");
+  } catch (const std::exception& e) {
+    return report_error(std::string("internal error: ") + e.what());
+  }
+}

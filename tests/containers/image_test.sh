@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# `kiln image` end to end on the Fashion-MNIST model, one case per ctest test:
+#   reproducible  two builds (other folders, other times) give one manifest digest; another
+#                 model (batch 2) re-uses the runtime layer and changes the model layer
+#   umoci         `umoci unpack` (checks layer contents against diff_ids) reads the layout
+#   skopeo        `skopeo inspect` reads the layout and the oci-archive
+#   selftest      the unpacked rootfs runs `kiln-runtime selftest` under chroot, with an empty
+#                 environment and as the image's non-root user: nothing comes from the host
+# Usage: image_test.sh CASE KILN MODEL. Exit 77 = skipped (ctest SKIP_RETURN_CODE), with a reason.
+set -euo pipefail
+case_name=$1 kiln=$2 model=$3
+work=$(mktemp -d "${TMPDIR:-/tmp}/kiln-image-test.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+export KILN_CACHE_DIR="$work/cache"  # never the user's cache
+
+skip() { echo "SKIP: $*"; exit 77; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+manifest_digest() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["manifests"][0]["digest"])' "$1/oci/index.json"; }
+layer_digest() {  # DIR LAYER_NAME
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+d = sys.argv[1] + "/oci/"
+m = json.load(open(d + "index.json"))["manifests"][0]["digest"].split(":")[1]
+man = json.load(open(d + "blobs/sha256/" + m))
+print([l["digest"] for l in man["layers"] if l["annotations"]["kiln.layer"] == sys.argv[2]][0])
+PY
+}
+build() { mkdir -p "$(dirname "$1")"; "$kiln" image "$model" -o "$1" "${@:2}" > "$1.log" 2>&1 || { cat "$1.log"; fail "kiln image failed"; }; }
+unpack() {  # DIR -> DIR/unpacked/rootfs
+  command -v umoci > /dev/null || skip "umoci is not installed (apt-get install umoci)"
+  umoci unpack --image "$1/oci:latest" "$1/unpacked" > "$1/umoci.log" 2>&1 || { cat "$1/umoci.log"; fail "umoci unpack failed"; }
+}
+
+case "$case_name" in
+  reproducible)
+    build "$work/a" --no-cache
+    sleep 1.1
+    (cd "$work" && SOURCE_DATE_EPOCH= build "$work/other/b")  # fills the layer cache
+    a=$(manifest_digest "$work/a") b=$(manifest_digest "$work/other/b")
+    [ "$a" = "$b" ] || fail "manifest digests differ: $a vs $b"
+    cmp "$work/a/image.oci.tar" "$work/other/b/image.oci.tar" || fail "oci-archives differ"
+    echo "same manifest digest twice: $a"
+    build "$work/c" --batch 2  # its runtime layer comes from the cache
+    [ "$(layer_digest "$work/a" runtime)" = "$(layer_digest "$work/c" runtime)" ] || fail "another model changed the runtime layer"
+    [ "$(layer_digest "$work/a" model)" != "$(layer_digest "$work/c" model)" ] || fail "another model kept the model layer"
+    [ "$(manifest_digest "$work/a")" != "$(manifest_digest "$work/c")" ] || fail "another model kept the manifest digest"
+    echo "batch 2: runtime layer re-used, model layer changed"
+    SOURCE_DATE_EPOCH=1700000000 build "$work/d"
+    [ "$(manifest_digest "$work/d")" != "$a" ] || fail "SOURCE_DATE_EPOCH did not change the image"
+    grep -q '"created":"2023-11-14T22:13:20Z"' "$work/d/oci/blobs/sha256/"* || fail "created does not follow SOURCE_DATE_EPOCH"
+    ;;
+  umoci)
+    build "$work/a"
+    unpack "$work/a"
+    root="$work/a/unpacked/rootfs"
+    for f in kiln/bin/kiln-runtime kiln/model/model.kiln kiln/metadata.json kiln/sbom.spdx.json kiln/selftest/inputs.npz \
+             kiln/selftest/expected.npz lib64/ld-linux-x86-64.so.2 etc/passwd; do
+      [ -e "$root/$f" ] || fail "$f is missing from the unpacked image"
+    done
+    [ -x "$root/kiln/bin/kiln-runtime" ] || fail "kiln-runtime is not executable"
+    python3 - "$work/a/unpacked/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+assert c["process"]["args"][:2] == ["/kiln/bin/kiln-runtime", "selftest"], c["process"]["args"]
+assert c["process"]["user"]["uid"] == 65532, c["process"]["user"]
+print("runtime config:", c["process"]["args"], "uid", c["process"]["user"]["uid"])
+PY
+    ;;
+  skopeo)
+    command -v skopeo > /dev/null || skip "skopeo is not installed (apt-get install skopeo)"
+    build "$work/a"
+    digest=$(manifest_digest "$work/a")
+    skopeo inspect "oci:$work/a/oci:latest" > "$work/inspect.json" || fail "skopeo inspect oci: failed"
+    skopeo inspect --config "oci:$work/a/oci:latest" > "$work/config.json" || fail "skopeo inspect --config failed"
+    skopeo inspect "oci-archive:$work/a/image.oci.tar:latest" > "$work/inspect-archive.json" || fail "skopeo inspect oci-archive: failed"
+    python3 - "$work" "$digest" <<'PY'
+import json, sys
+w, digest = sys.argv[1], sys.argv[2]
+i = json.load(open(w + "/inspect.json"))
+assert i["Digest"] == digest, (i["Digest"], digest)
+assert len(i["Layers"]) == 3, i["Layers"]
+assert i["Labels"]["kiln.selftest"] == "passed", i["Labels"]
+assert json.load(open(w + "/inspect-archive.json"))["Digest"] == digest
+c = json.load(open(w + "/config.json"))
+assert c["config"]["Entrypoint"] == ["/kiln/bin/kiln-runtime"], c["config"]
+assert c["config"]["User"] == "65532:65532"
+assert "8080/tcp" in c["config"]["ExposedPorts"]
+print("skopeo:", i["Digest"], i["Architecture"], i["Os"], len(i["Layers"]), "layers")
+PY
+    ;;
+  selftest)
+    build "$work/a"
+    unpack "$work/a"
+    root="$work/a/unpacked/rootfs"
+    if [ "$(id -u)" = 0 ]; then
+      runner=("$(command -v chroot)" --userspec=65532:65532 "$root")
+    elif unshare -r true 2> /dev/null; then
+      runner=("$(command -v unshare)" -r "$(command -v chroot)" "$root")
+    else
+      skip "needs root (chroot) or unprivileged user namespaces (unshare -r); neither is available here"
+    fi
+    # The rootfs has no shell, no /proc and no host libraries; the environment is empty.
+    env -i "${runner[@]}" /kiln/bin/kiln-runtime selftest > "$work/selftest.log" 2>&1 || { cat "$work/selftest.log"; fail "selftest failed inside the image"; }
+    cat "$work/selftest.log"
+    grep -q "selftest passed" "$work/selftest.log" || fail "selftest did not report success"
+    # batch mode inside the image: the self-test inputs in, outputs out to /tmp
+    env -i "${runner[@]}" /kiln/bin/kiln-runtime run /kiln/model/model.kiln --input /kiln/selftest/inputs.npz --output /tmp/y.npz \
+      > "$work/run.log" 2>&1 || { cat "$work/run.log"; fail "kiln-runtime run failed inside the image"; }
+    [ -s "$root/tmp/y.npz" ] || fail "run wrote no output"
+    # a wrong reference must fail with a clear message and exit 1
+    python3 - "$root/kiln/selftest/expected.npz" <<'PY'
+import sys, zipfile
+p = sys.argv[1]
+z = zipfile.ZipFile(p); name = z.namelist()[0]; data = bytearray(z.read(name)); z.close()
+data[-4:] = b"\x00\x00\x80\x7f" if data[-4:] != b"\x00\x00\x80\x7f" else b"\x00\x00\x00\x00"  # last float -> inf
+with zipfile.ZipFile(p, "w") as z: z.writestr(name, bytes(data))
+PY
+    set +e
+    env -i "${runner[@]}" /kiln/bin/kiln-runtime selftest > "$work/bad.log" 2>&1
+    rc=$?
+    set -e
+    cat "$work/bad.log"
+    [ "$rc" = 1 ] || fail "a mismatching self-test exited $rc, expected 1"
+    grep -q "kiln-runtime: error: self-test failed: output 'logits'" "$work/bad.log" || fail "no clear mismatch message"
+    ;;
+  *) fail "unknown case '$case_name'" ;;
+esac
+echo "PASS: $case_name"

@@ -1,0 +1,72 @@
+// The compiled engine against the reference executor.
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "kernels/engine.h"
+#include "kernels/executor.h"
+
+using namespace kiln;
+
+namespace {
+
+Tensor random_tensor(Shape shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  Tensor t = Tensor::zeros(DType::f32, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
+  return t;
+}
+
+// x[1,3,9,9] -> Conv(4 filters, 3x3) -> Relu -> Add(itself) -> GlobalAveragePool -> y[1,4,1,1]
+Plan small_cnn() {
+  Plan plan;
+  auto slot = [&](Shape shape) {
+    plan.slot_types.push_back(ValueType::of(DType::f32, sym_shape_from(shape)));
+    return plan.num_slots++;
+  };
+  const int x = slot({1, 3, 9, 9}), w = slot({4, 3, 3, 3}), b = slot({4}), c = slot({1, 4, 7, 7}),
+            r = slot({1, 4, 7, 7}), a = slot({1, 4, 7, 7}), y = slot({1, 4, 1, 1});
+  plan.constants = {{w, random_tensor({4, 3, 3, 3}, 2)}, {b, random_tensor({4}, 3)}};
+  plan.inputs = {{x, "x", plan.slot_types[static_cast<size_t>(x)]}};
+  plan.outputs = {{y, "y"}};
+  plan.steps.push_back({OpKind::Conv, {}, {x, w, b}, {c}, "conv"});
+  plan.steps.push_back({OpKind::Relu, {}, {c}, {r}, "relu"});
+  plan.steps.push_back({OpKind::Add, {}, {r, c}, {a}, "add"});
+  plan.steps.push_back({OpKind::GlobalAveragePool, {}, {a}, {y}, "gap"});
+  return plan;
+}
+
+}  // namespace
+
+TEST_CASE("the engine matches the reference executor and reuses memory", "[engine]") {
+  const Plan plan = small_cnn();
+  auto engine = Engine::create(plan, {1, nullptr});
+  REQUIRE(engine);
+  const Tensor x = random_tensor({1, 3, 9, 9}, 1);
+  auto want = execute_reference(plan, {x});
+  REQUIRE(want);
+  for (int repeat = 0; repeat < 2; ++repeat) {  // a second run reuses the (dirty) arena
+    auto got = (*engine)->run({x});
+    REQUIRE(got);
+    REQUIRE(got->at(0).shape() == Shape{1, 4, 1, 1});
+    for (int64_t i = 0; i < 4; ++i) REQUIRE(got->at(0).data<float>()[i] == Approx(want->outputs[0].data<float>()[i]).margin(1e-6));
+  }
+  const EngineMemory& mem = (*engine)->memory();
+  REQUIRE(mem.arena_bytes >= mem.lower_bound_bytes);
+  REQUIRE(mem.arena_bytes < mem.sum_of_buffers_bytes);
+  REQUIRE((*engine)->steps().size() == 4);
+}
+
+TEST_CASE("the engine refuses symbolic shapes and wrong inputs", "[engine]") {
+  Plan plan = small_cnn();
+  auto engine = Engine::create(plan, {1, nullptr});
+  REQUIRE(engine);
+  auto wrong = (*engine)->run({random_tensor({1, 3, 8, 8}, 1)});
+  REQUIRE_FALSE(wrong);
+  REQUIRE(wrong.error().message.find("input 'x' expects float32[1,3,9,9], got float32[1,3,8,8]") != std::string::npos);
+  plan.slot_types[0].shape[0] = Dim::named("batch");
+  auto symbolic = Engine::create(plan);
+  REQUIRE_FALSE(symbolic);
+  REQUIRE(symbolic.error().message.find("concrete shapes") != std::string::npos);
+}

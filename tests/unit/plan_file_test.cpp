@@ -1,0 +1,112 @@
+// .kiln artifacts: round trip, and every kind of damage refused with a clear error.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "kernels/executor.h"
+#include "kernels/plan_file.h"
+
+using namespace kiln;
+namespace fs = std::filesystem;
+
+namespace {
+
+// y = Relu(x * w + b) with a Constant-free plan holding two weights and an attribute tensor.
+Plan tiny_plan() {
+  Plan plan;
+  auto slot = [&](Shape s) {
+    plan.slot_types.push_back(ValueType::of(DType::f32, sym_shape_from(s)));
+    return plan.num_slots++;
+  };
+  const int x = slot({2, 3}), w = slot({3}), b = slot({3}), m = slot({2, 3}), a = slot({2, 3}), y = slot({2, 3});
+  const std::vector<float> wv = {0.5f, -1.0f, 2.0f}, bv = {0.25f, 0.0f, -0.5f};
+  plan.constants = {{w, Tensor::from_values<float>({3}, wv)}, {b, Tensor::from_values<float>({3}, bv)}};
+  plan.inputs = {{x, "x", plan.slot_types[0]}};
+  plan.outputs = {{y, "y"}};
+  Attrs clip;
+  clip.set("note", std::vector<std::string>{"kept", "as is"});
+  plan.steps.push_back({OpKind::Mul, {}, {x, w}, {m}, "mul"});
+  plan.steps.push_back({OpKind::Add, {}, {m, b}, {a}, "add"});
+  plan.steps.push_back({OpKind::Relu, clip, {a}, {y}, "relu"});
+  return plan;
+}
+
+fs::path temp_file(const std::string& name) {
+  const fs::path dir = fs::temp_directory_path() / ("kiln-plan-test-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  return dir / name;
+}
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+void write_all(const fs::path& p, const std::string& bytes) { std::ofstream(p, std::ios::binary) << bytes; }
+
+}  // namespace
+
+TEST_CASE("a .kiln file round-trips and runs the same", "[plan_file]") {
+  const Plan plan = tiny_plan();
+  const fs::path path = temp_file("tiny.kiln");
+  REQUIRE(plan_write_file(path.string(), plan, {"kiln test", "tiny", "none", "batch=2"}));
+  auto loaded = plan_read_file(path.string());
+  REQUIRE(loaded);
+  REQUIRE(loaded->info.notes == "batch=2");
+  REQUIRE(loaded->plan.steps.size() == 3);
+  REQUIRE(loaded->plan.steps[2].attrs.has("note"));
+  const std::vector<float> xv = {1, 2, 3, -1, -2, -3};
+  const Tensor x = Tensor::from_values<float>({2, 3}, xv);
+  auto want = execute_reference(plan, {x});
+  auto got = execute_reference(loaded->plan, {x});
+  REQUIRE(want);
+  REQUIRE(got);
+  for (int i = 0; i < 6; ++i) REQUIRE(got->outputs[0].data<float>()[i] == want->outputs[0].data<float>()[i]);
+}
+
+TEST_CASE("damaged .kiln files are refused with a clear error", "[plan_file]") {
+  const fs::path good = temp_file("good.kiln");
+  REQUIRE(plan_write_file(good.string(), tiny_plan(), {"kiln test", "tiny", "none", ""}));
+  const std::string bytes = read_all(good);
+  const fs::path bad = temp_file("bad.kiln");
+  auto read_bad = [&](const std::string& content) {
+    write_all(bad, content);
+    return plan_read_file(bad.string());
+  };
+
+  SECTION("every truncation") {
+    for (size_t n = 0; n < bytes.size(); n += 7) {
+      auto r = read_bad(bytes.substr(0, n));
+      REQUIRE_FALSE(r);
+      REQUIRE(r.error().message.find("bad.kiln") != std::string::npos);
+    }
+  }
+  SECTION("a flipped byte anywhere") {
+    for (size_t i = 0; i < bytes.size(); i += 3) {
+      std::string flipped = bytes;
+      flipped[i] = static_cast<char>(flipped[i] ^ 0x20);
+      auto r = read_bad(flipped);
+      REQUIRE_FALSE(r);
+    }
+    std::string in_weights = bytes;
+    in_weights[bytes.size() - 2] = static_cast<char>(in_weights[bytes.size() - 2] ^ 1);
+    auto r = read_bad(in_weights);
+    REQUIRE_FALSE(r);
+    REQUIRE(r.error().message.find("corrupt weights (checksum mismatch)") != std::string::npos);
+  }
+  SECTION("another format version") {
+    std::string other = bytes;
+    other[8] = 2;  // the version field follows the 8-byte magic
+    auto r = read_bad(other);
+    REQUIRE_FALSE(r);
+    REQUIRE(r.error().code == ErrorCode::unsupported);
+    REQUIRE(r.error().message.find(".kiln format version 2 is not supported") != std::string::npos);
+  }
+  SECTION("not a .kiln file") {
+    auto r = read_bad(std::string(100, 'x'));
+    REQUIRE_FALSE(r);
+    REQUIRE(r.error().message.find("not a .kiln file (bad magic)") != std::string::npos);
+  }
+}
