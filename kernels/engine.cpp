@@ -28,6 +28,7 @@ struct RtValue {
   int last_step = -1;
   int64_t offset = -1;  // in the arena, for intermediates
   int plain_copy = -1;  // value holding this one converted to plain layout, once made
+  int shares_buffer_of = -1;  // value whose arena buffer this one reuses in place
 
   size_t bytes() const {
     return layout.plain() ? static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype) : layout.opaque->bytes();
@@ -177,18 +178,51 @@ Status plan_arena(Engine::State& s) {
     for (int v : s.steps[i].inputs)
       if (v >= 0) s.values[static_cast<size_t>(v)].last_step = static_cast<int>(i);
   }
+  // Last step at which each buffer is needed (outputs: until the run returns).
+  std::vector<int> buffer_end(s.values.size(), -1);
+  for (size_t v = 0; v < s.values.size(); ++v) {
+    const RtValue& value = s.values[v];
+    if (value.first_step < 0) continue;
+    if (value.kind == ValueKind::output) buffer_end[v] = static_cast<int>(s.steps.size());
+    else if (value.kind == ValueKind::intermediate) buffer_end[v] = std::max(value.last_step, value.first_step);
+  }
+  // In place: a step's output 0 takes over the buffer of the input its kernel names (a fused
+  // residual) when that buffer is needed by nothing after this step and no other input of the
+  // step reads it; this removes the residual copy and one buffer per residual block.
+  auto buffer_of = [&](int v) {
+    while (s.values[static_cast<size_t>(v)].shares_buffer_of >= 0) v = s.values[static_cast<size_t>(v)].shares_buffer_of;
+    return v;
+  };
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    const RtStep& step = s.steps[i];
+    const int k = step.kernel->in_place_input();
+    if (k < 0 || static_cast<size_t>(k) >= step.inputs.size() || step.outputs.empty()) continue;
+    const int in = step.inputs[static_cast<size_t>(k)], out = step.outputs[0];
+    if (in < 0 || out < 0) continue;
+    const int buffer = buffer_of(in);
+    if (s.values[static_cast<size_t>(buffer)].kind != ValueKind::intermediate) continue;
+    if (buffer_end[static_cast<size_t>(buffer)] != static_cast<int>(i)) continue;
+    if (s.values[static_cast<size_t>(out)].bytes() != s.values[static_cast<size_t>(in)].bytes()) continue;
+    bool read_twice = false;
+    for (size_t j = 0; j < step.inputs.size(); ++j)
+      if (static_cast<int>(j) != k && step.inputs[j] >= 0 && buffer_of(step.inputs[j]) == buffer) read_twice = true;
+    if (read_twice) continue;
+    s.values[static_cast<size_t>(out)].shares_buffer_of = buffer;
+    buffer_end[static_cast<size_t>(buffer)] = buffer_end[static_cast<size_t>(out)];
+    ++s.memory.in_place_steps;
+  }
   std::vector<BufferRequest> requests;
   std::vector<int> owners;
   for (size_t v = 0; v < s.values.size(); ++v) {
     RtValue& value = s.values[v];
-    if (value.kind != ValueKind::intermediate && value.kind != ValueKind::output) continue;
-    if (value.first_step < 0) continue;
-    const int last = value.kind == ValueKind::output ? static_cast<int>(s.steps.size()) : std::max(value.last_step, value.first_step);
-    requests.push_back({static_cast<int64_t>(value.bytes()), value.first_step, last});
+    if (buffer_end[v] < 0 || value.shares_buffer_of >= 0) continue;
+    requests.push_back({static_cast<int64_t>(value.bytes()), value.first_step, buffer_end[v]});
     owners.push_back(static_cast<int>(v));
   }
   KILN_ASSIGN(plan, plan_buffers(requests));
   for (size_t r = 0; r < owners.size(); ++r) s.values[static_cast<size_t>(owners[r])].offset = plan.offsets[r];
+  for (size_t v = 0; v < s.values.size(); ++v)
+    if (s.values[v].shares_buffer_of >= 0) s.values[v].offset = s.values[static_cast<size_t>(buffer_of(static_cast<int>(v)))].offset;
   s.memory.arena_bytes = plan.arena_bytes;
   s.memory.lower_bound_bytes = plan.lower_bound_bytes;
   s.memory.sum_of_buffers_bytes = plan.sum_of_buffers_bytes;

@@ -32,6 +32,7 @@ struct EngineMemory {
   int64_t sum_of_buffers_bytes = 0;
   int64_t weight_bytes = 0;       // plan constants (kernels may hold prepacked copies too)
   int64_t scratch_bytes = 0;
+  int in_place_steps = 0;         // steps whose output reuses an input's buffer (fused residuals)
 };
 
 class Engine {

@@ -76,6 +76,10 @@ class Kernel {
   // The layouts this kernel writes; the engine allocates outputs by these.
   virtual std::vector<Layout> output_layouts() const = 0;
   virtual size_t scratch_bytes() const { return 0; }
+  // An input whose buffer output 0 may reuse (same bytes and layout), or -1. When the engine
+  // gives both the same buffer, run() must still be correct (e.g. a fused residual the kernel
+  // would otherwise copy into its output first is accumulated in place).
+  virtual int in_place_input() const { return -1; }
   virtual Status run(const KernelArgs& args) = 0;
 };
 

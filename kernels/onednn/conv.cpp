@@ -143,7 +143,9 @@ Result<std::unique_ptr<Kernel>> conv_create(const KernelBuild& b) {
     if (has_residual) {
       const md r_md = value_desc(b.inputs[3]);
       dnnl::reorder::primitive_desc rpd(cpu_engine(), r_md, cpu_engine(), pd.dst_desc(), user_scratchpad_attr());
-      program.add(dnnl::reorder(rpd), rpd, {{DNNL_ARG_FROM, program.input(3, r_md)}, {DNNL_ARG_TO, y_mem}});
+      const std::unordered_map<int, dnnl::memory> copy_args{{DNNL_ARG_FROM, program.input(3, r_md)}, {DNNL_ARG_TO, y_mem}};
+      if (r_md == pd.dst_desc()) program.add_residual_copy(3, 0, dnnl::reorder(rpd), rpd, copy_args);
+      else program.add(dnnl::reorder(rpd), rpd, copy_args);
     }
     program.add(dnnl::convolution_forward(pd), pd, std::move(args));
     std::vector<Layout> layouts{layout_of(pd.dst_desc(), y_shape, b.threads)};

@@ -74,7 +74,11 @@ void add_epilogue(const KernelBuild& b, size_t residual, Program& program, const
     const dims y_dims = dst_md.dims();  // by value: one vector for both iterators
     const md r_md = r.layout.plain() ? plain_desc(Shape(y_dims.begin(), y_dims.end())) : value_desc(r);
     dnnl::reorder::primitive_desc rpd(cpu_engine(), r_md, cpu_engine(), dst_md, user_scratchpad_attr());
-    program.add(dnnl::reorder(rpd), rpd, {{DNNL_ARG_FROM, program.input(residual, r_md)}, {DNNL_ARG_TO, dst}});
+    const std::unordered_map<int, dnnl::memory> copy_args{{DNNL_ARG_FROM, program.input(residual, r_md)},
+                                                          {DNNL_ARG_TO, dst}};
+    // dst is always output 0: with equal descs the engine may run it in place on the residual.
+    if (r_md == dst_md) program.add_residual_copy(residual, 0, dnnl::reorder(rpd), rpd, copy_args);
+    else program.add(dnnl::reorder(rpd), rpd, copy_args);
     ops.append_sum(1.0f);
   }
   for (const EltwiseStep& s : acts) ops.append_eltwise(1.0f, s.alg, s.alpha, s.beta);

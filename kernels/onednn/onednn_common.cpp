@@ -229,6 +229,14 @@ void Program::add(const dnnl::primitive& prim, const dnnl::primitive_desc_base& 
   steps_.push_back({prim, std::move(args)});
 }
 
+void Program::add_residual_copy(size_t input, size_t output, const dnnl::primitive& prim,
+                                const dnnl::primitive_desc_base& pd, std::unordered_map<int, dnnl::memory> args) {
+  add(prim, pd, std::move(args));
+  steps_.back().skip_if_input = static_cast<int>(input);
+  steps_.back().skip_if_output = output;
+  if (output == 0) in_place_input_ = static_cast<int>(input);
+}
+
 size_t Program::scratch_bytes() const {
   const size_t total = temp_bytes_ + scratchpad_bytes_;
   return total == 0 ? 0 : total + kAlign;  // room to align the engine's buffer
@@ -254,7 +262,12 @@ Status Program::run(const KernelArgs& args) {
     }
     ensure_threads(threads_);
     dnnl::stream& s = thread_stream();
-    for (Step& step : steps_) step.prim.execute(s, step.args);
+    for (Step& step : steps_) {
+      if (step.skip_if_input >= 0 &&
+          args.inputs[static_cast<size_t>(step.skip_if_input)] == args.outputs[step.skip_if_output])
+        continue;  // in place: the residual already is the output buffer
+      step.prim.execute(s, step.args);
+    }
     s.wait();
   } catch (const dnnl::error& e) {
     return make_error(ErrorCode::internal, "oneDNN: ", e.what());

@@ -97,6 +97,12 @@ class Program {
   dnnl::memory prepacked(const md& plain, const void* data, const md& packed);
   // Adds a primitive; its scratchpad (user mode) comes from the shared scratch buffer.
   void add(const dnnl::primitive& prim, const dnnl::primitive_desc_base& pd, std::unordered_map<int, dnnl::memory> args);
+  // Adds the copy of input `input` into output `output` that precedes an accumulating primitive
+  // (a fused residual), with equal descs: skipped when the engine runs the kernel in place.
+  void add_residual_copy(size_t input, size_t output, const dnnl::primitive& prim,
+                         const dnnl::primitive_desc_base& pd, std::unordered_map<int, dnnl::memory> args);
+  // The input that output 0 may share a buffer with (see Kernel::in_place_input), or -1.
+  int in_place_input() const { return in_place_input_; }
   size_t scratch_bytes() const;
   int threads() const { return threads_; }
   Status run(const KernelArgs& args);
@@ -112,6 +118,8 @@ class Program {
   struct Step {
     dnnl::primitive prim;
     std::unordered_map<int, dnnl::memory> args;
+    int skip_if_input = -1;   // skip when this input and `skip_if_output` share a buffer
+    size_t skip_if_output = 0;
   };
   int threads_;
   std::vector<Binding> bindings_;
@@ -119,6 +127,7 @@ class Program {
   std::vector<std::shared_ptr<void>> owned_;
   size_t temp_bytes_ = 0;
   size_t scratchpad_bytes_ = 0;
+  int in_place_input_ = -1;
 };
 
 // A Kernel running one Program.
@@ -128,6 +137,7 @@ class ProgramKernel final : public Kernel {
       : program_(std::move(program)), layouts_(std::move(layouts)) {}
   std::vector<Layout> output_layouts() const override { return layouts_; }
   size_t scratch_bytes() const override { return program_.scratch_bytes(); }
+  int in_place_input() const override { return program_.in_place_input(); }
   Status run(const KernelArgs& args) override { return program_.run(args); }
 
  private:

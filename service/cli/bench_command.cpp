@@ -78,7 +78,7 @@ int run_bench(const BenchOptions& opts) {
                         {"iters", opts.iters}, {"warmup", opts.warmup}, {"median_ms", median}, {"p90_ms", p90},
                         {"min_ms", best}, {"throughput_per_s", throughput}, {"ready_ms", ready_ms}, {"first_run_ms", first_run_ms},
                         {"arena_bytes", mem.arena_bytes}, {"arena_lower_bound_bytes", mem.lower_bound_bytes},
-                        {"weight_bytes", mem.weight_bytes}};
+                        {"weight_bytes", mem.weight_bytes}, {"in_place_steps", mem.in_place_steps}};
     std::cout << j.dump(2) << '\n';
   } else {
     std::printf("%s\n", how.c_str());
@@ -87,9 +87,9 @@ int run_bench(const BenchOptions& opts) {
     std::printf("latency: median %.3f ms, p90 %.3f ms, min %.3f ms\n", median, p90, best);
     std::printf("throughput: %.1f inferences/s\n", throughput);
     std::printf("ready in %.1f ms, first run %.1f ms\n", ready_ms, first_run_ms);
-    std::printf("arena %.2f MB (lower bound %.2f MB), weights %.2f MB\n",
+    std::printf("arena %.2f MB (lower bound %.2f MB, %d steps in place), weights %.2f MB\n",
                 static_cast<double>(mem.arena_bytes) / 1e6, static_cast<double>(mem.lower_bound_bytes) / 1e6,
-                static_cast<double>(mem.weight_bytes) / 1e6);
+                mem.in_place_steps, static_cast<double>(mem.weight_bytes) / 1e6);
   }
   return kExitOk;
 }

@@ -70,3 +70,45 @@ TEST_CASE("the engine refuses symbolic shapes and wrong inputs", "[engine]") {
   REQUIRE_FALSE(symbolic);
   REQUIRE(symbolic.error().message.find("concrete shapes") != std::string::npos);
 }
+
+// x -> conv1 -> c1;  x -> conv2 (+ residual c1, relu) -> c2;  c2 -> conv3 (+ residual c1) -> y.
+// conv2's residual c1 is still read by conv3, so it cannot be overwritten; conv3's residual c1
+// dies there, so conv3 may write y over it.
+TEST_CASE("the engine runs a fused residual in place only when its buffer dies there", "[engine]") {
+  Plan plan;
+  auto slot = [&](Shape shape) {
+    plan.slot_types.push_back(ValueType::of(DType::f32, sym_shape_from(shape)));
+    return plan.num_slots++;
+  };
+  const int x = slot({1, 8, 6, 6}), w1 = slot({8, 8, 3, 3}), w2 = slot({8, 8, 3, 3}), w3 = slot({8, 8, 1, 1}),
+            c1 = slot({1, 8, 6, 6}), c2 = slot({1, 8, 6, 6}), c3 = slot({1, 8, 6, 6}), y = slot({1, 8, 1, 1});
+  plan.constants = {{w1, random_tensor({8, 8, 3, 3}, 4)}, {w2, random_tensor({8, 8, 3, 3}, 5)},
+                    {w3, random_tensor({8, 8, 1, 1}, 6)}};
+  plan.inputs = {{x, "x", plan.slot_types[static_cast<size_t>(x)]}};
+  plan.outputs = {{y, "y"}};
+  Attrs same;
+  same.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  Attrs relu = same;
+  relu.set("activation", std::string("relu"));
+  plan.steps.push_back({OpKind::Conv, same, {x, w1}, {c1}, "conv1"});
+  plan.steps.push_back({OpKind::Conv, relu, {x, w2, -1, c1}, {c2}, "conv2"});
+  plan.steps.push_back({OpKind::Conv, {}, {c2, w3, -1, c1}, {c3}, "conv3"});
+  plan.steps.push_back({OpKind::GlobalAveragePool, {}, {c3}, {y}, "gap"});
+
+  auto engine = Engine::create(plan, {1, nullptr});
+  REQUIRE(engine);
+  const Tensor input = random_tensor({1, 8, 6, 6}, 7);
+  auto want = execute_reference(plan, {input});
+  INFO((want ? std::string() : want.error().message));
+  REQUIRE(want);
+  for (int repeat = 0; repeat < 2; ++repeat) {
+    auto got = (*engine)->run({input});
+    REQUIRE(got);
+    for (int64_t i = 0; i < 8; ++i)
+      REQUIRE(got->at(0).data<float>()[i] == Approx(want->outputs[0].data<float>()[i]).margin(1e-5));
+  }
+  bool fused_by_onednn = false;
+  for (const EngineStep& s : (*engine)->steps()) fused_by_onednn |= s.node == "conv3" && s.kernel == "onednn.conv";
+  // The reference kernel never runs in place; oneDNN does, and only at conv3.
+  REQUIRE((*engine)->memory().in_place_steps == (fused_by_onednn ? 1 : 0));
+}
