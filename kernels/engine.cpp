@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -94,7 +95,7 @@ Result<int> plain_version(Engine::State& s, int v, int at_step, std::ostream* ve
   step.inputs = {v};
   step.outputs = {c};
   s.steps.push_back(std::move(step));
-  s.step_info.push_back({s.steps.back().name, "convert." + std::string(value.layout.opaque->backend()), "plain"});
+  s.step_info.push_back({s.steps.back().name, "convert." + std::string(value.layout.opaque->backend()), "plain", "ToPlain"});
   if (verbose) *verbose << "kiln: " << s.step_info.back().node << " -> " << s.step_info.back().kernel << " [plain]\n";
   return c;
 }
@@ -166,7 +167,8 @@ Status add_plan_step(Engine::State& s, const PlanStep& step, const std::vector<i
   rt.inputs = std::move(inputs);
   rt.outputs = std::move(outputs);
   s.step_info.push_back({rt.name, std::string(rt.impl->name),
-                         rt.outputs.empty() || rt.outputs[0] < 0 ? "" : s.values[static_cast<size_t>(rt.outputs[0])].layout.describe()});
+                         rt.outputs.empty() || rt.outputs[0] < 0 ? "" : s.values[static_cast<size_t>(rt.outputs[0])].layout.describe(),
+                         std::string(op_name(step.op))});
   s.steps.push_back(std::move(rt));
   return Status::ok();
 }
@@ -301,7 +303,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const Plan& plan, const EngineOpt
   return std::unique_ptr<Engine>(new Engine(std::move(s)));
 }
 
-Result<std::vector<Tensor>> Engine::run(const std::vector<Tensor>& inputs) {
+Result<std::vector<Tensor>> Engine::run(const std::vector<Tensor>& inputs, std::vector<double>* step_ms) {
   State& s = *state_;
   KILN_REQUIRE(inputs.size() == s.inputs.size(), invalid_argument, "the model has ", s.inputs.size(), " inputs, but ",
                inputs.size(), " were given");
@@ -316,7 +318,10 @@ Result<std::vector<Tensor>> Engine::run(const std::vector<Tensor>& inputs) {
     else if (value.offset >= 0) data[v] = s.arena + value.offset;
   }
   KernelArgs args;
-  for (RtStep& step : s.steps) {
+  if (step_ms) step_ms->assign(s.steps.size(), 0.0);
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    RtStep& step = s.steps[i];
+    const auto start = step_ms ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     args.inputs.clear();
     args.outputs.clear();
     for (int v : step.inputs) args.inputs.push_back(v < 0 ? nullptr : data[static_cast<size_t>(v)]);
@@ -324,6 +329,7 @@ Result<std::vector<Tensor>> Engine::run(const std::vector<Tensor>& inputs) {
     args.scratch = s.scratch.empty() ? nullptr : s.scratch.data();
     Status st = step.kernel->run(args);
     if (!st) return st.with_context("node '" + step.name + "': ");
+    if (step_ms) (*step_ms)[i] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   }
   std::vector<Tensor> outputs;
   for (int v : s.outputs) {

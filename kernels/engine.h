@@ -24,6 +24,7 @@ struct EngineStep {
   std::string node;    // the plan step's name; "<value> to plain" for inserted conversions
   std::string kernel;  // implementation name
   std::string output_layout;
+  std::string op;  // the plan step's op; "ToPlain" for conversions
 };
 
 struct EngineMemory {
@@ -41,7 +42,9 @@ class Engine {
   ~Engine();
 
   // Inputs in Plan::inputs order, plain float/int tensors of the compiled shapes.
-  Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs);
+  // With `step_ms`, also times every step (steps() order), for profiles; the timing costs a
+  // clock read per step.
+  Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, std::vector<double>* step_ms = nullptr);
 
   const std::vector<EngineStep>& steps() const;
   const EngineMemory& memory() const;

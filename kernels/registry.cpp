@@ -2,15 +2,17 @@
 
 #include <array>
 
+#include "kernels/cpu/cpu_kernels.h"
 #include "kernels/onednn/onednn_kernels.h"
 
 namespace kiln {
 namespace {
 
 // First match wins: fast kernels first, the reference kernel last.
-const std::array<const KernelImpl*, 11> kKernels = {
-    &kOneDnnConv,    &kOneDnnGemm,       &kOneDnnMatMul,   &kOneDnnPool,     &kOneDnnEltwise,   &kOneDnnBinary,
-    &kOneDnnSoftmax, &kOneDnnBatchNorm,  &kOneDnnConcat,   &kOneDnnLrn,
+const std::array kKernels = {
+    &kOneDnnConv,    &kOneDnnGemm,      &kOneDnnMatMul, &kOneDnnPool,      &kOneDnnEltwise, &kOneDnnBinary,
+    &kOneDnnSoftmax, &kOneDnnBatchNorm, &kOneDnnConcat, &kOneDnnLrn,       &kOneDnnTranspose,
+    &kCpuView,
     &kReferenceKernel,
 };
 

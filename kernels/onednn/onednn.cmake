@@ -10,4 +10,5 @@ set(KILN_ONEDNN_SOURCES
   onednn/batchnorm.cpp
   onednn/concat.cpp
   onednn/lrn.cpp
+  onednn/transpose.cpp
 )

@@ -19,5 +19,6 @@ extern const KernelImpl kOneDnnSoftmax;     // Softmax, LogSoftmax
 extern const KernelImpl kOneDnnBatchNorm;   // BatchNormalization (inference)
 extern const KernelImpl kOneDnnConcat;      // Concat
 extern const KernelImpl kOneDnnLrn;         // LRN
+extern const KernelImpl kOneDnnTranspose;   // Transpose (plain float32, one strided reorder)
 
 }  // namespace kiln

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -22,6 +23,7 @@ struct BenchOptions {
   int iters = 50;
   int warmup = 5;
   bool json = false;
+  bool profile = false;
 };
 
 std::vector<Tensor> seeded_inputs(const Plan& plan) {
@@ -41,6 +43,44 @@ double percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   const size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
   return v[std::min(i, v.size() - 1)];
+}
+
+// Median time of each step over `iters` extra runs.
+Result<std::vector<double>> profile_steps(Engine& engine, const std::vector<Tensor>& inputs, int iters) {
+  std::vector<std::vector<double>> per_step;
+  std::vector<double> ms;
+  for (int i = 0; i < iters; ++i) {
+    KILN_TRY(engine.run(inputs, &ms).status());
+    per_step.resize(ms.size());
+    for (size_t s = 0; s < ms.size(); ++s) per_step[s].push_back(ms[s]);
+  }
+  std::vector<double> medians;
+  for (auto& v : per_step) medians.push_back(percentile(v, 0.5));
+  return medians;
+}
+
+void print_profile(const Engine& engine, const std::vector<double>& step_ms) {
+  const std::vector<EngineStep>& steps = engine.steps();
+  std::map<std::string, std::pair<double, int>> by_kind;
+  double total = 0;
+  for (size_t i = 0; i < steps.size() && i < step_ms.size(); ++i) {
+    auto& [ms, count] = by_kind[steps[i].op + " on " + steps[i].kernel];
+    ms += step_ms[i];
+    ++count;
+    total += step_ms[i];
+  }
+  std::vector<std::pair<std::string, std::pair<double, int>>> rows(by_kind.begin(), by_kind.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  std::printf("profile (median per step, summed: %.3f ms)\n", total);
+  for (const auto& [kind, v] : rows)
+    std::printf("  %8.3f ms %5.1f%%  %4d x %s\n", v.first, 100.0 * v.first / std::max(total, 1e-9), v.second, kind.c_str());
+  std::vector<size_t> order(std::min(steps.size(), step_ms.size()));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return step_ms[a] > step_ms[b]; });
+  std::printf("slowest steps\n");
+  for (size_t i = 0; i < std::min<size_t>(order.size(), 10); ++i)
+    std::printf("  %8.3f ms  %s (%s on %s) [%s]\n", step_ms[order[i]], steps[order[i]].node.c_str(),
+                steps[order[i]].op.c_str(), steps[order[i]].kernel.c_str(), steps[order[i]].output_layout.c_str());
 }
 
 int run_bench(const BenchOptions& opts) {
@@ -69,6 +109,11 @@ int run_bench(const BenchOptions& opts) {
     auto r = (*engine)->run(inputs);
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     if (!r) return report_error(r.error().message);
+  }
+  if (opts.profile) {
+    auto profiled = profile_steps(**engine, inputs, opts.iters);
+    if (!profiled) return report_error(profiled.error().message);
+    print_profile(**engine, *profiled);
   }
   const double median = percentile(ms, 0.5), p90 = percentile(ms, 0.9), best = percentile(ms, 0.0);
   const double throughput = static_cast<double>(batch) * 1000.0 / median;
@@ -105,6 +150,7 @@ void add_bench_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--iters", opts->iters, "Timed iterations (default 50)")->check(CLI::PositiveNumber);
   cmd->add_option("--warmup", opts->warmup, "Warm-up iterations (default 5)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", opts->json, "Print JSON");
+  cmd->add_flag("--profile", opts->profile, "Also time every step and print the time per op, kernel and step");
   cmd->callback([opts, &run] { run = [opts] { return run_bench(*opts); }; });
 }
 

@@ -2,7 +2,9 @@
 // cache written by export_torchvision.py: NAME.onnx, NAME.input.npy, NAME.expected.npy.
 // Passes when max|kiln - torch| <= 1e-4 * max|torch| for every model. With --passes, also runs
 // each pass of the default pipeline alone and then all together (the runner checks every pass
-// against the reference executor) and compares the optimized graph with PyTorch the same way.
+// against the reference executor) and compares the optimized graph with PyTorch the same way;
+// each optimized graph is also compiled onto the Engine (oneDNN and own kernels) and its output
+// compared with the reference executor's on the same graph and with PyTorch, both at 1e-4.
 // Usage: kiln_model_check CACHE_DIR NAME... [--passes]; exits 77 (skip) when a model is not cached.
 #include <chrono>
 #include <cmath>
@@ -14,6 +16,7 @@
 #include "compilers/onnx/import.h"
 #include "compilers/passes/pass_runner.h"
 #include "compilers/passes/pipeline.h"
+#include "kernels/engine.h"
 #include "kernels/executor.h"
 #include "kernels/io/npy.h"
 
@@ -37,14 +40,28 @@ Result<double> relative_error(const Tensor& got, const Tensor& want, const std::
   return max_ref > 0 ? max_diff / max_ref : max_diff;
 }
 
+// Runs the graph on the reference executor, and with `compiled` also on the Engine.
 Status check_graph(const Graph& graph, const Tensor& input, const Tensor& expected, const std::string& what,
-                   double seconds_so_far) {
+                   double seconds_so_far, bool compiled = false) {
   const auto start = std::chrono::steady_clock::now();
-  KILN_ASSIGN(result, execute_reference(graph_to_plan(graph), {input}));
+  const Plan plan = graph_to_plan(graph);
+  KILN_ASSIGN(result, execute_reference(plan, {input}));
   KILN_ASSIGN(ratio, relative_error(result.outputs.at(0), expected, what));
   const double seconds = seconds_so_far + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("%-44s nodes %4zu  max|diff|/max|out| %.2e  (%.1f s)\n", what.c_str(), graph.nodes.size(), ratio, seconds);
   KILN_REQUIRE(ratio <= 1e-4, internal, what, ": max abs diff is ", ratio, " x max|output|, above 1e-4");
+  if (!compiled) return Status::ok();
+
+  KILN_ASSIGN(engine, Engine::create(plan, {2, nullptr}));
+  KILN_ASSIGN(outputs, engine->run({input}));
+  KILN_ASSIGN(vs_reference, relative_error(outputs.at(0), result.outputs.at(0), what + " (engine)"));
+  KILN_ASSIGN(vs_torch, relative_error(outputs.at(0), expected, what + " (engine)"));
+  int reference_steps = 0;
+  for (const EngineStep& step : engine->steps()) reference_steps += step.kernel == "reference" ? 1 : 0;
+  std::printf("%-44s steps %4zu  vs reference %.2e, vs PyTorch %.2e  (%d steps on reference kernels)\n",
+              (what + " on the engine").c_str(), engine->steps().size(), vs_reference, vs_torch, reference_steps);
+  KILN_REQUIRE(vs_reference <= 1e-4 && vs_torch <= 1e-4, internal, what, ": the compiled engine differs by ",
+               vs_reference, " x max|output| from the reference executor and ", vs_torch, " from PyTorch (limit 1e-4)");
   return Status::ok();
 }
 
@@ -73,7 +90,7 @@ Status check_model(const fs::path& dir, const std::string& name, bool with_passe
     auto records = run_passes(optimized, pipeline, options);
     if (!records) return records.status().with_context(label + ": ");
     const double pass_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - pass_start).count();
-    KILN_TRY(check_graph(optimized, input, expected, label, pass_s));
+    KILN_TRY(check_graph(optimized, input, expected, label, pass_s, /*compiled=*/true));
   }
   return Status::ok();
 }

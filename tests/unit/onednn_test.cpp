@@ -685,3 +685,52 @@ TEST_CASE("onednn supports() rejections name the reason", "[onednn]") {
                         {vd({2, 7, 3, 3}), vd({7}), vd({7}), vd({7}), vd({7})}, {vd({2, 7, 3, 3})}),
                   "training_mode");
 }
+
+TEST_CASE("onednn transpose: every permutation kind, ranks 2 to 5, odd sizes", "[onednn]") {
+  const std::vector<std::pair<Shape, std::vector<int64_t>>> cases = {
+      {{7, 13}, {1, 0}},
+      {{2, 3, 5, 7}, {0, 2, 3, 1}},        // NCHW -> NHWC
+      {{2, 5, 7, 3}, {0, 3, 1, 2}},        // NHWC -> NCHW
+      {{2, 2, 29, 7, 7}, {0, 2, 1, 3, 4}},  // ShuffleNet's channel shuffle
+      {{3, 4, 5}, {}},                     // default: reversed
+      {{1, 6, 1, 5}, {3, 2, 1, 0}},
+  };
+  for (const auto& [shape, perm] : cases) {
+    INFO("shape " << shape_to_string(shape) << " perm " << perm.size());
+    Builder b;
+    const int x = b.input(shape);
+    Attrs a;
+    if (!perm.empty()) a.set("perm", perm);
+    b.output(b.op(OpKind::Transpose, a, {x}));
+    auto e = check(b);
+    REQUIRE(count_kernel(*e, "onednn.transpose") == 1);
+  }
+  Builder b;  // a blocked producer is converted to plain first, and the result still matches
+  const int x = b.input({2, 5, 6, 6});
+  Attrs a;
+  a.set("perm", std::vector<int64_t>{0, 2, 3, 1});
+  b.output(b.op(OpKind::Transpose, a, {blocked_conv(b, x, 13)}));
+  check(b);
+}
+
+namespace {
+Tensor ints(std::vector<int64_t> v) {
+  return Tensor::from_values<int64_t>({static_cast<int64_t>(v.size())}, v);
+}
+}  // namespace
+
+TEST_CASE("cpu view: Reshape/Flatten/Squeeze/Unsqueeze run in place where the input dies, else copy", "[onednn]") {
+  Builder b;
+  const int x = b.input({2, 13, 4, 4});
+  const int c = b.op(OpKind::Conv, conv_attrs({1, 1, 1, 1}), {x, b.weight({8, 13, 3, 3}, 0.5f)});
+  const int flat = b.op(OpKind::Flatten, attrs({{"axis", int64_t{1}}}), {c});  // c dies here: in place
+  const int shape = b.constant(ints({2, 8, 16}));
+  const int r = b.op(OpKind::Reshape, {}, {flat, shape});
+  const int u = b.op(OpKind::Unsqueeze, {}, {r, b.constant(ints({1}))});
+  b.output(b.op(OpKind::Squeeze, {}, {u, b.constant(ints({1}))}));
+  b.output(b.op(OpKind::Reshape, {}, {x, b.constant(ints({2, -1}))}));  // graph input: copied
+  b.output(r);  // r is also a graph output, so the Unsqueeze reading it must copy
+  auto e = check(b);
+  REQUIRE(count_kernel(*e, "cpu.view") == 5);
+  REQUIRE((*e).memory().in_place_steps >= 2);
+}
