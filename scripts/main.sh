@@ -22,6 +22,9 @@ echo "== kiln run out/fashion-mnist/model.kiln (compiled engine)"
 build/kiln run out/fashion-mnist/model.kiln --input examples/fashion-mnist/sample.npz \
   --output out/fashion-mnist/compiled_outputs.npz
 echo
+echo "== kiln verify $model (compiled engine vs the fp32 reference executor, with the sample's labels)"
+build/kiln verify "$model" --input examples/fashion-mnist/sample.npz --batch 8 --max-accuracy-drop 0.01
+echo
 echo "== kiln bench out/fashion-mnist/model.kiln"
 build/kiln bench out/fashion-mnist/model.kiln --iters 200
 echo

@@ -17,13 +17,16 @@ build_packages=(
   build-essential cmake ninja-build pkg-config
   libonnx-dev libprotobuf-dev protobuf-compiler
   nlohmann-json3-dev catch2 libcli11-dev libzip-dev zlib1g-dev libdnnl-dev
-  libarchive-dev libssl-dev
+  libarchive-dev libssl-dev libcurl4-openssl-dev
+  libyaml-cpp-dev  # api/: descriptions and targets as YAML
 )
 test_packages=(
   libonnx-testdata
   clang libclang-rt-14-dev  # scripts/hardening.sh: libFuzzer targets (clang 14, Debian 12)
   python3 python3-numpy python3-torch python3-torchvision python3-onnx
   umoci skopeo
+  dataset-fashion-mnist  # `kiln verify` on the Fashion-MNIST example (tests/cli)
+  docker-registry apache2-utils  # registry push tests: a local registry, htpasswd for Basic auth
 )
 
 packages=("${build_packages[@]}")

@@ -19,6 +19,9 @@ void add_run_command(CLI::App& app, CommandRunner& run);
 void add_compile_command(CLI::App& app, CommandRunner& run);
 void add_bench_command(CLI::App& app, CommandRunner& run);
 void add_image_command(CLI::App& app, CommandRunner& run);
+void add_validate_command(CLI::App& app, CommandRunner& run);
+void add_push_command(CLI::App& app, CommandRunner& run);
+void add_verify_command(CLI::App& app, CommandRunner& run);
 
 // Prints "kiln: error: <message>" on stderr and returns kExitError.
 int report_error(const std::string& message);

@@ -24,6 +24,9 @@ int main(int argc, char** argv) {
   add_compile_command(app, run);
   add_bench_command(app, run);
   add_image_command(app, run);
+  add_validate_command(app, run);
+  add_push_command(app, run);
+  add_verify_command(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
