@@ -47,10 +47,11 @@ void remove_external_dir() {
 int64_t bounded_numel(const ValueType& t, int64_t limit) {
   if (!t.rank_known) return -1;
   int64_t n = 1;
-  for (const Dim& d : t.shape) {
+  // Every dim must be known before a 0 makes the count 0: [0, ?] is not a concrete shape.
+  for (const Dim& d : t.shape)
     if (!d.known()) return -1;
+  for (const Dim& d : t.shape)
     if (d.value == 0) return 0;
-  }
   for (const Dim& d : t.shape) {
     if (d.value > limit || n > limit / d.value) return -1;
     n *= d.value;
