@@ -49,7 +49,7 @@ ValueId graph_add_initializer(Graph& graph, const std::string& hint, Tensor valu
   return id;
 }
 
-int graph_drop_unused_initializers(Graph& graph) {
+int graph_drop_unused_initializers(Graph& graph, const std::unordered_set<ValueId>* candidates) {
   std::vector<bool> used(graph.values.size(), false);
   for (const Node& node : graph.nodes)
     for (ValueId in : node.inputs)
@@ -57,7 +57,7 @@ int graph_drop_unused_initializers(Graph& graph) {
   for (ValueId out : graph.outputs) used[static_cast<size_t>(out)] = true;
   int dropped = 0;
   for (auto it = graph.initializers.begin(); it != graph.initializers.end();) {
-    if (!used[static_cast<size_t>(it->first)]) {
+    if (!used[static_cast<size_t>(it->first)] && (!candidates || candidates->contains(it->first))) {
       it = graph.initializers.erase(it);
       ++dropped;
     } else {

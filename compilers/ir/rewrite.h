@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "compilers/ir/graph.h"
@@ -23,7 +24,8 @@ void graph_remove_nodes(Graph& graph, const std::vector<bool>& remove);
 // Adds an initializer under a fresh name derived from `hint`.
 ValueId graph_add_initializer(Graph& graph, const std::string& hint, Tensor value);
 
-// Drops initializers that no node reads and that are not graph outputs.
-int graph_drop_unused_initializers(Graph& graph);
+// Drops initializers that no node reads and that are not graph outputs; with `candidates`, only
+// those among them (a pass that replaced some weights drops just those).
+int graph_drop_unused_initializers(Graph& graph, const std::unordered_set<ValueId>* candidates = nullptr);
 
 }  // namespace kiln

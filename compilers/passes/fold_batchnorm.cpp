@@ -197,14 +197,7 @@ Result<bool> pass_fold_batchnorm(Graph& graph, const PassContext&) {
   }
   if (!changed) return false;
   graph_remove_nodes(graph, remove);
-
-  std::vector<bool> used(graph.values.size(), false);
-  for (const Node& node : graph.nodes)
-    for (ValueId in : node.inputs)
-      if (in != kNoValue) used[static_cast<size_t>(in)] = true;
-  for (ValueId out : graph.outputs) used[static_cast<size_t>(out)] = true;
-  for (ValueId id : maybe_unused)
-    if (!used[static_cast<size_t>(id)]) graph.initializers.erase(id);
+  graph_drop_unused_initializers(graph, &maybe_unused);
   return true;
 }
 

@@ -97,13 +97,7 @@ Result<bool> pass_fold_constants(Graph& graph, const PassContext& ctx) {
   graph_remove_nodes(graph, remove);
 
   // Drop the constants nothing reads any more (weights of folded nodes, folded intermediates).
-  std::vector<bool> used(graph.values.size(), false);
-  for (const Node& node : graph.nodes)
-    for (ValueId in : node.inputs)
-      if (in != kNoValue) used[static_cast<size_t>(in)] = true;
-  for (ValueId out : graph.outputs) used[static_cast<size_t>(out)] = true;
-  for (ValueId id : maybe_unused)
-    if (!used[static_cast<size_t>(id)]) graph.initializers.erase(id);
+  graph_drop_unused_initializers(graph, &maybe_unused);
   return true;
 }
 
