@@ -1,4 +1,5 @@
-// Fused epilogues of compute ops (Conv, Gemm, MatMul): y = act(op(x) + residual). Fusion passes
+// Fused epilogues of compute ops (Conv, Gemm, MatMul; BatchNormalization without residual):
+// y = act(op(x) + residual). Fusion passes
 // record them as node attributes; every backend reads them through post_ops_from_attrs, so the
 // reference kernels and the fast kernels agree on one meaning.
 //   attributes: "activation" (string, see activation_name), "activation_alpha", "activation_beta"

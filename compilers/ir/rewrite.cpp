@@ -67,4 +67,17 @@ int graph_drop_unused_initializers(Graph& graph, const std::unordered_set<ValueI
   return dropped;
 }
 
+std::optional<Tensor> graph_constant_value(const Graph& graph, ValueId v) {
+  if (v == kNoValue) return std::nullopt;
+  if (auto it = graph.initializers.find(v); it != graph.initializers.end()) {
+    if (std::find(graph.inputs.begin(), graph.inputs.end(), v) != graph.inputs.end()) return std::nullopt;
+    return it->second;
+  }
+  const int p = graph.value(v).producer;
+  if (p < 0 || graph.nodes[static_cast<size_t>(p)].op != OpKind::Constant) return std::nullopt;
+  auto value = graph.nodes[static_cast<size_t>(p)].attrs.get_tensor("value");
+  if (!value) return std::nullopt;
+  return std::move(*value);
+}
+
 }  // namespace kiln

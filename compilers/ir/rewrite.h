@@ -1,6 +1,7 @@
 // Small graph-editing helpers shared by the passes.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -27,5 +28,9 @@ ValueId graph_add_initializer(Graph& graph, const std::string& hint, Tensor valu
 // Drops initializers that no node reads and that are not graph outputs; with `candidates`, only
 // those among them (a pass that replaced some weights drops just those).
 int graph_drop_unused_initializers(Graph& graph, const std::unordered_set<ValueId>* candidates = nullptr);
+
+// The value of `v` when it is a constant: an initializer that is not also a graph input (those
+// can be overridden), or the output of a Constant node with a tensor `value`.
+std::optional<Tensor> graph_constant_value(const Graph& graph, ValueId v);
 
 }  // namespace kiln

@@ -2,11 +2,22 @@
 
 #include "compilers/ir/rewrite.h"
 
+#include <algorithm>
+
 namespace kiln {
 namespace {
 
+// Pad whose constant pads are all zero (PyTorch emits one before some average pools).
+bool is_zero_pad(const Graph& graph, const Node& node) {
+  if (node.op != OpKind::Pad || node.inputs.size() < 2 || node.outputs.size() != 1) return false;
+  const auto pads = graph_constant_value(graph, node.inputs[1]);
+  if (!pads || pads->dtype() != DType::i64) return false;
+  const int64_t* p = pads->data<int64_t>();
+  return std::all_of(p, p + pads->numel(), [](int64_t x) { return x == 0; });
+}
+
 bool is_identity(const Graph& graph, const std::vector<std::vector<int>>& consumers, const Node& node) {
-  if (node.op == OpKind::Identity) return true;
+  if (node.op == OpKind::Identity || is_zero_pad(graph, node)) return true;
   if (node.op != OpKind::Dropout) return false;
   if (node.outputs.size() < 2 || node.outputs[1] == kNoValue) return true;
   const ValueId mask = node.outputs[1];

@@ -37,11 +37,19 @@ bool optional_constant(const Graph& graph, const Node& node, size_t i, const Ten
   return out != nullptr;
 }
 
+// No fused activation and no residual input: the producer's output is the plain op's result.
+bool plain_compute(const Node& node) {
+  auto post = post_ops_from_attrs(node.attrs);
+  return node.inputs.size() <= 3 && post && post->empty();
+}
+
 std::optional<ChannelAffine> batchnorm_affine(const Graph& graph, const Node& bn) {
   if (bn.inputs.size() != 5 || bn.outputs.size() != 1 || bn.outputs[0] == kNoValue) return std::nullopt;
   auto eps = bn.attrs.get_float("epsilon", 1e-5f);
   auto training = bn.attrs.get_int("training_mode", 0);
   if (!eps || !std::isfinite(*eps) || *eps < 0.0f || !training || *training != 0) return std::nullopt;
+  const auto post = post_ops_from_attrs(bn.attrs);  // fuse_activation may have given it one: not affine
+  if (!post || !post->empty()) return std::nullopt;
   const Tensor* p[4];  // scale, B, mean, var
   for (size_t i = 0; i < 4; ++i) {
     p[i] = f32_constant(graph, bn.inputs[i + 1]);
@@ -57,12 +65,6 @@ std::optional<ChannelAffine> batchnorm_affine(const Graph& graph, const Node& bn
     a.add.push_back(beta[ch] - mean[ch] * mul);
   }
   return a;
-}
-
-// No fused activation and no residual input: the producer's output is the plain op's result.
-bool plain_compute(const Node& node) {
-  auto post = post_ops_from_attrs(node.attrs);
-  return node.inputs.size() <= 3 && post && post->empty();
 }
 
 // bias'[oc] = bias[oc] * mul[oc] + add[oc] (bias 0 when absent).

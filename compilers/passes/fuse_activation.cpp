@@ -28,18 +28,7 @@ struct GraphView {
 
   // The value of a float32 one-element constant (initializer or Constant node), if `v` is one.
   std::optional<float> scalar(ValueId v) const {
-    if (v == kNoValue) return std::nullopt;
-    const Tensor* t = nullptr;
-    Tensor from_node;
-    if (auto it = graph.initializers.find(v); it != graph.initializers.end()) {
-      if (std::find(graph.inputs.begin(), graph.inputs.end(), v) != graph.inputs.end()) return std::nullopt;
-      t = &it->second;
-    } else if (const int p = graph.value(v).producer; p >= 0 && node(p).op == OpKind::Constant) {
-      auto value = node(p).attrs.get_tensor("value");
-      if (!value) return std::nullopt;
-      from_node = std::move(*value);
-      t = &from_node;
-    }
+    const auto t = graph_constant_value(graph, v);
     if (!t || t->dtype() != DType::f32 || t->numel() != 1) return std::nullopt;
     return t->data<float>()[0];
   }
@@ -194,7 +183,7 @@ std::optional<Fusion> match_gelu(const GraphView& g, ValueId x) {
 
 using PatternRule = std::optional<Fusion> (*)(const GraphView& g, ValueId x);
 
-// Tried in order on the output x of each Conv/Gemm/MatMul; the first match wins.
+// Tried in order on the output x of each fusable op; the first match wins.
 constexpr PatternRule kRules[] = {
     match_unary,  // one-node activations, kUnaryRules
     match_clip,   // Clip(x, const min?, const max?) → clip
@@ -206,9 +195,11 @@ bool same_type(const ValueType& a, const ValueType& b) {
   return a.dtype == b.dtype && a.rank_known && b.rank_known && a.shape == b.shape;
 }
 
-// The output of a float32 Conv/Gemm/MatMul without an activation; kNoValue for any other node.
+// The output of a float32 Conv/Gemm/MatMul, or of a BatchNormalization that stayed (DenseNet's
+// pre-activation BN -> ReLU), without an activation; kNoValue for any other node.
 ValueId fusable_output(const Graph& graph, const Node& n) {
-  if (n.op != OpKind::Conv && n.op != OpKind::Gemm && n.op != OpKind::MatMul) return kNoValue;
+  if (n.op != OpKind::Conv && n.op != OpKind::Gemm && n.op != OpKind::MatMul && n.op != OpKind::BatchNormalization)
+    return kNoValue;
   if (n.outputs.size() != 1 || n.outputs[0] == kNoValue) return kNoValue;
   if (graph.value(n.outputs[0]).type.dtype != DType::f32) return kNoValue;
   const auto post = post_ops_from_attrs(n.attrs);

@@ -1,4 +1,4 @@
-// fuse_activation: folds the activation that follows a Conv, Gemm or MatMul into the op's fused
+// fuse_activation: folds the activation that follows a Conv, Gemm, MatMul or BatchNormalization into its fused
 // epilogue (kernels/post_ops.h): y = act(op(x) + residual). The activation's output value
 // becomes the op's output; the activation's nodes, and the constants only they read, go.
 // Recognized: Relu, Clip with constant (or absent) min/max, LeakyRelu, Sigmoid, HardSigmoid,

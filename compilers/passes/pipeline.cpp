@@ -18,13 +18,13 @@ namespace {
 // One line a pass, in default order.
 constexpr std::array kPasses = {
     PassInfo{"fold_constants", "evaluate constant subgraphs and Shape of concrete shapes", pass_fold_constants},
-    PassInfo{"eliminate_identity", "remove Identity and inference Dropout nodes", pass_eliminate_identity},
+    PassInfo{"eliminate_identity", "remove Identity, inference Dropout and all-zero Pad nodes", pass_eliminate_identity},
     PassInfo{"eliminate_dead_nodes", "remove nodes and weights nothing reads", pass_eliminate_dead_nodes},
     PassInfo{"fold_batchnorm", "fold BatchNormalization into a preceding Conv, ConvTranspose or Gemm",
              pass_fold_batchnorm},
     PassInfo{"fuse_residual_add", "fold Add(op output, same-shape value) into Conv/Gemm/MatMul as its residual",
              pass_fuse_residual_add},
-    PassInfo{"fuse_activation", "fold the activation after Conv/Gemm/MatMul into its fused epilogue",
+    PassInfo{"fuse_activation", "fold the activation after Conv/Gemm/MatMul/BatchNormalization into its fused epilogue",
              pass_fuse_activation},
     PassInfo{"reorder_pool_activation", "move a monotonic activation from before a MaxPool to after it",
              pass_reorder_pool_activation},

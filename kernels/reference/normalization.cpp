@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/reference/common.h"
+#include "kernels/reference/epilogue.h"
 
 namespace kiln {
 namespace {
@@ -48,7 +49,8 @@ Status infer_batch_norm(InferContext& ctx) {
   }
   const char* names[] = {"X", "scale", "B", "mean", "var"};
   for (size_t i = 1; i < 5; ++i) KILN_TRY(require_per_channel(ctx, i, names[i], channels));
-  return ref::infer_same_as_input0(ctx);
+  KILN_TRY(ref::infer_same_as_input0(ctx));
+  return ref::infer_epilogue(ctx, 5, ctx.outputs[0]);  // a fused activation (fuse_activation)
 }
 
 Status run_batch_norm(RunContext& ctx) {
@@ -72,7 +74,7 @@ Status run_batch_norm(RunContext& ctx) {
       for (int64_t i = 0; i < spatial; ++i) dst[base + i] = static_cast<float>(src[base + i] * mul + add);
     }
   }
-  return Status::ok();
+  return ref::run_epilogue(ctx, 5, ctx.output(0));
 }
 
 // ---- Normalizing contiguous rows (InstanceNormalization, LayerNormalization) ----

@@ -463,8 +463,14 @@ TEST_CASE("onednn batchnorm, concat, lrn", "[onednn]") {
     const int x2 = b.input({4, 7});
     p = {b.weight({7}), b.weight({7}), b.weight({7}), b.constant(rand_tensor({7}, 98, 0.5f, 2.0f))};
     b.output(b.op(OpKind::BatchNormalization, {}, {x2, p[0], p[1], p[2], p[3]}));
+    // Fused activations: relu is fuse_norm_relu, others an eltwise step after it.
+    p = params();
+    b.output(b.op(OpKind::BatchNormalization, attrs({{"activation", std::string("relu")}}),
+                  {blocked_conv(b, x, 13), p[0], p[1], p[2], p[3]}));
+    p = params();
+    b.output(b.op(OpKind::BatchNormalization, attrs({{"activation", std::string("sigmoid")}}), {x, p[0], p[1], p[2], p[3]}));
     auto e = check(b);
-    REQUIRE(count_kernel(*e, "onednn.batchnorm") == 3);
+    REQUIRE(count_kernel(*e, "onednn.batchnorm") == 5);
   }
   SECTION("Concat: aligned and unaligned channels, blocked and plain, other axes") {
     Builder b;

@@ -426,3 +426,24 @@ TEST_CASE("the Fashion-MNIST example's BatchNorms all fold", "[passes]") {
   REQUIRE(g.nodes.size() <= before - 4);
   REQUIRE(run_checked(g, default_pipeline(), {{"batch", 2}}) < 1e-5);
 }
+
+TEST_CASE("eliminate_identity drops an all-zero Pad and keeps a real one", "[passes]") {
+  // x -> Pad(0s) -> a -> AveragePool -> y, as PyTorch exports DenseNet's transitions; and a Pad
+  // with one non-zero pad, which must stay.
+  for (const bool zero : {true, false}) {
+    Graph g;
+    const ValueId x = g.add_value("x", ValueType::of(DType::f32, sym_shape_from({1, 2, 4, 4})));
+    g.inputs = {x};
+    const ValueId pads = init(g, "pads", ints({8}, {0, 0, 0, 0, 0, 0, 0, zero ? 0 : 1}));
+    const ValueId a = value(g, "a"), y = value(g, "y");
+    g.add_node(Node{"pad", OpKind::Pad, {}, {x, pads}, {a}});
+    Attrs pool;
+    pool.set("kernel_shape", std::vector<int64_t>{2, 2});
+    pool.set("strides", std::vector<int64_t>{2, 2});
+    g.add_node(Node{"pool", OpKind::AveragePool, pool, {a}, {y}});
+    g.outputs = {y};
+    REQUIRE(run_checked(g, {"eliminate_identity", "eliminate_dead_nodes"}) < 1e-6);
+    CHECK(count(g, OpKind::Pad) == (zero ? 0 : 1));
+    CHECK(g.initializers.count(pads) == (zero ? 0u : 1u));
+  }
+}

@@ -413,6 +413,27 @@ TEST_CASE("fuse_activation folds into Gemm and MatMul", "[passes]") {
   REQUIRE(b.g.nodes[1].inputs[0] == b.g.find_value("r"));
 }
 
+TEST_CASE("fuse_activation folds a Relu into a BatchNormalization that did not fold", "[passes]") {
+  // DenseNet's pre-activation: Concat -> BN -> Relu -> Conv. The BN then no longer folds.
+  Builder b;
+  const ValueId x = b.input("x", {1, 3, 6, 6});
+  const ValueId x2 = b.input("x2", {1, 2, 6, 6});
+  Attrs axis;
+  axis.set("axis", int64_t{1});
+  const ValueId cat = b.node(OpKind::Concat, "cat", {x, x2}, axis);
+  const ValueId bn = b.node(OpKind::BatchNormalization, "bn",
+                            {cat, b.weight("s", {5}), b.weight("bb", {5}), b.weight("m", {5}), b.weight("v", {5})});
+  // variance must be positive
+  for (int64_t i = 0; i < 5; ++i) b.g.initializers[b.g.find_value("v")].data<float>()[i] += 1.5f;
+  const ValueId r = b.node(OpKind::Relu, "r", {bn});
+  b.output(b.conv("y", r, 5, 4));
+  auto records = run(b.g, {"fuse_activation", "fold_batchnorm"});
+  REQUIRE(records);
+  REQUIRE(ops(b.g) == std::vector<OpKind>{OpKind::Concat, OpKind::BatchNormalization, OpKind::Conv});
+  REQUIRE(post_ops_of(b.g.nodes[1]).activation == Activation::relu);
+  for (const PassRecord& rec : *records) CHECK(rec.max_rel_error < 1e-5);
+}
+
 TEST_CASE("fuse_activation leaves patterns whose preconditions fail", "[passes]") {
   Builder b;
   const ValueId x = b.input("x", {1, 2, 6, 6});
