@@ -23,6 +23,10 @@ enum class OpKind : uint16_t {
 };
 inline constexpr size_t kOpCount = static_cast<size_t>(OpKind::count_);
 
+// Ops that passes create (ops.def's last section); ONNX models may not name them.
+inline constexpr OpKind kFirstFusedOp = OpKind::DepthFirstConv;
+inline bool op_is_fused(OpKind op) { return op >= kFirstFusedOp; }
+
 std::string_view op_name(OpKind op);
 std::optional<OpKind> op_from_name(std::string_view name);
 

@@ -35,29 +35,31 @@ std::optional<Activation> activation_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-Result<PostOps> post_ops_from_attrs(const Attrs& attrs) {
+Result<PostOps> post_ops_from_attrs(const Attrs& attrs, std::string_view prefix) {
   PostOps p;
-  KILN_ASSIGN(name, attrs.get_string("activation", "none"));
+  const std::string key = std::string(prefix) + "activation";
+  KILN_ASSIGN(name, attrs.get_string(key, "none"));
   const auto act = activation_from_name(name);
-  KILN_REQUIRE(act.has_value(), invalid_argument, "unknown fused activation '", name, "'");
+  KILN_REQUIRE(act.has_value(), invalid_argument, "unknown fused activation '", name, "' in ", key);
   p.activation = *act;
-  KILN_ASSIGN(alpha, attrs.get_float("activation_alpha", 0.0f));
-  KILN_ASSIGN(beta, attrs.get_float("activation_beta", 0.0f));
+  KILN_ASSIGN(alpha, attrs.get_float(key + "_alpha", 0.0f));
+  KILN_ASSIGN(beta, attrs.get_float(key + "_beta", 0.0f));
   p.alpha = alpha;
   p.beta = beta;
   return p;
 }
 
-void post_ops_to_attrs(const PostOps& post_ops, Attrs& attrs) {
+void post_ops_to_attrs(const PostOps& post_ops, Attrs& attrs, std::string_view prefix) {
+  const std::string key = std::string(prefix) + "activation";
   if (post_ops.empty()) {
-    attrs.erase("activation");
-    attrs.erase("activation_alpha");
-    attrs.erase("activation_beta");
+    attrs.erase(key);
+    attrs.erase(key + "_alpha");
+    attrs.erase(key + "_beta");
     return;
   }
-  attrs.set("activation", std::string(activation_name(post_ops.activation)));
-  attrs.set("activation_alpha", post_ops.alpha);
-  attrs.set("activation_beta", post_ops.beta);
+  attrs.set(key, std::string(activation_name(post_ops.activation)));
+  attrs.set(key + "_alpha", post_ops.alpha);
+  attrs.set(key + "_beta", post_ops.beta);
 }
 
 float activation_apply(const PostOps& p, float x) {

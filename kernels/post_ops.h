@@ -26,8 +26,9 @@ struct PostOps {
   bool empty() const { return activation == Activation::none; }
 };
 
-Result<PostOps> post_ops_from_attrs(const Attrs& attrs);
-void post_ops_to_attrs(const PostOps& post_ops, Attrs& attrs);
+// `prefix` names a second activation of a fused op (DepthFirstConv's "dw_activation", ...).
+Result<PostOps> post_ops_from_attrs(const Attrs& attrs, std::string_view prefix = "");
+void post_ops_to_attrs(const PostOps& post_ops, Attrs& attrs, std::string_view prefix = "");
 
 // The activation on one value, in float: the definition every kernel must match.
 float activation_apply(const PostOps& post_ops, float x);

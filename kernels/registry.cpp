@@ -12,7 +12,7 @@ namespace {
 const std::array kKernels = {
     &kOneDnnConv,    &kOneDnnGemm,      &kOneDnnMatMul, &kOneDnnPool,      &kOneDnnEltwise, &kOneDnnBinary,
     &kOneDnnSoftmax, &kOneDnnBatchNorm, &kOneDnnConcat, &kOneDnnLrn,       &kOneDnnTranspose,
-    &kCpuView,
+    &kCpuView,       &kCpuDepthFirstConvAvx512, &kCpuDepthFirstConvAvx2, &kCpuDepthFirstConvPortable,
     &kReferenceKernel,
 };
 

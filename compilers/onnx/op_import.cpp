@@ -233,6 +233,7 @@ Status import_node(NodeImportContext& ctx, Node& node) {
   KILN_REQUIRE(domain.empty() || domain == "ai.onnx", unsupported, "unsupported op '", type, "' from domain '",
                domain, "' at node '", node.name, "'");
   auto op = op_from_name(type);
+  if (op && op_is_fused(*op)) op.reset();  // kiln's own fused ops are not ONNX ops
   const ImportRule* rule = nullptr;
   for (const auto& r : kRules)
     if (r.onnx_op == type) rule = &r;

@@ -19,6 +19,7 @@ struct PassInfo {
   std::string_view name;     // as written in a pipeline list, e.g. "fold_batchnorm"
   std::string_view summary;  // one line for `--print-passes`
   PassFn run;
+  bool in_default = true;  // false: only when a pipeline names it (measured not to pay everywhere)
 };
 
 }  // namespace kiln

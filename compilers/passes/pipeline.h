@@ -11,12 +11,13 @@
 namespace kiln {
 
 std::span<const PassInfo> pass_table();
-std::vector<std::string> default_pipeline();
+std::vector<std::string> default_pipeline();  // the table's passes marked in_default, in order
+std::vector<std::string> all_passes();        // every pass of the table, in order
 
 // Resolves names against the table; an unknown name is an error listing the known ones.
 Result<std::vector<const PassInfo*>> pipeline_from_names(const std::vector<std::string>& names);
 
-// "a,b,c" -> {"a","b","c"}; "default" -> default_pipeline(); "none" or "" -> {}.
+// "a,b,c" -> {"a","b","c"}; "default" -> default_pipeline(); "all" -> all_passes(); "none" or "" -> {}.
 std::vector<std::string> pipeline_parse(const std::string& text);
 
 }  // namespace kiln

@@ -1,4 +1,5 @@
-// kiln's own CPU kernels (no library underneath), listed in registry.cpp.
+// kiln's own CPU kernels, listed in registry.cpp (the depth-first kernel reads oneDNN's NHWC
+// layout descriptors, nothing else of it).
 #pragma once
 
 #include "kernels/kernel.h"
@@ -6,5 +7,9 @@
 namespace kiln {
 
 extern const KernelImpl kCpuView;  // Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout: in place or a copy
+// DepthFirstConv tile by tile (depthwise rows or scaled rows, then the pointwise GEMM), per ISA
+extern const KernelImpl kCpuDepthFirstConvAvx512;
+extern const KernelImpl kCpuDepthFirstConvAvx2;
+extern const KernelImpl kCpuDepthFirstConvPortable;
 
 }  // namespace kiln

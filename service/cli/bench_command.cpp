@@ -1,6 +1,7 @@
 // kiln bench MODEL|model.kiln: times the compiled model in-process after warm-up and prints
 // median/p90 latency and throughput, so every deployment candidate is measured the same way.
 #include <algorithm>
+#include <cstdlib>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -78,7 +79,8 @@ void print_profile(const Engine& engine, const std::vector<double>& step_ms) {
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return step_ms[a] > step_ms[b]; });
   std::printf("slowest steps\n");
-  for (size_t i = 0; i < std::min<size_t>(order.size(), 10); ++i)
+  const size_t shown = std::getenv("KILN_PROFILE_ALL") ? order.size() : std::min<size_t>(order.size(), 10);
+  for (size_t i = 0; i < shown; ++i)
     std::printf("  %8.3f ms  %s (%s on %s) [%s]\n", step_ms[order[i]], steps[order[i]].node.c_str(),
                 steps[order[i]].op.c_str(), steps[order[i]].kernel.c_str(), steps[order[i]].output_layout.c_str());
 }

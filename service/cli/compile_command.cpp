@@ -25,8 +25,9 @@ struct CompileOptions {
 };
 
 int print_pass_table() {
-  std::printf("%-24s %s\n", "pass", "what it does (default pipeline order)");
-  for (const PassInfo& p : pass_table()) std::printf("%-24s %s\n", std::string(p.name).c_str(), std::string(p.summary).c_str());
+  std::printf("%-24s %s\n", "pass", "what it does (pipeline order; [optional]: not in 'default', in 'all')");
+  for (const PassInfo& p : pass_table())
+    std::printf("%-24s %s%s\n", std::string(p.name).c_str(), p.in_default ? "" : "[optional] ", std::string(p.summary).c_str());
   return kExitOk;
 }
 
@@ -58,7 +59,7 @@ void add_compile_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("model", opts->model, "ONNX model file");
   cmd->add_option("-o,--output", opts->output, "Where to write the .kiln file");
   opts->dims.add_to(*cmd);
-  cmd->add_option("--passes", opts->passes, "Comma-separated pass list, 'default' or 'none'");
+  cmd->add_option("--passes", opts->passes, "Comma-separated pass list, 'default', 'all' (with the optional passes) or 'none'");
   cmd->add_flag("--print-passes", opts->print_passes, "List every pass in the pipeline table and exit");
   cmd->add_option("--dump-ir-after", opts->dump_ir_after, "Print the IR after these passes ('all' for every one)")
       ->delimiter(',');

@@ -83,9 +83,11 @@ Status check_model(const fs::path& dir, const std::string& name, bool with_passe
   std::vector<std::vector<std::string>> pipelines;
   for (const std::string& pass : default_pipeline()) pipelines.push_back({pass});
   pipelines.push_back(default_pipeline());
+  if (all_passes() != default_pipeline()) pipelines.push_back(all_passes());  // optional passes too
   for (const auto& pipeline : pipelines) {
     Graph optimized = graph;
-    const std::string label = name + " + " + (pipeline.size() == 1 ? pipeline[0] : std::string("all passes"));
+    const std::string label =
+        name + " + " + (pipeline.size() == 1 ? pipeline[0] : pipeline == default_pipeline() ? "default passes" : "all passes");
     const auto pass_start = std::chrono::steady_clock::now();
     auto records = run_passes(optimized, pipeline, options);
     if (!records) return records.status().with_context(label + ": ");

@@ -572,3 +572,88 @@ TEST_CASE("the default pipeline fuses residuals before activations", "[passes]")
   REQUIRE(at("fuse_residual_add") < at("fuse_activation"));
   REQUIRE(at("fuse_activation") < static_cast<long>(names.size()));
 }
+
+namespace {
+
+// Conv with explicit weights shape, pads, stride and group.
+ValueId conv_with(Builder& b, const std::string& out, ValueId x, Shape w, int64_t group, int64_t pad, int64_t stride) {
+  Attrs a;
+  a.set("pads", std::vector<int64_t>{pad, pad, pad, pad});
+  a.set("strides", std::vector<int64_t>{stride, stride});
+  a.set("group", group);
+  const int64_t m = w[0];
+  return b.node(OpKind::Conv, out, {x, b.weight(out + "_w", std::move(w)), b.weight(out + "_b", {m})}, a);
+}
+
+ValueId relu6(Builder& b, const std::string& out, ValueId x) {
+  return b.node(OpKind::Clip, out, {x, b.scalar(out + "_lo", 0.0f), b.scalar(out + "_hi", 6.0f)});
+}
+
+}  // namespace
+
+TEST_CASE("fuse_depth_first fuses MobileNetV2's dw -> project and EfficientNet's SE scale -> project", "[passes]") {
+  Builder b;
+  const ValueId x = b.input("x", {1, 8, 10, 10});
+  // Inverted residual: expand 1x1 + relu6, dw 3x3 + relu6, project 1x1, + x.
+  const ValueId e = relu6(b, "e6", conv_with(b, "e", x, {24, 8, 1, 1}, 1, 0, 1));
+  const ValueId d = relu6(b, "d6", conv_with(b, "d", e, {24, 1, 3, 3}, 24, 1, 1));
+  const ValueId p = conv_with(b, "p", d, {8, 24, 1, 1}, 1, 0, 1);
+  const ValueId block = b.node(OpKind::Add, "block", {p, x});
+  // Squeeze-excite: dw 3x3 s2, GlobalAveragePool -> 1x1 -> Sigmoid, Mul, project.
+  const ValueId d2 = conv_with(b, "d2", block, {8, 1, 3, 3}, 8, 1, 2);
+  const ValueId pooled = b.node(OpKind::GlobalAveragePool, "pooled", {d2});
+  const ValueId gate = b.node(OpKind::Sigmoid, "gate", {conv_with(b, "se", pooled, {8, 8, 1, 1}, 1, 0, 1)});
+  const ValueId scaled = b.node(OpKind::Mul, "scaled", {d2, gate});
+  b.output(conv_with(b, "y", scaled, {12, 8, 1, 1}, 1, 0, 1));
+
+  std::vector<std::string> passes = default_pipeline();
+  passes.push_back("fuse_depth_first");
+  auto records = run(b.g, passes);
+  INFO((records ? std::string() : records.error().message));
+  REQUIRE(records);
+  for (const PassRecord& rec : *records) CHECK(rec.max_rel_error < 1e-5);
+  REQUIRE(records->back().changed);
+  // dw + project (+ residual) is one node; d2 has two readers (pool and Mul), so only the Mul
+  // joins its project.
+  REQUIRE(ops(b.g) == std::vector<OpKind>{OpKind::Conv, OpKind::DepthFirstConv, OpKind::Conv,
+                                          OpKind::GlobalAveragePool, OpKind::Conv, OpKind::DepthFirstConv});
+  const Node& block_node = b.g.nodes[1];
+  REQUIRE(block_node.inputs.size() == 7);  // X, DW, DB, (no S), W, B, residual
+  REQUIRE(block_node.inputs[3] == kNoValue);
+  REQUIRE(block_node.inputs[6] == x);
+  REQUIRE(post_ops_from_attrs(block_node.attrs, "dw_")->activation == Activation::clip);
+  const Node& se_node = b.g.nodes[5];
+  REQUIRE(se_node.inputs[1] == kNoValue);  // no depthwise stage
+  REQUIRE(se_node.inputs[3] != kNoValue);  // the gate
+}
+
+TEST_CASE("fuse_depth_first leaves shared values, strided or padded 1x1 convs and full convs", "[passes]") {
+  Builder b;
+  const ValueId x = b.input("x", {1, 4, 6, 6});
+  const ValueId d = conv_with(b, "d", x, {4, 1, 3, 3}, 4, 1, 1);
+  b.output(conv_with(b, "p", d, {6, 4, 1, 1}, 1, 0, 1));
+  b.output(d);  // d is a graph output: must be kept
+  const ValueId full = conv_with(b, "full", x, {4, 4, 3, 3}, 1, 1, 1);  // not depthwise
+  b.output(conv_with(b, "p2", full, {6, 4, 1, 1}, 1, 0, 1));
+  const ValueId d3 = conv_with(b, "d3", x, {4, 1, 3, 3}, 4, 1, 1);
+  b.output(conv_with(b, "p3", d3, {6, 4, 1, 1}, 1, 0, 2));  // strided 1x1
+  auto records = run(b.g, {"fuse_depth_first"});
+  REQUIRE(records);
+  REQUIRE_FALSE(records->back().changed);
+}
+
+TEST_CASE("DepthFirstConv inference refuses bad shapes with the input named", "[passes]") {
+  Attrs a;
+  const ValueType x = ValueType::of(DType::f32, sym_shape_from({1, 4, 6, 6}));
+  const ValueType w_bad = ValueType::of(DType::f32, sym_shape_from({6, 5, 1, 1}));
+  const ValueType w3 = ValueType::of(DType::f32, sym_shape_from({6, 4, 3, 3}));
+  for (const ValueType* w : {&w_bad, &w3}) {
+    InferContext ctx;
+    ctx.attrs = &a;
+    ctx.inputs = {&x, nullptr, nullptr, nullptr, w};
+    ctx.values.assign(5, nullptr);
+    const Status st = op_def(OpKind::DepthFirstConv).infer(ctx);
+    REQUIRE_FALSE(st);
+    REQUIRE(st.message().find("W") != std::string::npos);
+  }
+}

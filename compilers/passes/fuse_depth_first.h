@@ -1,0 +1,23 @@
+// fuse_depth_first: BrainSlug's depth-first fusion for the memory-bound layers in front of a
+// pointwise convolution. A 1x1 Conv (stride 1, no pads, group 1) whose input is computed only for
+// it by
+//   - a depthwise Conv (group = channels, one filter per channel; MobileNetV2's dw -> project), or
+//   - a Mul by a per-channel [N, C, 1, 1] scale (EfficientNet's squeeze-excite -> project),
+//     itself maybe reading such a depthwise Conv,
+// becomes one DepthFirstConv node (kernels/reference/depth_first_conv.cpp), which the CPU kernel
+// runs tile by tile so the depthwise/scaled tensor never leaves the cache.
+// Requires: topological order, inferred types; runs after fuse_activation and fuse_residual_add
+// (the nodes keep their fused activations and the pointwise residual).
+// Left alone: values that are graph outputs or have other readers, auto_pad other than NOTSET,
+// dilations, non-constant weights, a depthwise Conv with a residual, broadcasts other than
+// [N, C, 1, 1] against [N, C, H, W].
+// Guarantees: topological order; results unchanged up to float rounding.
+#pragma once
+
+#include "compilers/passes/pass.h"
+
+namespace kiln {
+
+Result<bool> pass_fuse_depth_first(Graph& graph, const PassContext& ctx);
+
+}  // namespace kiln

@@ -1,0 +1,42 @@
+#include "kernels/cpu/isa.h"
+
+#include <cstdlib>
+#include <string>
+
+namespace kiln {
+namespace {
+
+CpuIsa detected() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl"))
+    return CpuIsa::avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return CpuIsa::avx2;
+  return CpuIsa::portable;
+}
+
+CpuIsa cap() {
+  const char* env = std::getenv("KILN_CPU_ISA");
+  const std::string v = env ? env : "";
+  if (v == "portable") return CpuIsa::portable;
+  if (v == "avx2") return CpuIsa::avx2;
+  return CpuIsa::avx512;
+}
+
+}  // namespace
+
+std::string_view cpu_isa_name(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::portable: return "portable";
+    case CpuIsa::avx2: return "avx2";
+    case CpuIsa::avx512: return "avx512";
+  }
+  return "portable";
+}
+
+bool cpu_isa_available(CpuIsa isa) {
+  static const CpuIsa best = detected();
+  return isa <= best && isa <= cap();
+}
+
+}  // namespace kiln
