@@ -9,7 +9,8 @@
 // Usage: node bench/compare_cpu.js [--models DIR] [--names a,b] [--batches 1,8] [--threads 2]
 //                                  [--iters 30] [--rounds 3] [--kiln build/kiln]
 // Models come from the models-test cache (build/model-cache, filled by scripts/test.sh or by
-// `python3 tests/models/export_torchvision.py --out build/model-cache`).
+// `python3 tests/models/export_torchvision.py --out build/model-cache`). PyTorch runs under
+// Debian's /usr/bin/python3 (KILN_PYTHON overrides).
 'use strict';
 
 const { execFileSync } = require('child_process');
@@ -66,8 +67,9 @@ function main() {
   const cpu = (fs.readFileSync('/proc/cpuinfo', 'utf8').match(/model name\s*:\s*(.*)/) || [, 'unknown'])[1];
   console.log(`kiln vs ONNX Runtime (graph optimizations: all), ${opts.threads} threads, ` +
               `${opts.iters} timed runs x ${opts.rounds} alternating rounds; CPU: ${cpu}, ${os.cpus().length} vCPUs`);
-  console.log('model              batch  kiln ms   ORT ms  kiln/ORT  kiln ready  ORT ready  kiln 1st   ORT 1st' +
-              (opts.torch ? '  torch ms' : ''));
+  console.log('model              batch  kiln ms   ORT ms  kiln/ORT  kiln ready  ORT ready  kiln 1st   ORT 1st  peak MB' +
+              (opts.torch ? '  torch ms  kiln/torch' : ''));
+  const ratios = [];
   for (const name of opts.names) {
     const model = path.join(opts.models, `${name}.onnx`);
     if (!fs.existsSync(model)) {
@@ -84,18 +86,26 @@ function main() {
         ort.push(runJson('node', [path.join(__dirname, 'peers', 'ort_bench.js'), model, '--batch', String(batch),
                                   '--threads', String(opts.threads), '--iters', String(opts.iters)]));
         if (opts.torch)
-          torch.push(runJson('python3', [path.join(__dirname, 'peers', 'torch_bench.py'), name, '--batch',
+          torch.push(runJson(process.env.KILN_PYTHON || '/usr/bin/python3', [path.join(__dirname, 'peers', 'torch_bench.py'), name, '--batch',
                                          String(batch), '--threads', String(opts.threads), '--iters',
                                          String(opts.iters)]));
       }
       const k = median(kiln.map((x) => x.median_ms)), o = median(ort.map((x) => x.median_ms));
+      const t = opts.torch ? median(torch.map((x) => x.median_ms)) : 0;
+      ratios.push(k / o);
       console.log(`${name.padEnd(18)} ${String(batch).padStart(5)} ${fmt(k)} ${fmt(o)} ${fmt(k / o, 9)} ` +
                   `${fmt(median(kiln.map((x) => x.ready_ms)), 11, 1)} ${fmt(median(ort.map((x) => x.ready_ms)), 10, 1)} ` +
-                  `${fmt(median(kiln.map((x) => x.first_run_ms)), 9, 1)} ${fmt(median(ort.map((x) => x.first_run_ms)), 9, 1)}` +
-                  (opts.torch ? ` ${fmt(median(torch.map((x) => x.median_ms)))}` : ''));
+                  `${fmt(median(kiln.map((x) => x.first_run_ms)), 9, 1)} ${fmt(median(ort.map((x) => x.first_run_ms)), 9, 1)} ` +
+                  `${fmt(kiln[0].arena_bytes / 1e6, 8, 1)}` +
+                  (opts.torch ? ` ${fmt(t)} ${fmt(k / t, 11)}` : ''));
     }
   }
-  console.log('ms = median latency per batch; ready = load/compile-free start-up to a runnable session ' +
+  if (ratios.length) {
+    const geomean = Math.exp(ratios.reduce((a, r) => a + Math.log(r), 0) / ratios.length);
+    console.log(`geometric mean kiln/ORT over ${ratios.length} cases: ${geomean.toFixed(3)}; ` +
+                `worst ${Math.max(...ratios).toFixed(2)}`);
+  }
+  console.log('ms = median latency per batch; peak MB = kiln\'s planned activation arena; ready = load/compile-free start-up to a runnable session ' +
               '(kiln: mmap .kiln + engine create; ORT: InferenceSession.create incl. its graph optimization); ' +
               '1st = first run.');
   fs.rmSync(work, { recursive: true, force: true });

@@ -110,3 +110,30 @@ TEST_CASE("damaged .kiln files are refused with a clear error", "[plan_file]") {
     REQUIRE(r.error().message.find("not a .kiln file (bad magic)") != std::string::npos);
   }
 }
+
+TEST_CASE("large weights are checksummed in parallel chunks, and a flip in any chunk is caught", "[plan_file]") {
+  // 40 MB of weights: above the size where the check is split across threads.
+  Plan plan = tiny_plan();
+  const int big = plan.num_slots++;
+  plan.slot_types.push_back(ValueType::of(DType::f32, sym_shape_from({10 << 20})));
+  Tensor t = Tensor::zeros(DType::f32, {10 << 20});
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = static_cast<float>(i % 977);
+  plan.constants.push_back({big, std::move(t)});
+  const fs::path good = temp_file("big.kiln");
+  REQUIRE(plan_write_file(good.string(), plan, {"kiln test", "big", "none", ""}));
+  REQUIRE(plan_read_file(good.string()));
+  const std::string bytes = read_all(good);
+  const fs::path bad = temp_file("big_bad.kiln");
+  for (double at : {0.3, 0.55, 0.8, 0.999}) {  // in the second, third and last chunks of the weights
+    std::string flipped = bytes;
+    const size_t i = static_cast<size_t>(static_cast<double>(bytes.size()) * at);
+    flipped[i] = static_cast<char>(flipped[i] ^ 4);
+    write_all(bad, flipped);
+    auto r = plan_read_file(bad.string());
+    INFO("flipped byte " << i << " of " << bytes.size());
+    REQUIRE_FALSE(r);
+    REQUIRE(r.error().message.find("corrupt weights (checksum mismatch)") != std::string::npos);
+  }
+  fs::remove(good);
+  fs::remove(bad);
+}
