@@ -22,7 +22,9 @@ std::vector<fs::path> example_documents() {
     if (!entry.is_regular_file() || (ext != ".yaml" && ext != ".yml" && ext != ".json")) continue;
     const std::string name = entry.path().filename().string();
     // Not descriptions: metrics from training, CI pipelines, Kubernetes manifests.
-    if (name == "metrics.json" || entry.path().string().find("/ci/") != std::string::npos) continue;
+    // (Matched below examples/, so a checkout under a folder named ci/ still finds them.)
+    const std::string inside = fs::relative(entry.path(), kRoot / "examples").generic_string();
+    if (name == "metrics.json" || inside.starts_with("ci/") || inside.find("/ci/") != std::string::npos) continue;
     files.push_back(entry.path());
   }
   std::sort(files.begin(), files.end());
