@@ -255,8 +255,18 @@ Result<std::unique_ptr<Engine>> Engine::create(const Plan& plan, const EngineOpt
     return slot_value[static_cast<size_t>(slot)];
   };
   s->constants.reserve(plan.constants.size());
+  std::vector<const Tensor*> constant_of(static_cast<size_t>(plan.num_slots), nullptr);
   for (const auto& [slot, tensor] : plan.constants) {
+    KILN_REQUIRE(slot >= 0 && slot < plan.num_slots && static_cast<size_t>(slot) < plan.slot_types.size(),
+                 invalid_argument, "constant for slot ", slot, ", which the plan does not have");
+    const ValueType& declared = plan.slot_types[static_cast<size_t>(slot)];
+    KILN_REQUIRE(declared.dtype == tensor.dtype() && declared.rank_known &&
+                     sym_shape_is_concrete(declared.shape) && sym_shape_concrete(declared.shape) == tensor.shape(),
+                 invalid_argument, "constant in slot ", slot, " is ", dtype_name(tensor.dtype()),
+                 shape_to_string(tensor.shape()), " but the slot is ", dtype_name(declared.dtype),
+                 sym_shape_to_string(declared.shape));
     s->constants.push_back(tensor);
+    constant_of[static_cast<size_t>(slot)] = &s->constants.back();
     s->values.push_back(RtValue{});
     RtValue& v = s->values.back();
     v.name = "constant@" + std::to_string(slot);
@@ -283,6 +293,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const Plan& plan, const EngineOpt
     for (int slot : step.inputs)
       KILN_REQUIRE(slot < 0 || slot_value[static_cast<size_t>(slot)] >= 0, invalid_argument, "node '", step.name,
                    "' reads slot ", slot, ", which nothing writes");
+    KILN_TRY(check_step_types(plan, step, &constant_of));  // fast kernels trust these types
     Status st = add_plan_step(*s, step, slot_value, options.verbose);
     if (!st) return st.with_context("node '" + step.name + "' (" + std::string(op_name(step.op)) + "): ");
   }

@@ -22,6 +22,51 @@ Status check_arity(const PlanStep& step, const OpDef& def) {
   return Status::ok();
 }
 
+}  // namespace
+
+Status check_step_types(const Plan& plan, const PlanStep& step, const std::vector<const Tensor*>* constants) {
+  const OpDef& def = op_def(step.op);
+  Status st = check_arity(step, def);
+  if (!st) return st.with_context(step_context(step));
+  auto type_of = [&](int slot) -> const ValueType* {
+    return slot >= 0 && static_cast<size_t>(slot) < plan.slot_types.size() ? &plan.slot_types[static_cast<size_t>(slot)]
+                                                                            : nullptr;
+  };
+  InferContext infer;
+  infer.attrs = &step.attrs;
+  for (int slot : step.inputs) {
+    const ValueType* t = slot < 0 ? nullptr : type_of(slot);
+    KILN_REQUIRE(slot < 0 || t, invalid_argument, step_context(step), "reads slot ", slot, ", which has no type");
+    infer.inputs.push_back(t);
+    const Tensor* value = nullptr;
+    if (constants && slot >= 0 && static_cast<size_t>(slot) < constants->size()) {
+      value = (*constants)[static_cast<size_t>(slot)];
+    } else if (!constants) {
+      for (const auto& [s, tensor] : plan.constants)
+        if (s == slot) value = &tensor;
+    }
+    infer.values.push_back(value);
+  }
+  st = def.infer(infer);
+  if (!st) return st.with_context(step_context(step));
+  for (size_t i = 0; i < step.outputs.size() && i < infer.outputs.size(); ++i) {
+    const ValueType* recorded = type_of(step.outputs[i]);
+    if (step.outputs[i] < 0) continue;
+    KILN_REQUIRE(recorded, invalid_argument, step_context(step), "writes slot ", step.outputs[i], ", which has no type");
+    const ValueType& want = infer.outputs[i];
+    if (!want.rank_known) continue;  // data-dependent: the kernel checks at run time
+    bool same = want.dtype == recorded->dtype && recorded->rank_known && want.shape.size() == recorded->shape.size();
+    for (size_t d = 0; same && d < want.shape.size(); ++d)
+      same = !want.shape[d].known() || (recorded->shape[d].known() && want.shape[d].value == recorded->shape[d].value);
+    KILN_REQUIRE(same, invalid_argument, step_context(step), "output ", i, " is recorded as ",
+                 dtype_name(recorded->dtype), sym_shape_to_string(recorded->shape), " but its inputs make it ",
+                 dtype_name(want.dtype), sym_shape_to_string(want.shape));
+  }
+  return Status::ok();
+}
+
+namespace {
+
 // The shape to allocate for output `index`, or limit_exceeded when it needs more than `max_bytes`.
 Result<Shape> checked_output_shape(const ValueType& type, size_t index, int64_t max_bytes) {
   Shape shape = sym_shape_concrete(type.shape);

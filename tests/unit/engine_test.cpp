@@ -71,6 +71,33 @@ TEST_CASE("the engine refuses symbolic shapes and wrong inputs", "[engine]") {
   REQUIRE(symbolic.error().message.find("concrete shapes") != std::string::npos);
 }
 
+TEST_CASE("the engine refuses a plan whose recorded types disagree with its ops", "[engine]") {
+  // A .kiln file is untrusted input: fast kernels must never see shapes the ops do not produce.
+  SECTION("an output shape") {
+    Plan plan = small_cnn();
+    plan.slot_types[3].shape[2] = Dim(9);  // the conv output c: [1,4,7,7] -> [1,4,9,7]
+    auto e = Engine::create(plan, {1, nullptr});
+    REQUIRE_FALSE(e);
+    REQUIRE(e.error().message.find("node 'conv' (Conv): output 0 is recorded as float32[1,4,9,7] but its inputs "
+                                   "make it float32[1,4,7,7]") != std::string::npos);
+  }
+  SECTION("a weight that is not its slot's shape") {
+    Plan plan = small_cnn();
+    plan.constants[0].second = random_tensor({4, 3, 2, 2}, 2);
+    auto e = Engine::create(plan, {1, nullptr});
+    REQUIRE_FALSE(e);
+    REQUIRE(e.error().message.find("constant in slot 1 is float32[4,3,2,2] but the slot is float32[4,3,3,3]") !=
+            std::string::npos);
+  }
+  SECTION("an input count the op does not take") {
+    Plan plan = small_cnn();
+    plan.steps[1].inputs.push_back(0);  // Relu with two inputs
+    auto e = Engine::create(plan, {1, nullptr});
+    REQUIRE_FALSE(e);
+    REQUIRE(e.error().message.find("node 'relu' (Relu): has 2 inputs") != std::string::npos);
+  }
+}
+
 // x -> conv1 -> c1;  x -> conv2 (+ residual c1, relu) -> c2;  c2 -> conv3 (+ residual c1) -> y.
 // conv2's residual c1 is still read by conv3, so it cannot be overwritten; conv3's residual c1
 // dies there, so conv3 may write y over it.
