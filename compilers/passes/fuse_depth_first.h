@@ -5,7 +5,9 @@
 //   - a Mul by a per-channel [N, C, 1, 1] scale (EfficientNet's squeeze-excite -> project),
 //     itself maybe reading such a depthwise Conv,
 // becomes one DepthFirstConv node (kernels/reference/depth_first_conv.cpp), which the CPU kernel
-// runs tile by tile so the depthwise/scaled tensor never leaves the cache.
+// runs tile by tile so the depthwise/scaled tensor never leaves the cache. Only where that pays:
+// a memory-bound pointwise stage (<= 32 output channels) after an intermediate of >= 256 KB per
+// image (measured; see fusion_pays).
 // Requires: topological order, inferred types; runs after fuse_activation and fuse_residual_add
 // (the nodes keep their fused activations and the pointwise residual).
 // Left alone: values that are graph outputs or have other readers, auto_pad other than NOTSET,

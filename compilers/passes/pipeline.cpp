@@ -30,11 +30,12 @@ constexpr std::array kPasses = {
     PassInfo{"reorder_pool_activation", "move a monotonic activation from before a MaxPool to after it",
              pass_reorder_pool_activation},
     PassInfo{"merge_concats", "flatten a Concat of a single-reader Concat on the same axis", pass_merge_concats},
-    // Not default: on the 2-MB-L2 Xeon it was measured 10% slower than oneDNN's separate
-    // convolutions on MobileNetV2 (docs/architecture.md, "Depth-first fusion").
+    // Last: it takes the nodes with their fused activations and residuals. It fuses only where
+    // measured faster than oneDNN's separate convolutions (fusion_pays; docs/architecture.md).
     PassInfo{"fuse_depth_first",
-             "run a depthwise Conv and/or per-channel Mul with the 1x1 Conv after it, tile by tile (DepthFirstConv)",
-             pass_fuse_depth_first, false},
+             "run [1x1 expand ->] depthwise Conv [-> per-channel Mul -> 1x1 project] tile by tile (DepthFirstConv) "
+             "where the intermediates would leave the cache",
+             pass_fuse_depth_first},
 };
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "kernels/cpu/depthwise_rows.h"
 
+#include "kernels/cpu/activation.h"
+
 #include <immintrin.h>
 
 #include <algorithm>
@@ -86,12 +88,21 @@ KILN_AVX512 void block_avx512(const PackedDepthwise& dw, const Avx512Epilogue& e
       const float* base = x + ((rows.iy + u) * g.w + rows.ix) * g.c + c0;
       const float* taps = dw.taps.data() + (u * g.kw) * dw.cpad + c0;
       if constexpr (kKw > 0) {
+        // One pointer walks the row's input vectors; each is loaded once and feeds every pixel
+        // whose window covers it (the pixel and tap indices are compile-time after unrolling),
+        // which keeps the addressing in one register instead of kInputs spilled offsets.
         constexpr int kInputs = (kPixels - 1) * kSw + kKw;
-        __m512 in[kInputs];
-        for (int i = 0; i < kInputs; ++i) in[i] = _mm512_maskz_loadu_ps(mask, base + i * g.c);
-        for (int v = 0; v < kKw; ++v) {
-          const __m512 tap = _mm512_loadu_ps(taps + v * dw.cpad);
-          for (int p = 0; p < kPixels; ++p) acc[p] = _mm512_fmadd_ps(in[p * kSw + v], tap, acc[p]);
+        __m512 tap[kKw];
+        for (int v = 0; v < kKw; ++v) tap[v] = _mm512_loadu_ps(taps + v * dw.cpad);
+        const float* ptr = base;
+#pragma GCC unroll 32
+        for (int i = 0; i < kInputs; ++i, ptr += g.c) {
+          const __m512 in = _mm512_maskz_loadu_ps(mask, ptr);
+#pragma GCC unroll 8
+          for (int v = 0; v < kKw; ++v) {
+            const int q = i - v;
+            if (q >= 0 && q % kSw == 0 && q / kSw < kPixels) acc[q / kSw] = _mm512_fmadd_ps(in, tap[v], acc[q / kSw]);
+          }
         }
       } else {
         for (int64_t v = 0; v < g.kw; ++v) {
@@ -196,7 +207,7 @@ void rows_portable(const PackedDepthwise& dw, const float* x, int64_t p0, int64_
           for (int64_t c = 0; c < g.c; ++c) dst[c] += in[c] * tap[c];
         }
       if (dw.act.activation == Activation::relu || dw.act.activation == Activation::clip || dw.act.empty()) {
-        apply_activation(dw.act, dst, g.c);
+        apply_activation(CpuIsa::portable, dw.act, dst, g.c);
         if (scale)
           for (int64_t c = 0; c < g.c; ++c) dst[c] *= scale[c];
       }
@@ -232,24 +243,10 @@ void depthwise_pixels(const PackedDepthwise& dw, const float* x, int64_t p0, int
   const bool vector_act = dw.act.activation == Activation::relu || dw.act.activation == Activation::clip || dw.act.empty();
   if (vector_act) return;
   const int64_t pixels = p1 - p0;
-  apply_activation(dw.act, out, pixels * dw.g.c);
+  apply_activation(dw.isa, dw.act, out, pixels * dw.g.c);
   if (scale)
     for (int64_t p = 0; p < pixels; ++p)
       for (int64_t c = 0; c < dw.g.c; ++c) out[p * dw.g.c + c] *= scale[c];
-}
-
-void apply_activation(const PostOps& act, float* y, int64_t count) {
-  switch (act.activation) {
-    case Activation::none: return;
-    case Activation::relu:
-      for (int64_t i = 0; i < count; ++i) y[i] = y[i] < 0.0f ? 0.0f : y[i];
-      return;
-    case Activation::clip:
-      for (int64_t i = 0; i < count; ++i) y[i] = std::min(std::max(y[i], act.alpha), act.beta);
-      return;
-    default:
-      for (int64_t i = 0; i < count; ++i) y[i] = activation_apply(act, y[i]);
-  }
 }
 
 }  // namespace kiln::cpu

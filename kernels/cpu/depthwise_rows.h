@@ -35,7 +35,4 @@ PackedDepthwise pack_depthwise(CpuIsa isa, const DepthwiseGeometry& g, const flo
 void depthwise_pixels(const PackedDepthwise& dw, const float* x, int64_t p0, int64_t p1, const float* scale,
                       float* out);
 
-// y[i] = act(y[i]) for `count` values; relu and clip vectorize, the rest use activation_apply.
-void apply_activation(const PostOps& act, float* y, int64_t count);
-
 }  // namespace kiln::cpu

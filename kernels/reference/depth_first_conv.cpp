@@ -1,13 +1,16 @@
-// DepthFirstConv, float32 (made by the fuse_depth_first pass, never imported): a pointwise (1x1)
-// convolution whose input is first passed through an optional depthwise convolution and an
-// optional per-channel scale, so a fast kernel can compute it tile by tile with the
-// intermediate in cache (BrainSlug's depth-first execution).
-//   inputs: 0 X [N,C,H,W]; 1 DW [C,1,kh,kw] and 2 DB [C] (optional: the depthwise stage);
+// DepthFirstConv, float32 (made by the fuse_depth_first pass, never imported): a chain of an
+// optional pointwise (1x1) expansion, an optional depthwise convolution, an optional per-channel
+// scale and an optional pointwise (1x1) projection, so a fast kernel can compute it tile by tile
+// with the intermediates in cache (BrainSlug's depth-first execution).
+//   inputs: 0 X [N,Cx,H,W]; 7 EW [C,Cx,1,1] and 8 EB [C] (optional: the expansion; without it
+//           C = Cx); 1 DW [C,1,kh,kw] and 2 DB [C] (optional: the depthwise stage);
 //           3 S [N,C,1,1] (optional: the per-channel scale, squeeze-excite's multiply);
-//           4 W [M,C,1,1]; 5 B [M] (optional); 6 R [N,M,H',W'] (optional residual)
-//   attributes: dw_strides [sh,sw] (1,1), dw_pads [t,l,b,r] (0s), dw_activation* (kernels/post_ops.h
-//           with prefix "dw_"), activation* (the pointwise epilogue)
-//   Y = act(W * scale(dw_act(DW (*) X + DB)) + B + R), H' = (H + t + b - kh) / sh + 1.
+//           4 W [M,C,1,1] (optional: the projection; without it Y is the depthwise stage's result
+//           and B, R and the activation must be absent); 5 B [M]; 6 R [N,M,H',W'] (residual)
+//   attributes: ex_activation* (the expansion's, kernels/post_ops.h with prefix "ex_"),
+//           dw_strides [sh,sw] (1,1), dw_pads [t,l,b,r] (0s), dw_activation* (prefix "dw_"),
+//           activation* (the projection's epilogue)
+//   Y = act(W * scale(dw_act(DW (*) ex_act(EW * X + EB) + DB)) + B + R), H' = (H + t + b - kh) / sh + 1.
 #include "kernels/post_ops.h"
 #include "kernels/reference/common.h"
 #include "kernels/reference/epilogue.h"
@@ -15,7 +18,8 @@
 namespace kiln {
 namespace {
 
-constexpr size_t kDw = 1, kDwBias = 2, kScale = 3, kWeight = 4, kBias = 5, kResidual = 6;
+constexpr size_t kDw = 1, kDwBias = 2, kScale = 3, kWeight = 4, kBias = 5, kResidual = 6, kExpand = 7,
+                 kExpandBias = 8;
 
 struct DwGeometry {
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, pt = 0, pl = 0, pb = 0, pr = 0;
@@ -58,14 +62,31 @@ Status require_shape(const InferContext& ctx, size_t i, const char* name, const 
 Status infer_depth_first_conv(InferContext& ctx) {
   KILN_TRY(ref::require_dtype(ctx, 0, {DType::f32}));
   KILN_TRY(post_ops_from_attrs(*ctx.attrs, "dw_").status());
-  KILN_REQUIRE(ctx.has_input(kWeight), invalid_argument, "input 4 (W) is missing");
+  KILN_TRY(post_ops_from_attrs(*ctx.attrs, "ex_").status());
   const ValueType& x = ctx.input(0);
-  const ValueType& w = ctx.input(kWeight);
   KILN_REQUIRE(x.rank_known && x.rank() == 4, shape_mismatch, "X must have rank 4 (N, C, H, W)");
+  Dim c = x.shape[1];
+  if (ctx.has_input(kExpand)) {
+    const ValueType& e = ctx.input(kExpand);
+    KILN_REQUIRE(e.rank_known && e.rank() == 4 && e.shape[2] == Dim(1) && e.shape[3] == Dim(1) && e.shape[0].known(),
+                 shape_mismatch, "EW must be [C, Cx, 1, 1], got ", sym_shape_to_string(e.shape));
+    KILN_TRY(require_shape(ctx, kExpand, "EW", {e.shape[0], c, 1, 1}));
+    c = e.shape[0];
+    if (ctx.has_input(kExpandBias)) KILN_TRY(require_shape(ctx, kExpandBias, "EB", {c}));
+  } else {
+    KILN_REQUIRE(!ctx.has_input(kExpandBias), invalid_argument, "EB given without EW");
+  }
+  const bool project = ctx.has_input(kWeight);
+  if (!project) {
+    KILN_ASSIGN(act, post_ops_from_attrs(*ctx.attrs));
+    KILN_REQUIRE(!ctx.has_input(kBias) && !ctx.has_input(kResidual) && act.empty() && ctx.has_input(kDw),
+                 invalid_argument, "without W (no projection) there must be DW and no B, R or activation");
+  }
+  const ValueType no_projection = ValueType::of(DType::f32, SymShape{c, c, 1, 1});
+  const ValueType& w = project ? ctx.input(kWeight) : no_projection;
   KILN_REQUIRE(w.rank_known && w.rank() == 4 && w.shape[2] == Dim(1) && w.shape[3] == Dim(1) && w.shape[0].known(),
                shape_mismatch, "W must be [M, C, 1, 1], got ", sym_shape_to_string(w.shape));
-  const Dim c = x.shape[1];
-  KILN_TRY(require_shape(ctx, kWeight, "W", {w.shape[0], c, 1, 1}));
+  if (project) KILN_TRY(require_shape(ctx, kWeight, "W", {w.shape[0], c, 1, 1}));
   SymShape out = {x.shape[0], w.shape[0], x.shape[2], x.shape[3]};
   const bool dw = ctx.has_input(kDw);
   if (dw) {
@@ -92,11 +113,39 @@ Status infer_depth_first_conv(InferContext& ctx) {
   if (ctx.has_input(kScale)) KILN_TRY(require_shape(ctx, kScale, "S", {x.shape[0], c, 1, 1}));
   if (ctx.has_input(kBias)) KILN_TRY(require_shape(ctx, kBias, "B", {w.shape[0]}));
   ctx.outputs.assign(1, ValueType::of(DType::f32, std::move(out)));
+  if (!project) return Status::ok();
   return ref::infer_epilogue(ctx, kResidual, ctx.outputs[0]);
 }
 
-Status run_depth_first_conv(RunContext& ctx) {
+// ex_act(EW * X + EB): [N, C, H, W] from X [N, Cx, H, W].
+Result<Tensor> expand(const RunContext& ctx) {
   const Tensor& x = ctx.input(0);
+  const int64_t n = x.dim(0), cx = x.dim(1), plane = x.dim(2) * x.dim(3);
+  const Tensor& ew = ctx.input(kExpand);
+  const int64_t c = ew.dim(0);
+  const float* wp = ew.data<float>();
+  const float* bp = ctx.has_input(kExpandBias) ? ctx.input(kExpandBias).data<float>() : nullptr;
+  KILN_ASSIGN(act, post_ops_from_attrs(*ctx.attrs, "ex_"));
+  Tensor e = Tensor::zeros(DType::f32, {n, c, x.dim(2), x.dim(3)});
+  const float* in = x.data<float>();
+  float* out = e.data<float>();
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t o = 0; o < c; ++o)
+      for (int64_t p = 0; p < plane; ++p) {
+        double acc = bp ? bp[o] : 0.0;
+        for (int64_t k = 0; k < cx; ++k) acc += static_cast<double>(wp[o * cx + k]) * in[(b * cx + k) * plane + p];
+        out[(b * c + o) * plane + p] = activation_apply(act, static_cast<float>(acc));
+      }
+  return e;
+}
+
+Status run_depth_first_conv(RunContext& ctx) {
+  Tensor expanded;
+  if (ctx.has_input(kExpand)) {
+    KILN_ASSIGN(e, expand(ctx));
+    expanded = std::move(e);
+  }
+  const Tensor& x = ctx.has_input(kExpand) ? expanded : ctx.input(0);
   const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
   Tensor& y = ctx.output(0);
   const int64_t m = y.dim(1), oh = y.dim(2), ow = y.dim(3);
@@ -131,6 +180,10 @@ Status run_depth_first_conv(RunContext& ctx) {
     for (int64_t p = 0; p < n * c; ++p)
       for (int64_t i = 0; i < oh * ow; ++i) tp[p * oh * ow + i] *= s[p];
   }
+  if (!ctx.has_input(kWeight)) {  // no projection: Y is the depthwise stage's result
+    std::copy(tp, tp + t.numel(), y.data<float>());
+    return Status::ok();
+  }
   // Stage 2: the pointwise convolution, then the epilogue.
   const float* wp = ctx.input(kWeight).data<float>();
   const float* bp = ctx.has_input(kBias) ? ctx.input(kBias).data<float>() : nullptr;
@@ -148,9 +201,9 @@ Status run_depth_first_conv(RunContext& ctx) {
 
 }  // namespace
 
-// Inputs 1 to 3 are optional, so only X is required by arity; infer requires W.
+// Inputs 1 to 8 are optional, so only X is required by arity; infer checks the combinations.
 const OpDef& op_def_DepthFirstConv() {
-  static const OpDef def{1, 7, 1, 1, infer_depth_first_conv, run_depth_first_conv};
+  static const OpDef def{1, 9, 1, 1, infer_depth_first_conv, run_depth_first_conv};
   return def;
 }
 

@@ -1,0 +1,64 @@
+#include "kernels/cpu/activation.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+
+namespace kiln::cpu {
+namespace {
+
+#define KILN_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
+
+// exp(x) = 2^n * 2^f with n = round(x * log2(e)), |f| <= 1/2; 2^f by its Taylor polynomial of
+// degree 6 (error below 2e-7 relative), 2^n by vscalefps, which also saturates to 0 and inf.
+KILN_AVX512 inline __m512 exp_avx512(__m512 x) {
+  const __m512 t = _mm512_mul_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(1.4426950408889634f));
+  const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(t, n);
+  __m512 p = _mm512_set1_ps(1.5403530393381606e-4f);
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618129107628477e-3f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550410866482158e-2f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.2402265069591007f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.6931471805599453f));
+  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+template <bool kSilu>
+KILN_AVX512 void sigmoid_avx512(float* y, int64_t count) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i < count; i += 16) {
+    const int left = static_cast<int>(std::min<int64_t>(16, count - i));
+    const __mmask16 mask = static_cast<__mmask16>(left == 16 ? 0xFFFF : (1u << left) - 1);
+    const __m512 x = _mm512_maskz_loadu_ps(mask, y + i);
+    const __m512 e = exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), x));
+    const __m512 s = kSilu ? _mm512_div_ps(x, _mm512_add_ps(one, e)) : _mm512_div_ps(one, _mm512_add_ps(one, e));
+    _mm512_mask_storeu_ps(y + i, mask, s);
+  }
+}
+
+}  // namespace
+
+void apply_activation(CpuIsa isa, const PostOps& act, float* y, int64_t count) {
+  switch (act.activation) {
+    case Activation::none: return;
+    case Activation::relu:
+      for (int64_t i = 0; i < count; ++i) y[i] = y[i] < 0.0f ? 0.0f : y[i];
+      return;
+    case Activation::clip:
+      for (int64_t i = 0; i < count; ++i) y[i] = std::min(std::max(y[i], act.alpha), act.beta);
+      return;
+    case Activation::sigmoid:
+      if (isa == CpuIsa::avx512) return sigmoid_avx512<false>(y, count);
+      break;
+    case Activation::silu:
+      if (isa == CpuIsa::avx512) return sigmoid_avx512<true>(y, count);
+      break;
+    default: break;
+  }
+  for (int64_t i = 0; i < count; ++i) y[i] = activation_apply(act, y[i]);
+}
+
+}  // namespace kiln::cpu
