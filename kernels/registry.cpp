@@ -11,7 +11,7 @@ namespace {
 // First match wins: fast kernels first, the reference kernel last.
 const std::array kKernels = {
     &kOneDnnConv,    &kOneDnnGemm,      &kOneDnnMatMul, &kOneDnnPool,      &kOneDnnEltwise, &kOneDnnBinary,
-    &kOneDnnSoftmax, &kOneDnnBatchNorm, &kOneDnnConcat, &kOneDnnLrn,       &kOneDnnTranspose,
+    &kOneDnnSoftmax, &kOneDnnBatchNorm, &kOneDnnLayerNorm, &kOneDnnConcat, &kOneDnnLrn,       &kOneDnnTranspose,
     &kCpuView,       &kCpuDepthFirstConvAvx512, &kCpuDepthFirstConvAvx2, &kCpuDepthFirstConvPortable,
     &kReferenceKernel,
 };

@@ -9,6 +9,7 @@
 #include "compilers/passes/fold_constants.h"
 #include "compilers/passes/fuse_activation.h"
 #include "compilers/passes/fuse_depth_first.h"
+#include "compilers/passes/fuse_layer_norm.h"
 #include "compilers/passes/fuse_residual_add.h"
 #include "compilers/passes/merge_concats.h"
 #include "compilers/passes/reorder_pool_activation.h"
@@ -23,6 +24,8 @@ constexpr std::array kPasses = {
     PassInfo{"eliminate_dead_nodes", "remove nodes and weights nothing reads", pass_eliminate_dead_nodes},
     PassInfo{"fold_batchnorm", "fold BatchNormalization into a preceding Conv, ConvTranspose or Gemm",
              pass_fold_batchnorm},
+    PassInfo{"fuse_layer_norm", "rebuild LayerNormalization from its ReduceMean/Sub/Pow/Sqrt/Div(/Mul/Add) decomposition",
+             pass_fuse_layer_norm},
     PassInfo{"fuse_residual_add", "fold Add(op output, same-shape value) into Conv/Gemm/MatMul as its residual",
              pass_fuse_residual_add},
     PassInfo{"fuse_activation", "fold the activation after Conv/Gemm/MatMul/BatchNormalization into its fused epilogue",

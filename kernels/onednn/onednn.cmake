@@ -8,6 +8,7 @@ set(KILN_ONEDNN_SOURCES
   onednn/binary.cpp
   onednn/softmax.cpp
   onednn/batchnorm.cpp
+  onednn/layernorm.cpp
   onednn/concat.cpp
   onednn/lrn.cpp
   onednn/transpose.cpp

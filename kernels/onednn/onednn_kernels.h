@@ -17,6 +17,7 @@ extern const KernelImpl kOneDnnEltwise;     // Relu, LeakyRelu, Elu, Selu, Sigmo
 extern const KernelImpl kOneDnnBinary;      // Add, Sub, Mul, Div, Max, Min, Sum (two inputs)
 extern const KernelImpl kOneDnnSoftmax;     // Softmax, LogSoftmax
 extern const KernelImpl kOneDnnBatchNorm;   // BatchNormalization (inference)
+extern const KernelImpl kOneDnnLayerNorm;   // LayerNormalization over the last axis
 extern const KernelImpl kOneDnnConcat;      // Concat
 extern const KernelImpl kOneDnnLrn;         // LRN
 extern const KernelImpl kOneDnnTranspose;   // Transpose (plain float32, one strided reorder)

@@ -337,6 +337,18 @@ TEST_CASE("onednn batchnorm, concat, lrn", "[onednn]") {
     auto e = check(b);
     REQUIRE(count_kernel(*e, "onednn.batchnorm") == 5);
   }
+  SECTION("LayerNormalization over the last axis, with and without B; other axes go to the reference") {
+    Builder b;
+    const int x = b.input({2, 5, 7, 37});
+    b.output(b.op(OpKind::LayerNormalization, attrs({{"epsilon", 1e-6f}}), {x, b.weight({37}), b.weight({37})}));
+    b.output(b.op(OpKind::LayerNormalization, attrs({{"axis", int64_t{3}}}), {x, b.weight({37})}));
+    const int x2 = b.input({9, 300});
+    b.output(b.op(OpKind::LayerNormalization, {}, {x2, b.weight({300}), b.weight({300})}));
+    b.output(b.op(OpKind::LayerNormalization, attrs({{"axis", int64_t{2}}}), {x, b.weight({7, 37})}));
+    auto e = check(b);
+    REQUIRE(count_kernel(*e, "onednn.layernorm") == 3);
+    REQUIRE(kernel_of(*e, b.plan.steps.back().name) == "reference");
+  }
   SECTION("Concat: aligned and unaligned channels, blocked and plain, other axes") {
     Builder b;
     const int x = b.input({2, 3, 6, 5});
