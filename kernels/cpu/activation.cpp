@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cmath>
 
 namespace kiln::cpu {
 namespace {
@@ -39,7 +40,35 @@ KILN_AVX512 void sigmoid_avx512(float* y, int64_t count) {
   }
 }
 
+// erf(|x|) = 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) e^(-x^2), t = 1 / (1 + p |x|); the sign
+// of x restored at the end.
+KILN_AVX512 void erf_avx512(const float* x, float* y, int64_t count) {
+  const __m512 one = _mm512_set1_ps(1.0f), p = _mm512_set1_ps(0.3275911f);
+  const __m512 sign_bit = _mm512_set1_ps(-0.0f);
+  for (int64_t i = 0; i < count; i += 16) {
+    const int left = static_cast<int>(std::min<int64_t>(16, count - i));
+    const __mmask16 mask = static_cast<__mmask16>(left == 16 ? 0xFFFF : (1u << left) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(mask, x + i);
+    const __m512 a = _mm512_andnot_ps(sign_bit, v);
+    const __m512 t = _mm512_div_ps(one, _mm512_fmadd_ps(p, a, one));
+    __m512 poly = _mm512_set1_ps(1.061405429f);
+    poly = _mm512_fmadd_ps(poly, t, _mm512_set1_ps(-1.453152027f));
+    poly = _mm512_fmadd_ps(poly, t, _mm512_set1_ps(1.421413741f));
+    poly = _mm512_fmadd_ps(poly, t, _mm512_set1_ps(-0.284496736f));
+    poly = _mm512_fmadd_ps(poly, t, _mm512_set1_ps(0.254829592f));
+    poly = _mm512_mul_ps(poly, t);
+    const __m512 e = exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(a, a)));
+    const __m512 r = _mm512_fnmadd_ps(poly, e, one);  // 1 - poly * e
+    _mm512_mask_storeu_ps(y + i, mask, _mm512_or_ps(r, _mm512_and_ps(sign_bit, v)));
+  }
+}
+
 }  // namespace
+
+void erf_values(CpuIsa isa, const float* x, float* y, int64_t count) {
+  if (isa == CpuIsa::avx512) return erf_avx512(x, y, count);
+  for (int64_t i = 0; i < count; ++i) y[i] = std::erf(x[i]);
+}
 
 void apply_activation(CpuIsa isa, const PostOps& act, float* y, int64_t count) {
   switch (act.activation) {

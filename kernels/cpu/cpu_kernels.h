@@ -7,6 +7,7 @@
 namespace kiln {
 
 extern const KernelImpl kCpuView;  // Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout: in place or a copy
+extern const KernelImpl kCpuErf;   // Erf, float32 plain (vector erf on AVX-512)
 // DepthFirstConv tile by tile (depthwise rows or scaled rows, then the pointwise GEMM), per ISA
 extern const KernelImpl kCpuDepthFirstConvAvx512;
 extern const KernelImpl kCpuDepthFirstConvAvx2;

@@ -10,6 +10,8 @@
 // eltwise post-ops; the residual is reordered into the output buffer before the primitive runs.
 #include "kernels/onednn/onednn_kernels.h"
 
+#include <algorithm>
+
 #include <cstring>
 
 #include "kernels/onednn/onednn_common.h"
@@ -174,6 +176,17 @@ std::optional<std::string> matmul_dims(const KernelBuild& b, MatMulDims& d) {
   d.y[rank - 1] = sb[rank - 1];
   if (sa[rank - 1] != sb[rank - 2]) return "inner dims differ";
   if (shape_numel(Shape(d.y.begin(), d.y.end())) != shape_numel(b.outputs[0].shape)) return "output size mismatch";
+  // A batch of rows times one weight matrix ([.., M, K] x [K, N], ConvNeXt's and transformers'
+  // linear layers) is one [rows, K] x [K, N] GEMM: oneDNN runs the batched form as many small
+  // ones (ConvNeXt-T: 56 matmuls of 56 rows each instead of one of 3136).
+  const bool one_weight = std::all_of(sb.begin(), sb.end() - 2, [](int64_t v) { return v == 1; });
+  const bool plain_residual = b.inputs.size() < 3 || !b.inputs[2].present || b.inputs[2].layout.plain();
+  if (rank > 2 && one_weight && plain_residual) {
+    const int64_t rows = shape_numel(Shape(sa.begin(), sa.end() - 1));
+    d.a = {rows, sa[rank - 1]};
+    d.b = {sb[rank - 2], sb[rank - 1]};
+    d.y = {rows, sb[rank - 1]};
+  }
   return std::nullopt;
 }
 
