@@ -293,7 +293,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const Plan& plan, const EngineOpt
     for (int slot : step.inputs)
       KILN_REQUIRE(slot < 0 || slot_value[static_cast<size_t>(slot)] >= 0, invalid_argument, "node '", step.name,
                    "' reads slot ", slot, ", which nothing writes");
-    KILN_TRY(check_step_types(plan, step, &constant_of));  // fast kernels trust these types
+    KILN_TRY(check_step_types(plan, step, constant_of));  // fast kernels trust these types
     Status st = add_plan_step(*s, step, slot_value, options.verbose);
     if (!st) return st.with_context("node '" + step.name + "' (" + std::string(op_name(step.op)) + "): ");
   }

@@ -24,7 +24,7 @@ Status check_arity(const PlanStep& step, const OpDef& def) {
 
 }  // namespace
 
-Status check_step_types(const Plan& plan, const PlanStep& step, const std::vector<const Tensor*>* constants) {
+Status check_step_types(const Plan& plan, const PlanStep& step, const std::vector<const Tensor*>& constants) {
   const OpDef& def = op_def(step.op);
   Status st = check_arity(step, def);
   if (!st) return st.with_context(step_context(step));
@@ -38,14 +38,8 @@ Status check_step_types(const Plan& plan, const PlanStep& step, const std::vecto
     const ValueType* t = slot < 0 ? nullptr : type_of(slot);
     KILN_REQUIRE(slot < 0 || t, invalid_argument, step_context(step), "reads slot ", slot, ", which has no type");
     infer.inputs.push_back(t);
-    const Tensor* value = nullptr;
-    if (constants && slot >= 0 && static_cast<size_t>(slot) < constants->size()) {
-      value = (*constants)[static_cast<size_t>(slot)];
-    } else if (!constants) {
-      for (const auto& [s, tensor] : plan.constants)
-        if (s == slot) value = &tensor;
-    }
-    infer.values.push_back(value);
+    infer.values.push_back(slot >= 0 && static_cast<size_t>(slot) < constants.size() ? constants[static_cast<size_t>(slot)]
+                                                                                      : nullptr);
   }
   st = def.infer(infer);
   if (!st) return st.with_context(step_context(step));

@@ -36,7 +36,7 @@ Status check_input(const PlanInput& declared, const Tensor& value);
 // and that the op's own inference, run on the input slots' types (and constant values), gives
 // exactly the output slots' dtypes and shapes. A .kiln file is input like any other: a step
 // whose recorded shapes disagree with its op is refused, naming the node.
-// `constants` (optional) is the plan's constant per slot (nullptr where none), to avoid a search.
-Status check_step_types(const Plan& plan, const PlanStep& step, const std::vector<const Tensor*>* constants = nullptr);
+// `constants` is the plan's constant per slot (nullptr where none).
+Status check_step_types(const Plan& plan, const PlanStep& step, const std::vector<const Tensor*>& constants);
 
 }  // namespace kiln

@@ -112,28 +112,18 @@ Result<bool> pass_fuse_layer_norm(Graph& graph, const PassContext&) {
     ValueId out = div.outputs[0];
     size_t last = i;
     std::optional<Tensor> gamma, beta;
-    if (const int r = consumers[static_cast<size_t>(out)].size() == 1 && !graph_is_output(graph, out)
-                          ? consumers[static_cast<size_t>(out)][0]
-                          : -1;
-        r >= 0 && graph.nodes[static_cast<size_t>(r)].op == OpKind::Mul) {
-      const Node& mul = graph.nodes[static_cast<size_t>(r)];
-      if ((gamma = m.per_channel(Matcher::other(mul, out), c))) {
-        taken.push_back(static_cast<int>(last));
-        last = static_cast<size_t>(r);
-        out = mul.outputs[0];
-      }
-    }
-    if (const int r = consumers[static_cast<size_t>(out)].size() == 1 && !graph_is_output(graph, out)
-                          ? consumers[static_cast<size_t>(out)][0]
-                          : -1;
-        r >= 0 && graph.nodes[static_cast<size_t>(r)].op == OpKind::Add) {
-      const Node& add = graph.nodes[static_cast<size_t>(r)];
-      if ((beta = m.per_channel(Matcher::other(add, out), c))) {
-        taken.push_back(static_cast<int>(last));
-        last = static_cast<size_t>(r);
-        out = add.outputs[0];
-      }
-    }
+    // Takes the sole reader of `out` into the pattern when it is `op` with a per-channel constant.
+    auto take_tail = [&](OpKind op, std::optional<Tensor>& param) {
+      if (consumers[static_cast<size_t>(out)].size() != 1 || graph_is_output(graph, out)) return;
+      const int r = consumers[static_cast<size_t>(out)][0];
+      const Node& tail = graph.nodes[static_cast<size_t>(r)];
+      if (tail.op != op || !(param = m.per_channel(Matcher::other(tail, out), c))) return;
+      taken.push_back(static_cast<int>(last));
+      last = static_cast<size_t>(r);
+      out = tail.outputs[0];
+    };
+    take_tail(OpKind::Mul, gamma);
+    take_tail(OpKind::Add, beta);
     bool free = true;
     for (int n : taken) free = free && !remove[static_cast<size_t>(n)];
     if (!free) continue;
