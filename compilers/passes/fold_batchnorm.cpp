@@ -5,35 +5,23 @@
 #include <unordered_set>
 
 #include "compilers/ir/rewrite.h"
+#include "compilers/passes/batchnorm_affine.h"
 #include "compilers/ir/verify.h"
 #include "kernels/post_ops.h"
 
 namespace kiln {
 namespace {
 
-// An inference BatchNormalization as a per-channel affine map: y = x * mul[c] + add[c], computed
-// the way the reference kernel does (in double).
-struct ChannelAffine {
-  std::vector<double> mul, add;
-  int64_t channels() const { return static_cast<int64_t>(mul.size()); }
-};
-
 // The producer's new weight and bias (Gemm: B and C).
 struct Folded {
   Tensor weight, bias;
 };
 
-const Tensor* f32_constant(const Graph& graph, ValueId id) {
-  if (id == kNoValue) return nullptr;
-  auto it = graph.initializers.find(id);
-  return it != graph.initializers.end() && it->second.dtype() == DType::f32 ? &it->second : nullptr;
-}
-
 // The optional input i: absent (a null tensor, ok) or a float32 initializer (ok); anything else fails.
 bool optional_constant(const Graph& graph, const Node& node, size_t i, const Tensor*& out) {
   out = nullptr;
   if (i >= node.inputs.size() || node.inputs[i] == kNoValue) return true;
-  out = f32_constant(graph, node.inputs[i]);
+  out = graph_f32_initializer(graph, node.inputs[i]);
   return out != nullptr;
 }
 
@@ -41,30 +29,6 @@ bool optional_constant(const Graph& graph, const Node& node, size_t i, const Ten
 bool plain_compute(const Node& node) {
   auto post = post_ops_from_attrs(node.attrs);
   return node.inputs.size() <= 3 && post && post->empty();
-}
-
-std::optional<ChannelAffine> batchnorm_affine(const Graph& graph, const Node& bn) {
-  if (bn.inputs.size() != 5 || bn.outputs.size() != 1 || bn.outputs[0] == kNoValue) return std::nullopt;
-  auto eps = bn.attrs.get_float("epsilon", 1e-5f);
-  auto training = bn.attrs.get_int("training_mode", 0);
-  if (!eps || !std::isfinite(*eps) || *eps < 0.0f || !training || *training != 0) return std::nullopt;
-  const auto post = post_ops_from_attrs(bn.attrs);  // fuse_activation may have given it one: not affine
-  if (!post || !post->empty()) return std::nullopt;
-  const Tensor* p[4];  // scale, B, mean, var
-  for (size_t i = 0; i < 4; ++i) {
-    p[i] = f32_constant(graph, bn.inputs[i + 1]);
-    if (!p[i] || p[i]->rank() != 1 || p[i]->dim(0) != p[0]->dim(0)) return std::nullopt;
-  }
-  const int64_t c = p[0]->dim(0);
-  const float *scale = p[0]->data<float>(), *beta = p[1]->data<float>(), *mean = p[2]->data<float>(),
-              *var = p[3]->data<float>();
-  ChannelAffine a;
-  for (int64_t ch = 0; ch < c; ++ch) {
-    const double mul = scale[ch] / std::sqrt(static_cast<double>(var[ch]) + *eps);
-    a.mul.push_back(mul);
-    a.add.push_back(beta[ch] - mean[ch] * mul);
-  }
-  return a;
 }
 
 // bias'[oc] = bias[oc] * mul[oc] + add[oc] (bias 0 when absent).
@@ -79,7 +43,7 @@ Tensor folded_bias(const Tensor* bias, const ChannelAffine& bn) {
 
 // Conv: W [M, C/group, k...], output channel oc is W's row oc.
 std::optional<Folded> fold_conv(const Graph& graph, const Node& conv, const ChannelAffine& bn) {
-  const Tensor* w = f32_constant(graph, conv.inputs[1]);
+  const Tensor* w = graph_f32_initializer(graph, conv.inputs[1]);
   const Tensor* b = nullptr;
   if (!w || !optional_constant(graph, conv, 2, b)) return std::nullopt;
   if (w->rank() < 3 || w->dim(0) != bn.channels() || (b && (b->rank() != 1 || b->dim(0) != bn.channels())))
@@ -93,7 +57,7 @@ std::optional<Folded> fold_conv(const Graph& graph, const Node& conv, const Chan
 
 // ConvTranspose: W [C, M/group, k...]; W[ic, j, ...] feeds output channel (ic / (C/group)) * (M/group) + j.
 std::optional<Folded> fold_conv_transpose(const Graph& graph, const Node& node, const ChannelAffine& bn) {
-  const Tensor* w = f32_constant(graph, node.inputs[1]);
+  const Tensor* w = graph_f32_initializer(graph, node.inputs[1]);
   const Tensor* b = nullptr;
   auto group = node.attrs.get_int("group", 1);
   if (!w || !optional_constant(graph, node, 2, b) || !group || *group < 1 || w->rank() < 3) return std::nullopt;
@@ -114,7 +78,7 @@ std::optional<Folded> fold_conv_transpose(const Graph& graph, const Node& node, 
 
 // Gemm: Y [M, N] = alpha * A' B' + beta * C; channel n is B' column n.
 std::optional<Folded> fold_gemm(const Graph& graph, const Node& gemm, const ChannelAffine& bn) {
-  const Tensor* bt = f32_constant(graph, gemm.inputs[1]);
+  const Tensor* bt = graph_f32_initializer(graph, gemm.inputs[1]);
   const Tensor* ct = nullptr;
   auto trans_b = gemm.attrs.get_int("transB", 0);
   auto beta = gemm.attrs.get_float("beta", 1.0f);
@@ -166,7 +130,8 @@ Result<bool> pass_fold_batchnorm(Graph& graph, const PassContext&) {
         !plain_compute(producer))
       continue;
     auto affine = batchnorm_affine(graph, bn);
-    if (!affine) continue;
+    const auto post = post_ops_from_attrs(bn.attrs);  // fuse_activation may have given it one: not affine
+    if (!affine || !post || !post->empty()) continue;
 
     // Rules: {producer -> BN} => producer with folded weights (see the header for each formula).
     std::optional<Folded> folded;

@@ -8,6 +8,7 @@
 #include "compilers/passes/fold_batchnorm.h"
 #include "compilers/passes/fold_constants.h"
 #include "compilers/passes/fuse_activation.h"
+#include "compilers/passes/fuse_concat_affine.h"
 #include "compilers/passes/fuse_depth_first.h"
 #include "compilers/passes/fuse_layer_norm.h"
 #include "compilers/passes/fuse_residual_add.h"
@@ -33,6 +34,10 @@ constexpr std::array kPasses = {
     PassInfo{"reorder_pool_activation", "move a monotonic activation from before a MaxPool to after it",
              pass_reorder_pool_activation},
     PassInfo{"merge_concats", "flatten a Concat of a single-reader Concat on the same axis", pass_merge_concats},
+    PassInfo{"fuse_concat_affine",
+             "normalize each input of a channel Concat straight into its slice when a BatchNormalization reads it "
+             "(ConcatAffine)",
+             pass_fuse_concat_affine},
     // Last: it takes the nodes with their fused activations and residuals. It fuses only where
     // measured faster than oneDNN's separate convolutions (fusion_pays; docs/architecture.md).
     PassInfo{"fuse_depth_first",

@@ -12,5 +12,7 @@ extern const KernelImpl kCpuErf;   // Erf, float32 plain (vector erf on AVX-512)
 extern const KernelImpl kCpuDepthFirstConvAvx512;
 extern const KernelImpl kCpuDepthFirstConvAvx2;
 extern const KernelImpl kCpuDepthFirstConvPortable;
+extern const KernelImpl kCpuConcatAffineAvx512;  // ConcatAffine, NHWC or plain NCHW float32
+extern const KernelImpl kCpuConcatAffinePortable;
 
 }  // namespace kiln

@@ -15,13 +15,15 @@
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/depthwise_rows.h"
+#include "kernels/cpu/pixel_order.h"
 #include "kernels/cpu/pointwise_tile.h"
 #include "kernels/onednn/onednn_common.h"
 
 namespace kiln {
 namespace {
 
-using onednn::md;
+using cpu::PixelOrder;
+using cpu::pixel_order;
 
 constexpr size_t kX = 0, kDw = 1, kDwBias = 2, kScale = 3, kWeight = 4, kBias = 5, kResidual = 6, kExpand = 7,
                  kExpandBias = 8;
@@ -29,32 +31,17 @@ constexpr int64_t kTilePixels = 128;  // pixels per tile: the buffer (pixels x c
 
 bool given(const KernelBuild& b, size_t i) { return i < b.inputs.size() && b.inputs[i].present; }
 
-md nhwc_desc(const Shape& s) {
-  return md(onednn::to_dims(s), dnnl::memory::data_type::f32, dnnl::memory::format_tag::acdb);
-}
-
-// How a 4-D value's bytes are ordered, for this kernel: NHWC, or plain NCHW.
-enum class Order { nhwc, nchw, other };
-
-Order order_of(const ValueDesc& v) {
-  if (v.dtype != DType::f32 || v.shape.size() != 4) return Order::other;
-  const bool pixel_is_channel_vector = v.shape[1] == 1 || v.shape[2] * v.shape[3] == 1;
-  if (v.layout.plain()) return pixel_is_channel_vector ? Order::nhwc : Order::nchw;
-  if (!onednn::is_onednn(v) || onednn::check_value(v, "value")) return Order::other;
-  return onednn::value_desc(v) == nhwc_desc(v.shape) ? Order::nhwc : Order::other;
-}
-
 std::optional<std::string> supports_on(const KernelBuild& b, CpuIsa isa) {
   if (b.op != OpKind::DepthFirstConv) return "handles DepthFirstConv only";
   if (!cpu_isa_available(isa)) return "this CPU (or KILN_CPU_ISA) has no " + std::string(cpu_isa_name(isa));
   if (!given(b, kX) || b.outputs.size() != 1) return "needs X and one output";
   if (!given(b, kWeight) && !given(b, kDw)) return "needs W or DW";
   if (given(b, kExpand) && !given(b, kDw)) return "an expansion needs the depthwise stage after it";
-  if (order_of(b.inputs[kX]) == Order::other) return "X must be float32 NHWC or plain (has " + b.inputs[kX].layout.describe() + ")";
+  if (pixel_order(b.inputs[kX]) == PixelOrder::other) return "X must be float32 NHWC or plain (has " + b.inputs[kX].layout.describe() + ")";
   for (size_t i : {kDw, kDwBias, kWeight, kBias, kExpand, kExpandBias})
     if (given(b, i) && (!b.inputs[i].constant || b.inputs[i].dtype != DType::f32)) return "weights and biases must be float32 constants";
-  if (given(b, kScale) && order_of(b.inputs[kScale]) != Order::nhwc) return "S must be a plain [N, C, 1, 1] value";
-  if (given(b, kResidual) && order_of(b.inputs[kResidual]) == Order::other) return "R must be NHWC or plain";
+  if (given(b, kScale) && pixel_order(b.inputs[kScale]) != PixelOrder::nhwc) return "S must be a plain [N, C, 1, 1] value";
+  if (given(b, kResidual) && pixel_order(b.inputs[kResidual]) == PixelOrder::other) return "R must be NHWC or plain";
   if (b.outputs[0].dtype != DType::f32 || b.outputs[0].shape.size() != 4) return "needs a float32 4-D output";
   auto dw_act = post_ops_from_attrs(*b.attrs, "dw_");
   auto ex_act = post_ops_from_attrs(*b.attrs, "ex_");
@@ -100,8 +87,8 @@ class DepthFirstConvKernel final : public Kernel {
     k->m_ = ys[1];
     k->oh_ = ys[2];
     k->ow_ = ys[3];
-    k->x_nchw_ = order_of(b.inputs[kX]) == Order::nchw;
-    k->residual_nchw_ = given(b, kResidual) && order_of(b.inputs[kResidual]) == Order::nchw;
+    k->x_nchw_ = pixel_order(b.inputs[kX]) == PixelOrder::nchw;
+    k->residual_nchw_ = given(b, kResidual) && pixel_order(b.inputs[kResidual]) == PixelOrder::nchw;
     KILN_ASSIGN(act, post_ops_from_attrs(*b.attrs));
     k->act_ = act;
     k->has_expand_ = given(b, kExpand);
@@ -159,7 +146,7 @@ class DepthFirstConvKernel final : public Kernel {
       k->buffer_floats_ = ((plane + k->tiles_per_image_ - 1) / k->tiles_per_image_ * k->c_ + 15) / 16 * 16;
     }
     k->x_copy_floats_ = k->x_nchw_ ? (k->n_ * k->cx_ * k->h_ * k->w_ + 15) / 16 * 16 : 0;
-    k->out_layout_ = onednn::layout_of(nhwc_desc(ys), ys, k->threads_);
+    k->out_layout_ = cpu::nhwc_layout(ys, k->threads_);
     return std::unique_ptr<Kernel>(std::move(k));
   }
 

@@ -734,6 +734,57 @@ TEST_CASE("fuse_layer_norm leaves other axes, shared intermediates and non-const
   REQUIRE_FALSE(records->back().changed);
 }
 
+namespace {
+
+// DenseNet's layer start: Concat(inputs) on axis 1 -> BatchNormalization (positive variance).
+ValueId concat_norm(Builder& b, const std::string& name, const std::vector<ValueId>& inputs, int64_t c,
+                    int64_t axis = 1) {
+  Attrs a;
+  a.set("axis", axis);
+  const ValueId cat = b.node(OpKind::Concat, name + "_cat", inputs, a);
+  const ValueId var = b.weight(name + "_v", {c});
+  for (int64_t i = 0; i < c; ++i) b.g.initializers[var].data<float>()[i] += 1.5f;
+  return b.node(OpKind::BatchNormalization, name,
+                {cat, b.weight(name + "_s", {c}), b.weight(name + "_b", {c}), b.weight(name + "_m", {c}), var});
+}
+
+}  // namespace
+
+TEST_CASE("fuse_concat_affine normalizes each Concat input into its slice, with the fused Relu", "[passes]") {
+  Builder b;
+  const ValueId x = b.input("x", {2, 3, 6, 6});
+  const ValueId f1 = b.conv("f1", x, 3, 4);
+  const ValueId f2 = b.conv("f2", f1, 4, 5);
+  const ValueId n1 = b.node(OpKind::Relu, "r1", {concat_norm(b, "bn1", {x, f1}, 7)});
+  const ValueId n2 = concat_norm(b, "bn2", {x, f1, f2}, 12);  // x and f1 are read by both concats
+  b.output(b.conv("y1", n1, 7, 2));
+  b.output(n2);
+  auto records = run(b.g, {"fuse_activation", "fuse_concat_affine"});
+  INFO((records ? std::string() : records.error().message));
+  REQUIRE(records);
+  for (const PassRecord& rec : *records) CHECK(rec.max_rel_error < 1e-5);
+  REQUIRE(ops(b.g) ==
+          std::vector<OpKind>{OpKind::Conv, OpKind::Conv, OpKind::ConcatAffine, OpKind::ConcatAffine, OpKind::Conv});
+  const Node& fused = node_writing(b.g, "bn2");
+  REQUIRE(fused.inputs.size() == 5);  // scale, shift, x, f1, f2
+  REQUIRE(fused.inputs[2] == x);
+  REQUIRE(post_ops_of(node_writing(b.g, "r1")).activation == Activation::relu);
+  REQUIRE(post_ops_of(fused).activation == Activation::none);
+}
+
+TEST_CASE("fuse_concat_affine leaves other axes, a Concat read twice and a Concat that is an output", "[passes]") {
+  Builder b;
+  const ValueId x = b.input("x", {1, 4, 3, 3});
+  const ValueId x2 = b.input("x2", {1, 4, 3, 3});
+  b.output(concat_norm(b, "on_h", {x, x2}, 4, 2));  // joins rows, not channels
+  const ValueId shared = concat_norm(b, "shared", {x, x2}, 8);
+  b.output(shared);
+  b.output(b.g.find_value("shared_cat"));  // the joined tensor itself is wanted
+  auto records = run(b.g, {"fuse_concat_affine"});
+  REQUIRE(records);
+  REQUIRE_FALSE(records->back().changed);
+}
+
 TEST_CASE("DepthFirstConv inference refuses bad shapes with the input named", "[passes]") {
   Attrs a;
   const ValueType x = ValueType::of(DType::f32, sym_shape_from({1, 4, 6, 6}));

@@ -1,0 +1,84 @@
+// kiln's ConcatAffine kernel (kernels/cpu/concat_affine.cpp) against the reference ConcatAffine on
+// every ISA path it has: inputs in oneDNN's NHWC layout (made by convolutions, as in DenseNet) and
+// plain NCHW graph inputs, channel counts off the vector width (vector tails), batch 3, relu
+// inline and other activations after the block. The reference ConcatAffine itself is checked
+// against the unfused Concat -> BatchNormalization graph in passes_fuse_test.cpp.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+
+#include "kernels/cpu/isa.h"
+#include "tests/support/plan_builder.h"
+
+using namespace kiln;
+using namespace kiln::testing;
+
+namespace {
+
+struct IsaCap {
+  explicit IsaCap(CpuIsa isa) { setenv("KILN_CPU_ISA", std::string(cpu_isa_name(isa)).c_str(), 1); }
+  ~IsaCap() { unsetenv("KILN_CPU_ISA"); }
+};
+
+struct Case {
+  const char* what;
+  int64_t n, h, w;
+  std::vector<int64_t> channels;  // per input
+  const char* act;
+};
+
+const Case kCases[] = {
+    {"DenseNet-like 64 + 32 + 32, relu", 1, 9, 7, {64, 32, 32}, "relu"},
+    {"odd channels 13 + 5 + 37, no activation, batch 3", 3, 5, 6, {13, 5, 37}, "none"},
+    {"one input, sigmoid", 2, 4, 4, {20}, "sigmoid"},
+    {"1x1 pixels, 7 + 9, clip", 2, 1, 1, {7, 9}, "clip"},
+};
+
+void run_case(const Case& t, bool from_conv, CpuIsa isa) {
+  Builder b;
+  std::vector<int> in;
+  int64_t c = 0;
+  for (int64_t ci : t.channels) c += ci;
+  in.push_back(b.weight({c}, 1.5f));
+  in.push_back(b.weight({c}, 0.5f));
+  for (int64_t ci : t.channels) {
+    const int x = b.input({t.n, ci, t.h, t.w});
+    in.push_back(from_conv ? b.op(OpKind::Conv, {}, {x, b.weight({ci, ci, 1, 1}, 0.3f), b.weight({ci})}) : x);
+  }
+  Attrs a;
+  a.set("activation", std::string(t.act));
+  a.set("activation_alpha", -0.2f);
+  a.set("activation_beta", 0.4f);
+  b.output(b.op(OpKind::ConcatAffine, a, in));
+  const IsaCap cap(isa);
+  auto engine = check(b);
+  REQUIRE(count_kernel(*engine, "cpu.concat_affine." + std::string(cpu_isa_name(isa))) == 1);
+  // Each input is read in its producer's layout: the only conversion is of the plan's output.
+  for (const EngineStep& step : engine->steps())
+    if (step.kernel.rfind("convert", 0) == 0) REQUIRE(step.node.rfind("ConcatAffine", 0) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("the ConcatAffine kernel matches the reference on every ISA path", "[cpu][concat_affine]") {
+  for (CpuIsa isa : {CpuIsa::avx512, CpuIsa::portable}) {
+    if (!cpu_isa_available(isa)) {
+      WARN("this CPU has no " << cpu_isa_name(isa) << ": path not tested here");
+      continue;
+    }
+    for (const Case& t : kCases)
+      for (bool from_conv : {true, false}) {
+        INFO(cpu_isa_name(isa) << ": " << t.what << (from_conv ? ", inputs from oneDNN convs" : ", plain inputs"));
+        run_case(t, from_conv, isa);
+      }
+  }
+}
+
+TEST_CASE("ConcatAffine refuses scale and shift that do not match the joined channels", "[cpu][concat_affine]") {
+  Builder b;
+  const int x0 = b.input({1, 4, 3, 3}), x1 = b.input({1, 6, 3, 3});
+  b.output(b.op_shaped(OpKind::ConcatAffine, {}, {b.weight({9}), b.weight({10}), x0, x1}, {1, 10, 3, 3}));
+  auto engine = Engine::create(b.plan, {});
+  REQUIRE_FALSE(engine);
+  REQUIRE_THAT(engine.error().message, Catch::Contains("scale has 9 elements but the joined inputs have 10 channels"));
+}
