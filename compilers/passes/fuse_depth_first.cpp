@@ -6,6 +6,7 @@
 
 #include "compilers/ir/rewrite.h"
 #include "kernels/post_ops.h"
+#include "kernels/precision.h"
 
 namespace kiln {
 namespace {
@@ -27,9 +28,11 @@ bool plain_window(const Node& conv) {
   return auto_pad && *auto_pad == "NOTSET" && ints_are(conv.attrs, "dilations", {1, 1}, 1);
 }
 
-// A float32 4-D Conv with a constant [M, C, kh, kw] weight.
+// A float32 4-D Conv with a constant [M, C, kh, kw] weight, computing in fp32 (the fused kernel's
+// precision: a bf16 Conv stays with oneDNN, in its bf16 region).
 const Tensor* conv_weight(const Graph& g, const Node& n) {
   if (n.op != OpKind::Conv || n.inputs.size() < 2 || n.outputs.size() != 1) return nullptr;
+  if (auto p = precision_from_attrs(n.attrs); !p || *p != Precision::fp32) return nullptr;
   const SymShape* x = shape_of(g, n.inputs[0]);
   if (!x || x->size() != 4 || !plain_window(n)) return nullptr;
   auto it = g.initializers.find(n.inputs[1]);

@@ -20,6 +20,9 @@ struct PassInfo {
   std::string_view summary;  // one line for `--print-passes`
   PassFn run;
   bool in_default = true;  // false: only when a pipeline names it (measured not to pay everywhere)
+  // false: the pass changes the precision the fast kernels compute in (bf16, int8), so a compiled
+  // model is checked against the fp32 reference by accuracy metrics, not to float rounding.
+  bool exact = true;
 };
 
 }  // namespace kiln

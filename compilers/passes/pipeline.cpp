@@ -1,5 +1,6 @@
 #include "compilers/passes/pipeline.h"
 
+#include <algorithm>
 #include <array>
 #include <sstream>
 
@@ -13,6 +14,7 @@
 #include "compilers/passes/fuse_layer_norm.h"
 #include "compilers/passes/fuse_residual_add.h"
 #include "compilers/passes/merge_concats.h"
+#include "compilers/passes/mixed_precision_bf16.h"
 #include "compilers/passes/reorder_pool_activation.h"
 
 namespace kiln {
@@ -38,6 +40,9 @@ constexpr std::array kPasses = {
              "normalize each input of a channel Concat straight into its slice when a BatchNormalization reads it "
              "(ConcatAffine)",
              pass_fuse_concat_affine},
+    // Optional, before fuse_depth_first so that the convolutions it makes bf16 stay with oneDNN.
+    PassInfo{"mixed_precision_bf16", "run every Conv, Gemm and MatMul in bfloat16 (activations between them too)",
+             pass_mixed_precision_bf16, false, false},
     // Last: it takes the nodes with their fused activations and residuals. It fuses only where
     // measured faster than oneDNN's separate convolutions (fusion_pays; docs/architecture.md).
     PassInfo{"fuse_depth_first",
@@ -82,6 +87,19 @@ Result<std::vector<const PassInfo*>> pipeline_from_names(const std::vector<std::
 std::vector<std::string> pipeline_parse(const std::string& text) {
   if (text == "default") return default_pipeline();
   if (text == "all") return all_passes();
+  if (text.starts_with("default+")) {
+    // The default pipeline plus optional passes, each at its place in the table.
+    std::vector<std::string> extras;
+    std::stringstream ss(text.substr(8));
+    std::string item;
+    while (std::getline(ss, item, '+')) extras.push_back(item);
+    std::vector<std::string> names;
+    for (const PassInfo& p : kPasses)
+      if (p.in_default || std::find(extras.begin(), extras.end(), p.name) != extras.end()) names.emplace_back(p.name);
+    for (const std::string& e : extras)  // unknown names stay, for pipeline_from_names to report
+      if (std::find(names.begin(), names.end(), e) == names.end()) names.push_back(e);
+    return names;
+  }
   std::vector<std::string> names;
   std::stringstream ss(text);
   std::string item;

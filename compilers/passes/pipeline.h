@@ -17,7 +17,8 @@ std::vector<std::string> all_passes();        // every pass of the table, in ord
 // Resolves names against the table; an unknown name is an error listing the known ones.
 Result<std::vector<const PassInfo*>> pipeline_from_names(const std::vector<std::string>& names);
 
-// "a,b,c" -> {"a","b","c"}; "default" -> default_pipeline(); "all" -> all_passes(); "none" or "" -> {}.
+// "a,b,c" -> {"a","b","c"}; "default" -> default_pipeline(); "all" -> all_passes(); "none" or "" -> {};
+// "default+x+y" -> the default pipeline with the optional passes x and y at their places in the table.
 std::vector<std::string> pipeline_parse(const std::string& text);
 
 }  // namespace kiln

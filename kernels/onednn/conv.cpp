@@ -8,7 +8,9 @@
 //     the primitive chose;
 //   - dst is format_tag::any: the output layout is the primitive's dst desc;
 //   - residual: reordered (a copy when the layouts agree) into the dst buffer before the
-//     primitive runs, which then accumulates into it (sum post-op).
+//     primitive runs, which then accumulates into it (sum post-op);
+//   - precision bf16 (kernels/precision.h): src, weights and dst in bfloat16 (AMX or AVX512_BF16
+//     where the CPU has them), bias float32; a float32 src is converted in the src reorder.
 #include "kernels/onednn/onednn_kernels.h"
 
 #include <cstring>
@@ -70,6 +72,7 @@ std::optional<std::string> conv_supports(const KernelBuild& b) {
   }
   std::vector<EltwiseStep> steps;
   if (auto why = read_post_ops(*b.attrs, steps)) return why;
+  if (auto type = compute_type(*b.attrs); !type) return type.error().message;
   auto g = conv_geometry(b);
   if (!g) return g.error().message;
   const int64_t c = b.inputs[0].shape[1], m = w.shape[0];
@@ -82,6 +85,7 @@ Result<std::unique_ptr<Kernel>> conv_create(const KernelBuild& b) {
   return guarded_create("onednn.conv", [&]() -> Result<std::unique_ptr<Kernel>> {
     ensure_threads(b.threads);
     KILN_ASSIGN(g, conv_geometry(b));
+    KILN_ASSIGN(type, compute_type(*b.attrs));
     const ValueDesc& xv = b.inputs[0];
     const ValueDesc& wv = b.inputs[1];
     const bool has_bias = b.inputs.size() > 2 && b.inputs[2].present;
@@ -96,7 +100,7 @@ Result<std::unique_ptr<Kernel>> conv_create(const KernelBuild& b) {
     }
     Shape w_shape(w_dims.begin(), w_dims.end());
     const md w_plain = plain_desc(w_shape);
-    const md w_any(w_dims, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+    const md w_any(w_dims, type, dnnl::memory::format_tag::any);
     const md bias_md = has_bias ? plain_desc(b.inputs[2].shape) : md();
 
     std::vector<EltwiseStep> acts;
@@ -109,20 +113,20 @@ Result<std::unique_ptr<Kernel>> conv_create(const KernelBuild& b) {
 
     auto make_pd = [&](const md& src) {
       dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
-                                        w_any, bias_md, any_desc(y_shape), g.strides, g.dilations, g.pad_l, g.pad_r);
+                                        w_any, bias_md, any_desc(y_shape, type), g.strides, g.dilations, g.pad_l, g.pad_r);
       return dnnl::convolution_forward::primitive_desc(d, attr, cpu_engine());
     };
     const md x_md = value_desc(xv);
     dnnl::convolution_forward::primitive_desc pd;
     bool as_given = false;
-    if (is_onednn(xv)) {
+    if (is_onednn(xv) && x_md.data_type() == type) {
       try {
         pd = make_pd(x_md);
         as_given = !is_reference_impl(pd);
       } catch (const dnnl::error&) {  // no implementation reads this layout: reorder it
       }
     }
-    if (!as_given) pd = make_pd(any_desc(xv.shape));
+    if (!as_given) pd = make_pd(any_desc(xv.shape, type));
 
     Program program(b.threads);
     // Weights (and bias): prepacked once into the primitive's formats.

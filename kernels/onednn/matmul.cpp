@@ -8,6 +8,8 @@
 //     size 1 on either side); a constant B is prepacked.
 // Both: the fused epilogue (Gemm residual = input 3, MatMul residual = input 2) as sum then
 // eltwise post-ops; the residual is reordered into the output buffer before the primitive runs.
+// Precision bf16 (kernels/precision.h): A is converted to bfloat16 into a scratch temporary, a
+// constant B is prepacked in bfloat16; the output (and the bias) stay float32 and plain.
 #include "kernels/onednn/onednn_kernels.h"
 
 #include <algorithm>
@@ -65,6 +67,9 @@ std::optional<std::string> gemm_supports(const KernelBuild& b) {
   if (auto why = check_residual(b, 3)) return why;
   std::vector<EltwiseStep> steps;
   if (auto why = read_post_ops(*b.attrs, steps)) return why;
+  const auto type = compute_type(*b.attrs);
+  if (!type) return type.error().message;
+  if (*type != data_type::f32 && b.inputs[1].constant == nullptr) return "a bf16 Gemm needs a constant B";
   return std::nullopt;
 }
 
@@ -86,6 +91,18 @@ void add_epilogue(const KernelBuild& b, size_t residual, Program& program, const
   for (const EltwiseStep& s : acts) ops.append_eltwise(1.0f, s.alg, s.alpha, s.beta);
 }
 
+// Input 0 (float32, `a_md`) as the primitive reads it: as is, or converted into a temporary of
+// the compute type.
+dnnl::memory source(Program& program, const md& a_md, data_type type) {
+  dnnl::memory a = program.input(0, a_md);
+  if (type == a_md.data_type()) return a;
+  const md converted = retyped(a_md, type);
+  dnnl::memory t = program.temp(converted);
+  dnnl::reorder::primitive_desc rpd(cpu_engine(), a_md, cpu_engine(), converted, user_scratchpad_attr());
+  program.add(dnnl::reorder(rpd), rpd, {{DNNL_ARG_FROM, a}, {DNNL_ARG_TO, t}});
+  return t;
+}
+
 Result<std::unique_ptr<Kernel>> gemm_create(const KernelBuild& b) {
   return guarded_create("onednn.gemm", [&]() -> Result<std::unique_ptr<Kernel>> {
     ensure_threads(b.threads);
@@ -100,7 +117,8 @@ Result<std::unique_ptr<Kernel>> gemm_create(const KernelBuild& b) {
     const md a_md({m, k}, f32, g.trans_a ? dims{1, m} : dims{k, 1});
     const md w_plain({k, n}, f32, g.trans_b ? dims{1, k} : dims{n, 1});
     const bool const_b = b.inputs[1].constant != nullptr;
-    const md w_md = const_b ? md({k, n}, f32, dnnl::memory::format_tag::any) : w_plain;
+    KILN_ASSIGN(type, compute_type(*b.attrs));
+    const md w_md = const_b ? md({k, n}, type, dnnl::memory::format_tag::any) : w_plain;
     const md y_md = plain_desc(b.outputs[0].shape);
     const bool has_c = uses_c(b, g);
     md c_md;
@@ -117,11 +135,12 @@ Result<std::unique_ptr<Kernel>> gemm_create(const KernelBuild& b) {
     add_epilogue(b, 3, program, y_md, y_mem, ops, acts);
     dnnl::primitive_attr attr = user_scratchpad_attr();
     attr.set_post_ops(ops);
-    dnnl::matmul::desc d = has_c ? dnnl::matmul::desc(a_md, w_md, c_md, y_md) : dnnl::matmul::desc(a_md, w_md, y_md);
+    const md src_md = retyped(a_md, type);
+    dnnl::matmul::desc d = has_c ? dnnl::matmul::desc(src_md, w_md, c_md, y_md) : dnnl::matmul::desc(src_md, w_md, y_md);
     dnnl::matmul::primitive_desc pd(d, attr, cpu_engine());
 
     std::unordered_map<int, dnnl::memory> args;
-    args[DNNL_ARG_SRC] = program.input(0, a_md);
+    args[DNNL_ARG_SRC] = source(program, a_md, type);
     if (const_b) {
       const Tensor& w = *b.inputs[1].constant;
       if (g.alpha != 1.0f) {
@@ -203,6 +222,9 @@ std::optional<std::string> matmul_supports(const KernelBuild& b) {
     return "residual in a oneDNN layout for a promoted (1-D operand) MatMul";
   std::vector<EltwiseStep> steps;
   if (auto why = read_post_ops(*b.attrs, steps)) return why;
+  const auto type = compute_type(*b.attrs);
+  if (!type) return type.error().message;
+  if (*type != data_type::f32 && b.inputs[1].constant == nullptr) return "a bf16 MatMul needs a constant B";
   return std::nullopt;
 }
 
@@ -217,6 +239,8 @@ Result<std::unique_ptr<Kernel>> matmul_create(const KernelBuild& b) {
     const md w_plain = plain_desc(Shape(d.b.begin(), d.b.end()));
     const md y_md = plain_desc(Shape(d.y.begin(), d.y.end()));
     const bool const_b = b.inputs[1].constant != nullptr;
+    KILN_ASSIGN(type, compute_type(*b.attrs));
+    const md src_md = retyped(a_md, type);
 
     Program program(b.threads);
     dnnl::memory y_mem = program.output(0, y_md);
@@ -228,15 +252,18 @@ Result<std::unique_ptr<Kernel>> matmul_create(const KernelBuild& b) {
     bool packed = false;
     if (const_b) {
       try {
-        const md w_any(d.b, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
-        pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, w_any, y_md), attr, cpu_engine());
+        const md w_any(d.b, type, dnnl::memory::format_tag::any);
+        pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src_md, w_any, y_md), attr, cpu_engine());
         packed = true;
       } catch (const dnnl::error&) {
       }
     }
-    if (!packed) pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, w_plain, y_md), attr, cpu_engine());
+    if (!packed) {
+      KILN_REQUIRE(type == data_type::f32, unsupported, "oneDNN offers no bf16 matmul for these shapes");
+      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, w_plain, y_md), attr, cpu_engine());
+    }
     std::unordered_map<int, dnnl::memory> args;
-    args[DNNL_ARG_SRC] = program.input(0, a_md);
+    args[DNNL_ARG_SRC] = source(program, a_md, type);
     args[DNNL_ARG_WEIGHTS] = packed ? program.prepacked(w_plain, b.inputs[1].constant->raw(), pd.weights_desc())
                                     : program.input(1, w_plain);
     args[DNNL_ARG_DST] = y_mem;

@@ -36,8 +36,17 @@ md plain_desc(const Shape& shape) {
   return md(d, dnnl::memory::data_type::f32, strides);
 }
 
-md any_desc(const Shape& shape) {
-  return md(to_dims(shape), dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
+md any_desc(const Shape& shape, data_type type) { return md(to_dims(shape), type, dnnl::memory::format_tag::any); }
+
+md retyped(const md& desc, data_type type) {
+  dnnl_memory_desc_t d = desc.data;
+  d.data_type = static_cast<dnnl_data_type_t>(type);
+  return md(d);
+}
+
+Result<data_type> compute_type(const Attrs& attrs) {
+  KILN_ASSIGN(precision, precision_from_attrs(attrs));
+  return precision == Precision::bf16 ? data_type::bf16 : data_type::f32;
 }
 
 Layout layout_of(const md& desc, const Shape& shape, int threads) {
@@ -59,6 +68,7 @@ std::string describe_desc(const md& desc) {
     s += static_cast<char>((blocked ? 'A' : 'a') + dim);
   }
   for (int i = 0; i < blk.inner_nblks; ++i) s += std::to_string(blk.inner_blks[i]) + static_cast<char>('a' + blk.inner_idxs[i]);
+  if (desc.data_type() == data_type::bf16) s += ":bf16";
   return s;
 }
 

@@ -24,6 +24,7 @@
 
 #include "kernels/kernel.h"
 #include "kernels/post_ops.h"
+#include "kernels/precision.h"
 
 namespace kiln::onednn {
 
@@ -53,11 +54,16 @@ class OneDnnLayout final : public OpaqueLayout {
 
 dims to_dims(const Shape& shape);
 md plain_desc(const Shape& shape);                 // f32, dense row-major
-md any_desc(const Shape& shape);                   // f32, format_tag::any
+using data_type = dnnl::memory::data_type;
+md any_desc(const Shape& shape, data_type type = data_type::f32);  // format_tag::any
+// The same layout holding elements of `type` (a bf16 copy of a float32 desc, ...).
+md retyped(const md& desc, data_type type);
+// The element type a compute op runs in: its "precision" attribute (kernels/precision.h).
+Result<data_type> compute_type(const Attrs& attrs);
 // The layout a kernel reports for a value it writes with `desc`: plain when the desc is the
 // dense row-major one of `shape`.
 Layout layout_of(const md& desc, const Shape& shape, int threads);
-// "aBcd16b"-style name of a blocked desc (oneDNN's own tag notation).
+// "aBcd16b"-style name of a blocked desc (oneDNN's own tag notation), with ":bf16" for bfloat16.
 std::string describe_desc(const md& desc);
 
 // Why this value cannot be read by a oneDNN kernel (nullopt when it can): it must be float32 and

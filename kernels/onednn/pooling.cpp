@@ -107,7 +107,7 @@ Result<std::unique_ptr<Kernel>> pool_create(const KernelBuild& b) {
     KILN_ASSIGN(g, pool_geometry(b));
     const md x_md = value_desc(b.inputs[0]);
     const Shape& y_shape = b.outputs[0].shape;
-    dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, g.alg, x_md, any_desc(y_shape), g.strides,
+    dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, g.alg, x_md, any_desc(y_shape, x_md.data_type()), g.strides,
                                      g.kernel, g.dilations, g.pad_l, g.pad_r);
     dnnl::pooling_v2_forward::primitive_desc pd(d, user_scratchpad_attr(), cpu_engine());
     Program program(b.threads);

@@ -1,11 +1,13 @@
 #include "kernels/reference/epilogue.h"
 
 #include "kernels/post_ops.h"
+#include "kernels/precision.h"
 
 namespace kiln::ref {
 
 Status infer_epilogue(const InferContext& ctx, size_t residual_index, const ValueType& output) {
   KILN_TRY(post_ops_from_attrs(*ctx.attrs).status());
+  KILN_TRY(precision_from_attrs(*ctx.attrs).status());  // the fast kernels' precision (ignored here)
   if (!ctx.has_input(residual_index)) return Status::ok();
   const ValueType& r = ctx.input(residual_index);
   KILN_REQUIRE(r.dtype == output.dtype, invalid_argument, "residual input has dtype ", dtype_name(r.dtype),

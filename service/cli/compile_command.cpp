@@ -59,7 +59,7 @@ void add_compile_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("model", opts->model, "ONNX model file");
   cmd->add_option("-o,--output", opts->output, "Where to write the .kiln file");
   opts->dims.add_to(*cmd);
-  cmd->add_option("--passes", opts->passes, "Comma-separated pass list, 'default', 'all' (with the optional passes) or 'none'");
+  cmd->add_option("--passes", opts->passes, "Comma-separated pass list, 'default', 'default+OPTIONAL[+...]' (e.g. default+mixed_precision_bf16), 'all' or 'none'");
   cmd->add_flag("--print-passes", opts->print_passes, "List every pass in the pipeline table and exit");
   cmd->add_option("--dump-ir-after", opts->dump_ir_after, "Print the IR after these passes ('all' for every one)")
       ->delimiter(',');

@@ -2,6 +2,7 @@
 // re-validation and numeric check against the reference executor.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <sstream>
 
 #include "compilers/ir/shape_inference.h"
@@ -46,6 +47,15 @@ TEST_CASE("the pipeline table resolves names and refuses unknown ones", "[passes
   REQUIRE(pipeline_parse("a,b") == std::vector<std::string>{"a", "b"});
   REQUIRE(pipeline_parse("none").empty());
   REQUIRE(pipeline_parse("default") == default_pipeline());
+  // default+optional: the optional pass at its place in the table, before fuse_depth_first.
+  const auto with_bf16 = pipeline_parse("default+mixed_precision_bf16");
+  REQUIRE(with_bf16.size() == default_pipeline().size() + 1);
+  const auto at = std::find(with_bf16.begin(), with_bf16.end(), "mixed_precision_bf16");
+  REQUIRE(at != with_bf16.end());
+  REQUIRE(*(at + 1) == "fuse_depth_first");
+  auto unknown = pipeline_from_names(pipeline_parse("default+no_such_pass"));
+  REQUIRE_FALSE(unknown);
+  REQUIRE(unknown.error().message.find("unknown pass 'no_such_pass'") != std::string::npos);
 }
 
 TEST_CASE("eliminate_identity rewires readers and keeps the output name", "[passes]") {

@@ -1,0 +1,19 @@
+#include "kernels/precision.h"
+
+namespace kiln {
+
+std::string_view precision_name(Precision p) { return p == Precision::bf16 ? "bf16" : "fp32"; }
+
+Result<Precision> precision_from_attrs(const Attrs& attrs) {
+  KILN_ASSIGN(name, attrs.get_string(std::string(kPrecisionAttr), "fp32"));
+  if (name == "fp32") return Precision::fp32;
+  if (name == "bf16") return Precision::bf16;
+  return make_error(ErrorCode::invalid_argument, "unknown precision '", name, "' (known: fp32, bf16)");
+}
+
+void precision_to_attrs(Precision p, Attrs& attrs) {
+  if (p == Precision::fp32) attrs.erase(std::string(kPrecisionAttr));
+  else attrs.set(std::string(kPrecisionAttr), std::string(precision_name(p)));
+}
+
+}  // namespace kiln
