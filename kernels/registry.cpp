@@ -12,6 +12,7 @@ namespace {
 const std::array kKernels = {
     &kOneDnnConv,    &kOneDnnGemm,      &kOneDnnMatMul, &kOneDnnPool,      &kOneDnnEltwise, &kOneDnnBinary,
     &kOneDnnSoftmax, &kOneDnnBatchNorm, &kOneDnnLayerNorm, &kOneDnnConcat, &kOneDnnLrn,       &kOneDnnTranspose,
+    &kOneDnnSlice,   &kOneDnnReduce,
     &kCpuView,       &kCpuErf, &kCpuDepthFirstConvAvx512, &kCpuDepthFirstConvAvx2, &kCpuDepthFirstConvPortable,
     &kCpuConcatAffineAvx512, &kCpuConcatAffinePortable,
     &kReferenceKernel,

@@ -12,4 +12,6 @@ set(KILN_ONEDNN_SOURCES
   onednn/concat.cpp
   onednn/lrn.cpp
   onednn/transpose.cpp
+  onednn/slice.cpp
+  onednn/reduce.cpp
 )

@@ -21,5 +21,7 @@ extern const KernelImpl kOneDnnLayerNorm;   // LayerNormalization over the last 
 extern const KernelImpl kOneDnnConcat;      // Concat
 extern const KernelImpl kOneDnnLrn;         // LRN
 extern const KernelImpl kOneDnnTranspose;   // Transpose (plain float32, one strided reorder)
+extern const KernelImpl kOneDnnSlice;       // Slice with steps 1 (one reorder from a sub-memory of the source)
+extern const KernelImpl kOneDnnReduce;      // ReduceMean/Sum/Max/Min (spatial: pooling; innermost rows: reduction)
 
 }  // namespace kiln

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "kernels/reference/data_util.h"
+#include "kernels/reference/slice.h"
 
 namespace kiln {
 namespace {
@@ -130,33 +131,17 @@ Status infer_slice(InferContext& ctx) {
 Status run_slice(RunContext& ctx) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
-  // Re-read the params through an InferContext over the run-time values.
-  std::vector<ValueType> types(ctx.inputs.size());
-  InferContext ic;
-  ic.attrs = ctx.attrs;
-  for (size_t i = 0; i < ctx.inputs.size(); ++i) {
-    if (!ctx.has_input(i)) {
-      ic.inputs.push_back(nullptr);
-      ic.values.push_back(nullptr);
-      continue;
-    }
-    types[i] = ValueType::of(ctx.input(i).dtype(), sym_shape_from(ctx.input(i).shape()));
-    ic.inputs.push_back(&types[i]);
-    ic.values.push_back(ctx.inputs[i]);
-  }
-  KILN_ASSIGN(in, read_slice_inputs(ic, x.rank()));
-  KILN_REQUIRE(in.known, internal, "slice parameters unknown at run time");
-  const SliceParams& p = in.params;
+  std::vector<const Tensor*> params;
+  for (size_t i = 1; i < 5; ++i) params.push_back(ctx.has_input(i) ? ctx.inputs[i] : nullptr);
+  KILN_ASSIGN(axes, ref::slice_axes(x.shape(), params));
   const std::vector<int64_t> in_strides = shape_strides(x.shape());
   std::vector<int64_t> strides = in_strides;
   int64_t offset = 0;
-  for (size_t i = 0; i < p.axes.size(); ++i) {
-    const size_t a = static_cast<size_t>(p.axes[i]);
-    const SliceDim s = slice_dim(x.shape()[a], p.starts[i], p.ends[i], p.steps[i]);
-    KILN_REQUIRE(s.len == y.shape()[a], internal, "slice length ", s.len, " differs from the output dim ",
-                 y.shape()[a]);
-    offset += s.start * in_strides[a];
-    strides[a] = s.step * in_strides[a];
+  for (const ref::SliceAxis& s : axes) {
+    KILN_REQUIRE(s.len == y.shape()[s.axis], internal, "slice length ", s.len, " differs from the output dim ",
+                 y.shape()[s.axis]);
+    offset += s.start * in_strides[s.axis];
+    strides[s.axis] = s.step * in_strides[s.axis];
   }
   if (y.numel() == 0) return Status::ok();
   const unsigned char* base = static_cast<const unsigned char*>(x.raw()) +
@@ -166,6 +151,34 @@ Status run_slice(RunContext& ctx) {
 }
 
 }  // namespace
+
+namespace ref {
+
+Result<std::vector<SliceAxis>> slice_axes(const Shape& data, const std::vector<const Tensor*>& params) {
+  // Read through an InferContext over the values, so the checks are those of shape inference.
+  std::vector<ValueType> types(params.size() + 1);
+  InferContext ic;
+  types[0] = ValueType::of(DType::f32, sym_shape_from(data));
+  ic.inputs.push_back(&types[0]);
+  ic.values.push_back(nullptr);
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i] != nullptr) types[i + 1] = ValueType::of(params[i]->dtype(), sym_shape_from(params[i]->shape()));
+    ic.inputs.push_back(params[i] != nullptr ? &types[i + 1] : nullptr);
+    ic.values.push_back(params[i]);
+  }
+  KILN_ASSIGN(in, read_slice_inputs(ic, static_cast<int64_t>(data.size())));
+  KILN_REQUIRE(in.known, invalid_argument, "the Slice parameters are not all known");
+  const SliceParams& p = in.params;
+  std::vector<SliceAxis> axes;
+  for (size_t i = 0; i < p.axes.size(); ++i) {
+    const size_t a = static_cast<size_t>(p.axes[i]);
+    const SliceDim s = slice_dim(data[a], p.starts[i], p.ends[i], p.steps[i]);
+    axes.push_back({a, s.start, s.step, s.len});
+  }
+  return axes;
+}
+
+}  // namespace ref
 
 // Inputs: data, starts, ends, optional axes, optional steps.
 const OpDef& op_def_Slice() {

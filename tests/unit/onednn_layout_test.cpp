@@ -70,6 +70,7 @@ std::string run_blocked(const Node& node, Tag tag) {
     }
     ++plan.num_slots;
     ValueDesc v;
+    v.dtype = t.dtype();
     v.shape = t.shape();
     if (node.blocked[i]) {
       const onednn::md desc(onednn::to_dims(t.shape()), dnnl::memory::data_type::f32, tag);
@@ -150,6 +151,9 @@ TEST_CASE("onednn kernels on forced padded blocked layouts", "[onednn]") {
   const Tensor per_channel = rand_tensor({1, 13, 1, 1}, 3, 0.5f, 1.5f);
   const Tensor c13 = rand_tensor({13}, 4, -1.0f, 1.0f), var13 = rand_tensor({13}, 5, 0.5f, 2.0f);
   const Tensor w = rand_tensor({7, 13, 3, 3}, 6, -0.5f, 0.5f), dw = rand_tensor({13, 1, 3, 3}, 7, -0.5f, 0.5f);
+  auto ints = [](V v) { return Tensor::from_values<int64_t>({static_cast<int64_t>(v.size())}, v); };
+  const Tensor hw_starts = ints({1, -4}), hw_ends = ints({6, 100}), hw_axes = ints({2, 3}), spatial = ints({2, 3});
+  const Tensor c0 = ints({0}), c8 = ints({8}), axis1 = ints({1});
   struct Case {
     const char* what;
     Node node;
@@ -184,6 +188,17 @@ TEST_CASE("onednn kernels on forced padded blocked layouts", "[onednn]") {
                                        {2, 13, 14, 6}},
        "onednn.concat"},
       {"lrn", {OpKind::LRN, make_attrs({{"size", int64_t{5}}, {"alpha", 1e-2f}}), {a}, {true}, {false}, x}, "onednn.lrn"},
+      {"slice H and W", {OpKind::Slice, {}, {a, hw_starts, hw_ends, hw_axes}, {true, false, false, false},
+                         {false, true, true, true}, {2, 13, 5, 4}},
+       "onednn.slice"},
+      {"slice channels 0:8", {OpKind::Slice, {}, {a, c0, c8, axis1}, {true, false, false, false}, {false, true, true, true},
+                              {2, 8, 7, 6}},
+       "onednn.slice"},
+      {"reduce mean spatial keepdims 0", {OpKind::ReduceMean, make_attrs({{"keepdims", int64_t{0}}}), {a, spatial}, {true, false},
+                                          {false, true}, {2, 13}},
+       "onednn.reduce"},
+      {"reduce sum spatial", {OpKind::ReduceSum, {}, {a, spatial}, {true, false}, {false, true}, {2, 13, 1, 1}}, "onednn.reduce"},
+      {"reduce max spatial", {OpKind::ReduceMax, {}, {a, spatial}, {true, false}, {false, true}, {2, 13, 1, 1}}, "onednn.reduce"},
   };
   for (Tag tag : {Tag::nChw16c, Tag::nChw8c}) {
     for (const Case& c : cases) {
