@@ -22,6 +22,7 @@ namespace {
 struct VerifyCliOptions {
   std::string model;
   DimOptions dims;
+  std::string passes;  // empty: the default pipeline
   std::string input;
   std::string labels_entry = "labels";
   std::string idx_images, idx_labels;
@@ -129,6 +130,7 @@ int run_verify(VerifyCliOptions opts) {
   Plan compiled, reference;
   std::string reference_what;
   if (is_plan_file(opts.model)) {
+    if (!opts.passes.empty()) return report_error("--passes applies to ONNX models; '" + opts.model + "' is compiled already");
     auto loaded = plan_read_file(opts.model);
     if (!loaded) return report_error(loaded.error().message);
     compiled = std::move(loaded->plan);
@@ -136,7 +138,7 @@ int run_verify(VerifyCliOptions opts) {
     reference_what = "the same plan on the reference executor (a .kiln file keeps no pre-pass plan; "
                      "verify the ONNX model to compare against the original graph)";
   } else {
-    auto model = compile_model({opts.model, opts.dims, default_pipeline(), {}, false, true}, nullptr);
+    auto model = compile_model({opts.model, opts.dims, pipeline_parse(opts.passes.empty() ? "default" : opts.passes), {}, false, true}, nullptr);
     if (!model) return report_error(model.error().message);
     compiled = std::move(model->plan);
     reference = std::move(*model->reference_plan);
@@ -173,7 +175,9 @@ void add_verify_command(CLI::App& app, CommandRunner& run) {
   auto opts = std::make_shared<VerifyCliOptions>();
   CLI::App* cmd = app.add_subcommand(
       "verify", "Compare the compiled model with the fp32 reference on a data set (accuracy with labels)");
-  cmd->add_option("model", opts->model, "ONNX model (compiled with the default pipeline) or .kiln plan")->required();
+  cmd->add_option("model", opts->model, "ONNX model (compiled with --passes) or .kiln plan")->required();
+  cmd->add_option("--passes", opts->passes,
+                  "Pipeline an ONNX model is compiled with, as for compile (default; e.g. default+mixed_precision_bf16)");
   opts->dims.add_to(*cmd);
   cmd->add_option("--input,-i", opts->input,
                   ".npy (single-input models) or .npz with one entry per input, samples in dim 0; "

@@ -1,8 +1,10 @@
 // `kiln verify` on the Fashion-MNIST example with Debian's test set (dataset-fashion-mnist):
 // the reference accuracy must be the one PyTorch measured (examples/fashion-mnist/metrics.json)
-// and the compiled engine must lose at most 0.1 points.
-//   verify_fashion_mnist LIMIT   LIMIT 0: the full 10,000 images (checks the exact accuracy);
-//                                otherwise the first LIMIT images (checks agreement and drop only).
+// and the compiled engine must lose at most 0.1 points (fp32) or 0.2 points with bf16 compute
+// (issue 4), with top-1 agreement >= 99.9% (fp32) or 99.5% (bf16).
+//   verify_fashion_mnist LIMIT [PASSES]   LIMIT 0: the full 10,000 images (checks the exact
+//                                accuracy); otherwise the first LIMIT images (agreement and drop only).
+//                                PASSES: the pipeline (default, or default+mixed_precision_bf16).
 // Exits 77 (skipped) when the dataset is not installed; no Catch2, so that ctest sees the 77.
 #include <sys/wait.h>
 
@@ -30,6 +32,10 @@ int fail(const std::string& why, const std::string& output = "") {
 
 int main(int argc, char** argv) {
   const long limit = argc > 1 ? std::strtol(argv[1], nullptr, 10) : 0;
+  const std::string passes = argc > 2 ? argv[2] : "default";
+  const bool bf16 = passes.find("bf16") != std::string::npos;
+  const double max_drop = bf16 ? 0.002 : 0.001, min_agreement = bf16 ? 0.995 : 0.999;
+  const std::string min_cosine = bf16 ? "0.999" : "0.99999";
   const std::string images = std::string(kDataDir) + "/t10k-images-idx3-ubyte.gz";
   const std::string labels = std::string(kDataDir) + "/t10k-labels-idx1-ubyte.gz";
   if (!std::filesystem::exists(images) || !std::filesystem::exists(labels)) {
@@ -43,7 +49,8 @@ int main(int argc, char** argv) {
 
   std::string cmd = "timeout 300 " KILN_BINARY " verify " + example + "/model.onnx --idx-images " + images +
                     " --idx-labels " + labels + " --mean " + std::to_string(norm_mean) + " --std " +
-                    std::to_string(norm_std) + " --batch 100 --json --max-accuracy-drop 0.001 --min-cosine 0.99999";
+                    std::to_string(norm_std) + " --batch 100 --json --passes " + passes + " --max-accuracy-drop " + std::to_string(max_drop) +
+                    " --min-cosine " + min_cosine;
   if (limit > 0) cmd += " --limit " + std::to_string(limit);
   cmd += " 2>&1";
   std::cout << cmd << '\n';
@@ -63,13 +70,14 @@ int main(int argc, char** argv) {
   if (report["data"]["samples"] != samples || out["rows"] != samples) return fail("wrong sample count", output);
   if (report["data"]["random"] != false || report["data"]["labels"] != true) return fail("data not from IDX", output);
   const double drop = out["accuracy_drop"];
-  if (!(drop <= 0.001)) return fail("accuracy drop " + std::to_string(drop) + " > 0.001", output);
-  if (!(double(out["top1_agreement"]) >= 0.999)) return fail("top-1 agreement below 99.9%", output);
+  if (!(drop <= max_drop)) return fail("accuracy drop " + std::to_string(drop) + " > " + std::to_string(max_drop), output);
+  if (!(double(out["top1_agreement"]) >= min_agreement))
+    return fail("top-1 agreement below " + std::to_string(100 * min_agreement) + "%", output);
   if (limit == 0 && out["reference_correct"] != metrics["test_correct"])
     return fail("reference accuracy " + out["reference_correct"].dump() + "/10000 differs from PyTorch's " +
                     metrics["test_correct"].dump() + " (metrics.json)",
                 output);
-  std::cout << "reference " << out["reference_accuracy"] << ", compiled " << out["compiled_accuracy"] << ", drop "
+  std::cout << passes << ": reference " << out["reference_accuracy"] << ", compiled " << out["compiled_accuracy"] << ", drop "
             << drop << " on " << samples << " images; reference " << report["reference_seconds"] << " s, compiled "
             << report["compiled_seconds"] << " s\n";
   return 0;
