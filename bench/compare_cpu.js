@@ -4,10 +4,12 @@
 // `kiln compile`, then runs `kiln bench --json` and bench/peers/ort_bench.js alternately
 // (ROUNDS times each, so machine noise hits both) and prints medians and the ratio. With --torch
 // it also times the same torchvision architecture in PyTorch (jit optimize_for_inference;
-// random weights, which do not change the time of dense kernels).
+// random weights, which do not change the time of dense kernels). With --bf16 it also compiles
+// each model with `--passes default+mixed_precision_bf16` and prints that time and its speed-up
+// over ONNX Runtime fp32 (accuracy: `kiln verify MODEL --passes default+mixed_precision_bf16`).
 //
 // Usage: node bench/compare_cpu.js [--models DIR] [--names a,b] [--batches 1,8] [--threads 2]
-//                                  [--iters 30] [--rounds 3] [--kiln build/kiln]
+//                                  [--iters 30] [--rounds 3] [--kiln build/kiln] [--torch] [--bf16]
 // Models come from the models-test cache (build/model-cache, filled by scripts/test.sh or by
 // `python3 tests/models/export_torchvision.py --out build/model-cache`). PyTorch runs under
 // Debian's /usr/bin/python3 (KILN_PYTHON overrides).
@@ -30,6 +32,7 @@ function parseArgs(argv) {
     rounds: 3,
     kiln: path.join(root, 'build', 'kiln'),
     torch: false,
+    bf16: false,
   };
   for (let i = 0; i < argv.length; ++i) {
     const v = () => argv[++i];
@@ -42,6 +45,7 @@ function parseArgs(argv) {
       case '--rounds': opts.rounds = Number(v()); break;
       case '--kiln': opts.kiln = v(); break;
       case '--torch': opts.torch = true; break;
+      case '--bf16': opts.bf16 = true; break;
       default:
         process.stderr.write(`compare_cpu: unknown argument ${argv[i]}\n`);
         process.exit(2);
@@ -68,8 +72,8 @@ function main() {
   console.log(`kiln vs ONNX Runtime (graph optimizations: all), ${opts.threads} threads, ` +
               `${opts.iters} timed runs x ${opts.rounds} alternating rounds; CPU: ${cpu}, ${os.cpus().length} vCPUs`);
   console.log('model              batch  kiln ms   ORT ms  kiln/ORT  kiln ready  ORT ready  kiln 1st   ORT 1st  peak MB' +
-              (opts.torch ? '  torch ms  kiln/torch' : ''));
-  const ratios = [];
+              (opts.torch ? '  torch ms  kiln/torch' : '') + (opts.bf16 ? '  bf16 ms  ORT/bf16' : ''));
+  const ratios = [], bf16_speedups = [];
   for (const name of opts.names) {
     const model = path.join(opts.models, `${name}.onnx`);
     if (!fs.existsSync(model)) {
@@ -79,7 +83,11 @@ function main() {
     for (const batch of opts.batches) {
       const compiled = path.join(work, `${name}_b${batch}.kiln`);
       execFileSync(opts.kiln, ['compile', model, '-o', compiled, '--batch', String(batch)], { stdio: 'ignore' });
-      const kiln = [], ort = [], torch = [];
+      const compiled_bf16 = path.join(work, `${name}_b${batch}_bf16.kiln`);
+      if (opts.bf16)
+        execFileSync(opts.kiln, ['compile', model, '-o', compiled_bf16, '--batch', String(batch), '--passes',
+                                 'default+mixed_precision_bf16'], { stdio: 'ignore' });
+      const kiln = [], ort = [], torch = [], bf16 = [];
       for (let r = 0; r < opts.rounds; ++r) {
         kiln.push(runJson(opts.kiln, ['bench', compiled, '--threads', String(opts.threads), '--iters',
                                       String(opts.iters), '--json']));
@@ -89,15 +97,20 @@ function main() {
           torch.push(runJson(process.env.KILN_PYTHON || '/usr/bin/python3', [path.join(__dirname, 'peers', 'torch_bench.py'), name, '--batch',
                                          String(batch), '--threads', String(opts.threads), '--iters',
                                          String(opts.iters)]));
+        if (opts.bf16)
+          bf16.push(runJson(opts.kiln, ['bench', compiled_bf16, '--threads', String(opts.threads), '--iters',
+                                        String(opts.iters), '--json']));
       }
       const k = median(kiln.map((x) => x.median_ms)), o = median(ort.map((x) => x.median_ms));
       const t = opts.torch ? median(torch.map((x) => x.median_ms)) : 0;
+      const h = opts.bf16 ? median(bf16.map((x) => x.median_ms)) : 0;
       ratios.push(k / o);
+      if (opts.bf16) bf16_speedups.push(o / h);
       console.log(`${name.padEnd(18)} ${String(batch).padStart(5)} ${fmt(k)} ${fmt(o)} ${fmt(k / o, 9)} ` +
                   `${fmt(median(kiln.map((x) => x.ready_ms)), 11, 1)} ${fmt(median(ort.map((x) => x.ready_ms)), 10, 1)} ` +
                   `${fmt(median(kiln.map((x) => x.first_run_ms)), 9, 1)} ${fmt(median(ort.map((x) => x.first_run_ms)), 9, 1)} ` +
                   `${fmt(kiln[0].arena_bytes / 1e6, 8, 1)}` +
-                  (opts.torch ? ` ${fmt(t)} ${fmt(k / t, 11)}` : ''));
+                  (opts.torch ? ` ${fmt(t)} ${fmt(k / t, 11)}` : '') + (opts.bf16 ? ` ${fmt(h)} ${fmt(o / h, 9)}` : ''));
     }
   }
   if (ratios.length) {
@@ -105,6 +118,10 @@ function main() {
     console.log(`geometric mean kiln/ORT over ${ratios.length} cases: ${geomean.toFixed(3)}; ` +
                 `worst ${Math.max(...ratios).toFixed(2)}`);
   }
+  if (bf16_speedups.length)
+    console.log(`kiln bf16 speed-up over ONNX Runtime fp32: geometric mean ` +
+                `${Math.exp(bf16_speedups.reduce((a, r) => a + Math.log(r), 0) / bf16_speedups.length).toFixed(2)}x, ` +
+                `lowest ${Math.min(...bf16_speedups).toFixed(2)}x`);
   console.log('ms = median latency per batch; peak MB = kiln\'s planned activation arena; ready = load/compile-free start-up to a runnable session ' +
               '(kiln: mmap .kiln + engine create; ORT: InferenceSession.create incl. its graph optimization); ' +
               '1st = first run.');
