@@ -12,5 +12,8 @@ extern const KernelImpl kCpuErf;   // Erf, float32 plain (vector erf on AVX-512)
 extern const KernelImpl kCpuDepthFirstConvAvx512;
 extern const KernelImpl kCpuDepthFirstConvAvx2;
 extern const KernelImpl kCpuDepthFirstConvPortable;
+// ElementwiseChain chunk by chunk (each input read once, the output written once), per ISA
+extern const KernelImpl kCpuElementwiseChainAvx512;
+extern const KernelImpl kCpuElementwiseChainPortable;
 
 }  // namespace kiln
