@@ -9,6 +9,7 @@
 #include "compilers/passes/fold_constants.h"
 #include "compilers/passes/fuse_activation.h"
 #include "compilers/passes/fuse_depth_first.h"
+#include "compilers/passes/fuse_elementwise_chain.h"
 #include "compilers/passes/fuse_layer_norm.h"
 #include "compilers/passes/fuse_residual_add.h"
 #include "compilers/passes/merge_concats.h"
@@ -33,6 +34,9 @@ constexpr std::array kPasses = {
     PassInfo{"reorder_pool_activation", "move a monotonic activation from before a MaxPool to after it",
              pass_reorder_pool_activation},
     PassInfo{"merge_concats", "flatten a Concat of a single-reader Concat on the same axis", pass_merge_concats},
+    // After fuse_activation: what a Conv/Gemm/MatMul epilogue can take is taken first.
+    PassInfo{"fuse_elementwise_chain", "run connected elementwise ops (bias, GELU written out, scales) as one ElementwiseChain",
+             pass_fuse_elementwise_chain},
     // Last: it takes the nodes with their fused activations and residuals. It fuses only where
     // measured faster than oneDNN's separate convolutions (fusion_pays; docs/architecture.md).
     PassInfo{"fuse_depth_first",
