@@ -15,6 +15,7 @@ const std::array kKernels = {
     &kOneDnnSlice,   &kOneDnnReduce,
     &kCpuView,       &kCpuErf, &kCpuDepthFirstConvAvx512, &kCpuDepthFirstConvAvx2, &kCpuDepthFirstConvPortable,
     &kCpuConcatAffineAvx512, &kCpuConcatAffinePortable,
+    &kCpuElementwiseChainAvx512, &kCpuElementwiseChainPortable,
     &kReferenceKernel,
 };
 

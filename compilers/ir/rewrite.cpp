@@ -67,6 +67,24 @@ int graph_drop_unused_initializers(Graph& graph, const std::unordered_set<ValueI
   return dropped;
 }
 
+void graph_drop_orphaned_constants(Graph& graph, const std::vector<ValueId>& candidates) {
+  const auto consumers = graph_consumers(graph);
+  std::vector<bool> remove(graph.nodes.size(), false);
+  bool any = false;
+  for (ValueId v : candidates) {
+    if (v == kNoValue || !consumers[static_cast<size_t>(v)].empty() || graph_is_output(graph, v)) continue;
+    if (std::find(graph.inputs.begin(), graph.inputs.end(), v) != graph.inputs.end()) continue;
+    const int p = graph.value(v).producer;
+    if (graph.initializers.count(v)) {
+      graph.initializers.erase(v);
+    } else if (p >= 0 && graph.nodes[static_cast<size_t>(p)].op == OpKind::Constant) {
+      remove[static_cast<size_t>(p)] = true;
+      any = true;
+    }
+  }
+  if (any) graph_remove_nodes(graph, remove);
+}
+
 std::optional<Tensor> graph_constant_value(const Graph& graph, ValueId v) {
   if (v == kNoValue) return std::nullopt;
   if (auto it = graph.initializers.find(v); it != graph.initializers.end()) {

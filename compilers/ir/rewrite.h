@@ -29,6 +29,10 @@ ValueId graph_add_initializer(Graph& graph, const std::string& hint, Tensor valu
 // those among them (a pass that replaced some weights drops just those).
 int graph_drop_unused_initializers(Graph& graph, const std::unordered_set<ValueId>* candidates = nullptr);
 
+// Removes the initializers and Constant nodes among `candidates` (the inputs of nodes a pass
+// removed) that nothing reads any more and that are not graph inputs or outputs.
+void graph_drop_orphaned_constants(Graph& graph, const std::vector<ValueId>& candidates);
+
 // The value of `v` when it is a constant: an initializer that is not also a graph input (those
 // can be overridden), or the output of a Constant node with a tensor `value`.
 std::optional<Tensor> graph_constant_value(const Graph& graph, ValueId v);

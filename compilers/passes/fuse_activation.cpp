@@ -206,25 +206,6 @@ ValueId fusable_output(const Graph& graph, const Node& n) {
   return post && post->empty() ? n.outputs[0] : kNoValue;
 }
 
-// Removes the Constant nodes and initializers that only the removed nodes read.
-void drop_orphaned_constants(Graph& graph, const std::vector<ValueId>& candidates) {
-  const auto consumers = graph_consumers(graph);
-  std::vector<bool> remove(graph.nodes.size(), false);
-  bool any = false;
-  for (ValueId v : candidates) {
-    if (!consumers[static_cast<size_t>(v)].empty() || graph_is_output(graph, v)) continue;
-    if (std::find(graph.inputs.begin(), graph.inputs.end(), v) != graph.inputs.end()) continue;
-    const int p = graph.value(v).producer;
-    if (graph.initializers.count(v)) {
-      graph.initializers.erase(v);
-    } else if (p >= 0 && graph.nodes[static_cast<size_t>(p)].op == OpKind::Constant) {
-      remove[static_cast<size_t>(p)] = true;
-      any = true;
-    }
-  }
-  if (any) graph_remove_nodes(graph, remove);
-}
-
 }  // namespace
 
 Result<bool> pass_fuse_activation(Graph& graph, const PassContext&) {
@@ -254,7 +235,7 @@ Result<bool> pass_fuse_activation(Graph& graph, const PassContext&) {
   }
   if (!changed) return false;
   graph_remove_nodes(graph, remove);
-  drop_orphaned_constants(graph, freed);
+  graph_drop_orphaned_constants(graph, freed);
   return true;
 }
 

@@ -11,6 +11,7 @@
 #include "compilers/passes/fuse_activation.h"
 #include "compilers/passes/fuse_concat_affine.h"
 #include "compilers/passes/fuse_depth_first.h"
+#include "compilers/passes/fuse_elementwise_chain.h"
 #include "compilers/passes/fuse_layer_norm.h"
 #include "compilers/passes/fuse_residual_add.h"
 #include "compilers/passes/merge_concats.h"
@@ -40,6 +41,9 @@ constexpr std::array kPasses = {
              "normalize each input of a channel Concat straight into its slice when a BatchNormalization reads it "
              "(ConcatAffine)",
              pass_fuse_concat_affine},
+    // After fuse_activation: what a Conv/Gemm/MatMul epilogue can take is taken first.
+    PassInfo{"fuse_elementwise_chain", "run connected elementwise ops (bias, GELU written out, scales) as one ElementwiseChain",
+             pass_fuse_elementwise_chain},
     // Optional, before fuse_depth_first so that the convolutions it makes bf16 stay with oneDNN.
     PassInfo{"mixed_precision_bf16", "run every Conv, Gemm and MatMul in bfloat16 (activations between them too)",
              pass_mixed_precision_bf16, false, false},

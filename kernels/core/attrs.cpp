@@ -31,6 +31,9 @@ Result<std::vector<int64_t>> Attrs::get_ints(const std::string& name, std::vecto
 Result<std::vector<float>> Attrs::get_floats(const std::string& name, std::vector<float> fallback) const {
   return get_as<std::vector<float>>(values_, name, std::move(fallback), "a list of floats");
 }
+Result<std::vector<std::string>> Attrs::get_strings(const std::string& name, std::vector<std::string> fallback) const {
+  return get_as<std::vector<std::string>>(values_, name, std::move(fallback), "a list of strings");
+}
 Result<Tensor> Attrs::get_tensor(const std::string& name) const {
   auto it = values_.find(name);
   if (it == values_.end()) return make_error(ErrorCode::invalid_argument, "missing tensor attribute '", name, "'");

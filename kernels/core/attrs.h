@@ -29,6 +29,7 @@ class Attrs {
   Result<std::string> get_string(const std::string& name, const std::string& fallback) const;
   Result<std::vector<int64_t>> get_ints(const std::string& name, std::vector<int64_t> fallback = {}) const;
   Result<std::vector<float>> get_floats(const std::string& name, std::vector<float> fallback = {}) const;
+  Result<std::vector<std::string>> get_strings(const std::string& name, std::vector<std::string> fallback = {}) const;
   // Required tensor attribute: an error when absent.
   Result<Tensor> get_tensor(const std::string& name) const;
 

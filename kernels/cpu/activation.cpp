@@ -63,7 +63,24 @@ KILN_AVX512 void erf_avx512(const float* x, float* y, int64_t count) {
   }
 }
 
+// exp_avx512 clamps its input below (NaN would give exp(-104)) and makes NaN of +inf; both pass
+// through here, as std::exp gives them.
+KILN_AVX512 void exp_avx512_values(const float* x, float* y, int64_t count) {
+  for (int64_t i = 0; i < count; i += 16) {
+    const int left = static_cast<int>(std::min<int64_t>(16, count - i));
+    const __mmask16 mask = static_cast<__mmask16>(left == 16 ? 0xFFFF : (1u << left) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(mask, x + i);
+    const __mmask16 same = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(v, _mm512_set1_ps(INFINITY), _CMP_EQ_OQ);
+    _mm512_mask_storeu_ps(y + i, mask, _mm512_mask_mov_ps(exp_avx512(v), same, v));
+  }
+}
+
 }  // namespace
+
+void exp_values(CpuIsa isa, const float* x, float* y, int64_t count) {
+  if (isa == CpuIsa::avx512) return exp_avx512_values(x, y, count);
+  for (int64_t i = 0; i < count; ++i) y[i] = std::exp(x[i]);
+}
 
 void erf_values(CpuIsa isa, const float* x, float* y, int64_t count) {
   if (isa == CpuIsa::avx512) return erf_avx512(x, y, count);
