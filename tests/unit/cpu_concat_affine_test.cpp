@@ -5,20 +5,15 @@
 // against the unfused Concat -> BatchNormalization graph in passes_fuse_test.cpp.
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
 
 #include "kernels/cpu/isa.h"
+#include "tests/support/isa_cap.h"
 #include "tests/support/plan_builder.h"
 
 using namespace kiln;
 using namespace kiln::testing;
 
 namespace {
-
-struct IsaCap {
-  explicit IsaCap(CpuIsa isa) { setenv("KILN_CPU_ISA", std::string(cpu_isa_name(isa)).c_str(), 1); }
-  ~IsaCap() { unsetenv("KILN_CPU_ISA"); }
-};
 
 struct Case {
   const char* what;

@@ -7,22 +7,16 @@
 // is checked against the unfused Conv/Mul/Conv graph in passes_fuse_test.cpp.
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
 
 #include "kernels/cpu/isa.h"
 #include "kernels/post_ops.h"
+#include "tests/support/isa_cap.h"
 #include "tests/support/plan_builder.h"
 
 using namespace kiln;
 using namespace kiln::testing;
 
 namespace {
-
-// Caps the ISA for the kernels created while it lives.
-struct IsaCap {
-  explicit IsaCap(CpuIsa isa) { setenv("KILN_CPU_ISA", std::string(cpu_isa_name(isa)).c_str(), 1); }
-  ~IsaCap() { unsetenv("KILN_CPU_ISA"); }
-};
 
 struct Case {
   const char* what;

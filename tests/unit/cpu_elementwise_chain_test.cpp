@@ -9,24 +9,18 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 
 #include "kernels/cpu/isa.h"
 #include "kernels/elementwise_program.h"
+#include "tests/support/isa_cap.h"
 #include "tests/support/plan_builder.h"
 
 using namespace kiln;
 using namespace kiln::testing;
 
 namespace {
-
-// Caps the ISA for the kernels created while it lives.
-struct IsaCap {
-  explicit IsaCap(CpuIsa isa) { setenv("KILN_CPU_ISA", std::string(cpu_isa_name(isa)).c_str(), 1); }
-  ~IsaCap() { unsetenv("KILN_CPU_ISA"); }
-};
 
 const CpuIsa kPaths[] = {CpuIsa::avx512, CpuIsa::portable};
 

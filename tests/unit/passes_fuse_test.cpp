@@ -8,7 +8,6 @@
 #include <cfloat>
 #include <cmath>
 #include <functional>
-#include <random>
 
 #include "compilers/ir/shape_inference.h"
 #include "compilers/ir/verify.h"
@@ -17,59 +16,20 @@
 #include "compilers/passes/pipeline.h"
 #include "kernels/executor.h"
 #include "kernels/post_ops.h"
+#include "tests/support/graph_builder.h"
 
 using namespace kiln;
 
 namespace {
 
-Tensor random_f32(Shape shape, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  Tensor t = Tensor::zeros(DType::f32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
-  return t;
-}
-
-// Builds small graphs: intermediate values are unranked f32 (shape inference fills them in).
-struct Builder {
-  Graph g;
-  uint32_t seed = 1;
-
-  ValueId input(const std::string& name, Shape shape, DType dt = DType::f32) {
-    const ValueId id = g.add_value(name, ValueType::of(dt, sym_shape_from(shape)));
-    g.inputs.push_back(id);
-    return id;
-  }
-  ValueId weight(const std::string& name, Shape shape) {
-    const ValueId id = g.add_value(name, ValueType::of(DType::f32, sym_shape_from(shape)));
-    g.initializers[id] = random_f32(std::move(shape), seed++);
-    return id;
-  }
-  ValueId scalar(const std::string& name, float v) {
-    const ValueId id = g.add_value(name, ValueType::of(DType::f32, {}));
-    g.initializers[id] = Tensor::scalar<float>(v);
-    return id;
-  }
-  // A Constant node holding the scalar v.
-  ValueId constant(const std::string& name, float v) {
-    const ValueId id = g.add_value(name, ValueType::unranked(DType::f32));
-    Attrs a;
-    a.set("value", Tensor::scalar<float>(v));
-    g.add_node(Node{name + "_node", OpKind::Constant, a, {}, {id}});
-    return id;
-  }
-  ValueId node(OpKind op, const std::string& out, std::vector<ValueId> inputs, Attrs attrs = {}) {
-    const ValueId id = g.add_value(out, ValueType::unranked(DType::f32));
-    g.add_node(Node{out + "_node", op, std::move(attrs), std::move(inputs), {id}});
-    return id;
-  }
+// Small graphs (tests/support/graph_builder.h) with the 3x3 Conv these tests build around.
+struct Builder : testing::GraphBuilder {
   // Conv 3x3, padding 1, with bias: [1, c, 6, 6] -> [1, m, 6, 6].
   ValueId conv(const std::string& out, ValueId x, int64_t c, int64_t m) {
     Attrs a;
     a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
     return node(OpKind::Conv, out, {x, weight(out + "_w", {m, c, 3, 3}), weight(out + "_b", {m})}, a);
   }
-  void output(ValueId id) { g.outputs.push_back(id); }
 };
 
 Attrs float_attrs(std::initializer_list<std::pair<const char*, float>> list) {
@@ -137,7 +97,7 @@ const PostOps kEveryActivation[] = {
 // ---- the reference kernels ----
 
 TEST_CASE("Conv computes act(conv + residual) for every fused activation", "[passes][epilogue]") {
-  const Tensor x = random_f32({1, 3, 5, 5}, 11), residual = random_f32({1, 4, 5, 5}, 12);
+  const Tensor x = testing::GraphBuilder::random({1, 3, 5, 5}, 11), residual = testing::GraphBuilder::random({1, 4, 5, 5}, 12);
   Builder plain;
   const ValueId px = plain.input("x", {1, 3, 5, 5});
   plain.output(plain.conv("y", px, 3, 4));
@@ -186,7 +146,7 @@ TEST_CASE("a 1x1 Conv with residual and relu, by hand", "[passes][epilogue]") {
 
 TEST_CASE("Gemm (with C) and batched MatMul compute act(op + residual)", "[passes][epilogue]") {
   SECTION("Gemm: residual is input 3") {
-    const Tensor a = random_f32({3, 4}, 21), res = random_f32({3, 5}, 22);
+    const Tensor a = testing::GraphBuilder::random({3, 4}, 21), res = testing::GraphBuilder::random({3, 5}, 22);
     Builder b;
     const ValueId in = b.input("a", {3, 4});
     Attrs attrs;
@@ -206,7 +166,7 @@ TEST_CASE("Gemm (with C) and batched MatMul compute act(op + residual)", "[passe
     require_close(got->at(0), apply_epilogue(plain->at(0), &res, post));
   }
   SECTION("MatMul: residual is input 2") {
-    const Tensor a = random_f32({2, 3, 4}, 31), res = random_f32({2, 3, 6}, 32);
+    const Tensor a = testing::GraphBuilder::random({2, 3, 4}, 31), res = testing::GraphBuilder::random({2, 3, 6}, 32);
     Builder b;
     const ValueId in = b.input("a", {2, 3, 4});
     b.output(b.node(OpKind::MatMul, "y", {in, b.weight("w", {4, 6})}));
