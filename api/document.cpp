@@ -424,6 +424,13 @@ Result<Document> parse_json(std::string_view text, std::string_view source) {
     const size_t colon = what.find(": ");
     if (colon != std::string::npos) what = what.substr(colon + 2);
     return Error{ErrorCode::syntax, std::string(source), "", line, column, "JSON syntax error: " + what};
+  } catch (const ojson::exception& e) {
+    // Not a syntax error but a value nlohmann cannot hold, e.g. a number overflowing a double
+    // ("1E745"); it carries no position.
+    std::string what = e.what();
+    const size_t bracket = what.find("] ");
+    if (bracket != std::string::npos) what = what.substr(bracket + 2);
+    return Error{ErrorCode::syntax, std::string(source), "", 0, 0, "JSON value out of range: " + what};
   }
   Walk w{source};
   std::string pointer;

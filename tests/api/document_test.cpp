@@ -73,6 +73,10 @@ TEST_CASE("JSON is read as JSON; YAML flow mappings that are not JSON fall back 
   CHECK(e.code == ErrorCode::syntax);
   CHECK(e.line == 2);
   CHECK_THAT(e.to_string(), Catch::Contains("t.yaml:2:") && Catch::Contains("JSON syntax error"));
+  // A number beyond a double is an error, not an exception (found by fuzz_description).
+  const Error big = parse_error("{\"scale\": 0.0039215686E745098}", DocumentFormat::json);
+  CHECK(big.code == ErrorCode::syntax);
+  CHECK_THAT(big.message, Catch::Contains("JSON value out of range") && Catch::Contains("number overflow"));
 }
 
 TEST_CASE("YAML syntax errors give the line and column", "[api][document]") {
