@@ -1,5 +1,6 @@
 // The arithmetic precision a compute op (Conv, Gemm, MatMul) runs in on the fast kernels, recorded
-// by the mixed-precision passes as the node attribute "precision" ("fp32" when absent, "bf16").
+// by the mixed-precision and quantization passes as the node attribute "precision" ("fp32" when
+// absent, "bf16", "int8": see kernels/quantization.h for the int8 scales beside it).
 // The reference kernels ignore it: they are the fp32 oracle the verification stage compares with.
 // A bf16 op reads and writes bfloat16 activations in oneDNN layouts, so a region of bf16 ops
 // converts once at each border (the engine's conversion to plain float32), not per layer.
@@ -11,11 +12,11 @@
 
 namespace kiln {
 
-enum class Precision { fp32, bf16 };
+enum class Precision { fp32, bf16, int8 };
 
 inline constexpr std::string_view kPrecisionAttr = "precision";
 
-std::string_view precision_name(Precision p);  // "fp32", "bf16"
+std::string_view precision_name(Precision p);  // "fp32", "bf16", "int8"
 // The node's precision; an unknown name is an error naming it.
 Result<Precision> precision_from_attrs(const Attrs& attrs);
 void precision_to_attrs(Precision p, Attrs& attrs);  // fp32 erases the attribute

@@ -46,6 +46,7 @@ md retyped(const md& desc, data_type type) {
 
 Result<data_type> compute_type(const Attrs& attrs) {
   KILN_ASSIGN(precision, precision_from_attrs(attrs));
+  KILN_REQUIRE(precision != Precision::int8, unsupported, "int8 has a type per tensor, not one compute type");
   return precision == Precision::bf16 ? data_type::bf16 : data_type::f32;
 }
 
