@@ -3,14 +3,27 @@
 // may rely on fresh types on entry and need not restore them.
 #pragma once
 
+#include <ostream>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "compilers/ir/graph.h"
+#include "compilers/quantize/calibrate.h"
 
 namespace kiln {
 
+// What quantize_int8 needs beyond the graph: the user's calibration data and policy.
+struct Int8Options {
+  const CalibrationSet* calibration = nullptr;  // required by quantize_int8
+  CalibrationOptions calibration_options;
+  std::vector<std::string> keep_fp32;  // node names left in float32 (accuracy control, user list)
+};
+
 struct PassContext {
   DimBindings bindings;  // the bindings shapes were inferred with
+  Int8Options int8;
+  std::ostream* log = nullptr;  // where passes that make choices say what they chose
 };
 
 using PassFn = Result<bool> (*)(Graph& graph, const PassContext& ctx);

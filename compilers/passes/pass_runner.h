@@ -22,6 +22,8 @@ struct PassRunOptions {
 #endif
   double tolerance = 1e-4;  // max|after - before| <= tolerance * max|before|
   uint32_t seed = 1;        // for the numeric check's inputs
+  Int8Options int8;         // calibration data and policy for quantize_int8
+  std::ostream* log = nullptr;  // passes' reports of their choices (PassContext::log)
 };
 
 struct PassRecord {

@@ -16,6 +16,7 @@
 #include "compilers/passes/fuse_residual_add.h"
 #include "compilers/passes/merge_concats.h"
 #include "compilers/passes/mixed_precision_bf16.h"
+#include "compilers/passes/quantize_int8.h"
 #include "compilers/passes/reorder_pool_activation.h"
 
 namespace kiln {
@@ -47,6 +48,12 @@ constexpr std::array kPasses = {
     // Optional, before fuse_depth_first so that the convolutions it makes bf16 stay with oneDNN.
     PassInfo{"mixed_precision_bf16", "run every Conv, Gemm and MatMul in bfloat16 (activations between them too)",
              pass_mixed_precision_bf16, false, false},
+    // Optional, needs calibration data; after the fusions so that it calibrates the values the
+    // kernels really write (a Conv's output after its fused ReLU and residual).
+    PassInfo{"quantize_int8",
+             "int8 post-training quantization of Conv, Gemm and MatMul (calibrated activation scales, per-channel "
+             "weights)",
+             pass_quantize_int8, false, false},
     // Last: it takes the nodes with their fused activations and residuals. It fuses only where
     // measured faster than oneDNN's separate convolutions (fusion_pays; docs/architecture.md).
     PassInfo{"fuse_depth_first",

@@ -22,6 +22,7 @@ struct CompileOptions {
   std::vector<std::string> dump_ir_after;
   bool print_passes = false;
   bool check_numerics = false;
+  CalibrationCli calibration;
 };
 
 int print_pass_table() {
@@ -35,6 +36,8 @@ int run_compile(const CompileOptions& opts) {
   if (opts.print_passes) return print_pass_table();
   if (opts.model.empty() || opts.output.empty()) return report_error("compile needs MODEL and -o OUTPUT.kiln");
   CompileRequest request{opts.model, opts.dims, pipeline_parse(opts.passes), opts.dump_ir_after, opts.check_numerics};
+  request.calibration = &opts.calibration;
+  request.log = &std::cout;
   auto compiled = compile_model(request, &std::cout);
   if (!compiled) return report_error(compiled.error().message);
   for (const PassRecord& r : compiled->passes) {
@@ -63,6 +66,7 @@ void add_compile_command(CLI::App& app, CommandRunner& run) {
   cmd->add_flag("--print-passes", opts->print_passes, "List every pass in the pipeline table and exit");
   cmd->add_option("--dump-ir-after", opts->dump_ir_after, "Print the IR after these passes ('all' for every one)")
       ->delimiter(',');
+  opts->calibration.add_to(*cmd, /*with_normalization=*/true);
   cmd->add_flag("--check-numerics", opts->check_numerics,
                 "Check every pass against the reference executor on seeded inputs");
   cmd->callback([opts, &run] { run = [opts] { return run_compile(*opts); }; });

@@ -1,6 +1,8 @@
 #include "service/cli/compiled_model.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include "compilers/lower/to_plan.h"
 #include "compilers/passes/pipeline.h"
@@ -17,6 +19,21 @@ Result<CompiledModel> compile_model(const CompileRequest& request, std::ostream*
   options.dump_ir_after = request.dump_ir_after;
   options.dump = dump;
   options.check_numerics = request.check_numerics;
+  options.log = request.log;
+  std::optional<CalibrationSet> calibration_set;  // read by quantize_int8 during run_passes
+  if (request.calibration != nullptr) {
+    if (request.calibration->given()) {
+      const bool quantizes =
+          std::find(request.passes.begin(), request.passes.end(), "quantize_int8") != request.passes.end();
+      KILN_REQUIRE(quantizes, invalid_argument,
+                   "calibration data is for int8: add quantize_int8 to the pipeline (--passes default+quantize_int8)");
+      KILN_ASSIGN(set, request.calibration->load(graph_to_plan(model.graph)));
+      calibration_set = std::move(set);
+    }
+    KILN_ASSIGN(int8, request.calibration->options(calibration_set ? &*calibration_set : nullptr));
+    options.int8 = std::move(int8);
+    options.int8.calibration_options.progress = request.log;
+  }
   CompiledModel compiled;
   if (request.keep_reference_plan) compiled.reference_plan = graph_to_plan(model.graph);
   auto records = run_passes(model.graph, request.passes, options);

@@ -8,6 +8,7 @@
 
 #include "compilers/passes/pass_runner.h"
 #include "kernels/plan.h"
+#include "service/cli/calibration_options.h"
 #include "service/cli/model_loading.h"
 
 namespace kiln::cli {
@@ -19,6 +20,8 @@ struct CompileRequest {
   std::vector<std::string> dump_ir_after;
   bool check_numerics = false;
   bool keep_reference_plan = false;  // also lower the graph before the passes (for verification)
+  const CalibrationCli* calibration = nullptr;  // int8 calibration data and policy (quantize_int8)
+  std::ostream* log = nullptr;                  // where passes report their choices
 };
 
 struct CompiledModel {

@@ -1,0 +1,109 @@
+#include "compilers/passes/quantize_int8.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "compilers/ir/rewrite.h"
+#include "kernels/precision.h"
+#include "kernels/quantization.h"
+
+namespace kiln {
+namespace {
+
+// The input a fused residual takes (kernels/post_ops.h).
+size_t residual_input(OpKind op) { return op == OpKind::MatMul ? 2 : 3; }
+
+// A float32 Conv, Gemm or MatMul whose weights are constants: what the int8 kernels take.
+bool quantizable(const Graph& graph, const Node& n) {
+  if (n.op != OpKind::Conv && n.op != OpKind::Gemm && n.op != OpKind::MatMul) return false;
+  if (n.inputs.size() < 2 || n.outputs.empty() || n.outputs[0] == kNoValue) return false;
+  auto precision = precision_from_attrs(n.attrs);
+  if (!precision || *precision != Precision::fp32) return false;
+  if (!graph_constant_value(graph, n.inputs[1])) return false;
+  const ValueType& x = graph.value(n.inputs[0]).type;
+  const ValueType& y = graph.value(n.outputs[0]).type;
+  if (x.dtype != DType::f32 || y.dtype != DType::f32) return false;
+  // Gemm with a transposed A stays fp32 (the int8 matmul quantizes A as given).
+  if (n.op == OpKind::Gemm) {
+    auto trans_a = n.attrs.get_int("transA", 0);
+    if (!trans_a || *trans_a != 0) return false;
+  }
+  return true;
+}
+
+bool is_pooling(OpKind op) {
+  return op == OpKind::MaxPool || op == OpKind::AveragePool || op == OpKind::GlobalAveragePool ||
+         op == OpKind::GlobalMaxPool;
+}
+
+}  // namespace
+
+Result<bool> pass_quantize_int8(Graph& graph, const PassContext& ctx) {
+  const Int8Options& opts = ctx.int8;
+  KILN_REQUIRE(opts.calibration != nullptr, invalid_argument,
+               "int8 quantization needs calibration data: give --calibration FILE (.npy, .npz or IDX images) "
+               "or --calibration-random N for seeded random inputs");
+  std::vector<int> chosen;
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    const Node& n = graph.nodes[i];
+    if (!quantizable(graph, n)) continue;
+    if (std::find(opts.keep_fp32.begin(), opts.keep_fp32.end(), n.name) != opts.keep_fp32.end()) continue;
+    chosen.push_back(static_cast<int>(i));
+  }
+  for (const std::string& name : opts.keep_fp32) {
+    const bool known = std::any_of(graph.nodes.begin(), graph.nodes.end(), [&](const Node& n) { return n.name == name; });
+    KILN_REQUIRE(known, invalid_argument, "layer '", name, "' to keep in fp32 is not a node of the compiled graph");
+  }
+  if (chosen.empty()) return false;
+
+  std::vector<bool> is_int8(graph.nodes.size(), false);
+  for (int i : chosen) is_int8[static_cast<size_t>(i)] = true;
+  const auto consumers = graph_consumers(graph);
+  // Quantized output: every reader takes int8 (an int8 op's input or residual, or a pooling
+  // whose own readers do: it passes the codes and their scale through).
+  std::function<bool(ValueId)> output_quantized = [&](ValueId out) {
+    if (graph_is_output(graph, out) || consumers[static_cast<size_t>(out)].empty()) return false;
+    for (int c : consumers[static_cast<size_t>(out)]) {
+      const Node& reader = graph.nodes[static_cast<size_t>(c)];
+      if (is_pooling(reader.op)) {
+        if (reader.outputs.empty() || !output_quantized(reader.outputs[0])) return false;
+        continue;
+      }
+      if (!is_int8[static_cast<size_t>(c)]) return false;
+      for (size_t k = 0; k < reader.inputs.size(); ++k)
+        if (reader.inputs[k] == out && k != 0 && k != residual_input(reader.op)) return false;
+    }
+    return true;
+  };
+
+  std::vector<ValueId> values;
+  for (int i : chosen) {
+    const Node& n = graph.nodes[static_cast<size_t>(i)];
+    values.push_back(n.inputs[0]);
+    if (output_quantized(n.outputs[0])) values.push_back(n.outputs[0]);
+  }
+  if (ctx.log)
+    *ctx.log << "  quantize_int8: calibrating " << values.size() << " tensors for " << chosen.size() << " layers ("
+             << calibration_method_name(opts.calibration_options.method) << ")\n";
+  KILN_ASSIGN(ranges, calibrate_values(graph, values, *opts.calibration, opts.calibration_options));
+
+  for (int i : chosen) {
+    Node& n = graph.nodes[static_cast<size_t>(i)];
+    precision_to_attrs(Precision::int8, n.attrs);
+    const TensorRange in = ranges.at(n.inputs[0]);
+    quant_params_to_attrs(quant_params_for_range(in.lo, in.hi), "input", n.attrs);
+    if (auto it = ranges.find(n.outputs[0]); it != ranges.end() && output_quantized(n.outputs[0]))
+      quant_params_to_attrs(quant_params_for_range(it->second.lo, it->second.hi), "output", n.attrs);
+  }
+  if (ctx.log) {
+    *ctx.log << "  quantize_int8: " << chosen.size() << " layers in int8";
+    if (!opts.keep_fp32.empty()) {
+      *ctx.log << "; kept in fp32:";
+      for (const std::string& name : opts.keep_fp32) *ctx.log << ' ' << name;
+    }
+    *ctx.log << '\n';
+  }
+  return true;
+}
+
+}  // namespace kiln

@@ -1,0 +1,57 @@
+#include "service/cli/calibration_options.h"
+
+#include <filesystem>
+
+namespace kiln::cli {
+
+void CalibrationCli::add_to(CLI::App& cmd, bool with_normalization) {
+  cmd.add_option("--calibration", file,
+                 "int8 calibration data: .npy (single-input models), .npz (an entry per input) or IDX images "
+                 "(raw or .gz, normalized by --mean/--std)");
+  cmd.add_option("--calibration-random", random, "Calibrate int8 on this many seeded random samples instead")
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--calibration-seed", seed, "Seed of --calibration-random (default 7)");
+  cmd.add_option("--calibration-limit", limit, "Calibrate on the first N samples only")->check(CLI::PositiveNumber);
+  cmd.add_option("--calibration-method", method, "minmax (default), percentile or entropy (KL)");
+  cmd.add_option("--calibration-percentile", percentile, "Percentile of |x| kept by the percentile method (default 99.99)")
+      ->check(CLI::Range(50.0f, 100.0f));
+  cmd.add_option("--keep-fp32", keep_fp32, "Layers (node names, comma-separated) left in float32 by quantize_int8")
+      ->delimiter(',');
+  if (with_normalization) {
+    cmd.add_option("--mean", mean, "Mean subtracted from IDX pixels after /255 (default 0)");
+    cmd.add_option("--std", std, "Divisor of IDX pixels after the mean (default 1)");
+  }
+}
+
+Result<CalibrationSet> CalibrationCli::load(const Plan& plan) const {
+  KILN_REQUIRE(file.empty() || random == 0, invalid_argument, "give --calibration or --calibration-random, not both");
+  KILN_REQUIRE(std != 0.0f, invalid_argument, "--std must not be zero");
+  VerifyData data;
+  if (random > 0) {
+    data = verify_random_data(plan, random, seed);
+  } else {
+    DatasetOptions d;
+    const std::string ext = std::filesystem::path(file).extension().string();
+    if (ext == ".npy" || ext == ".npz") d.input = file;
+    else d.idx_images = file;
+    d.mean = mean;
+    d.std = std;
+    d.limit = limit;
+    auto loaded = load_dataset(d, plan);
+    if (!loaded) return loaded.status().with_context("calibration data: ");
+    data = std::move(*loaded);
+  }
+  return CalibrationSet{std::move(data.inputs), data.source};
+}
+
+Result<Int8Options> CalibrationCli::options(const CalibrationSet* set) const {
+  Int8Options o;
+  o.calibration = set;
+  KILN_ASSIGN(m, calibration_method_from_name(method));
+  o.calibration_options.method = m;
+  o.calibration_options.percentile = percentile;
+  o.keep_fp32 = keep_fp32;
+  return o;
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,35 @@
+// The int8 options of the verbs that compile (compile, verify): where calibration data comes
+// from, the calibration method and the layers kept in float32.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "compilers/passes/pass.h"
+#include "kernels/plan.h"
+#include "service/cli/dataset.h"
+
+namespace kiln::cli {
+
+struct CalibrationCli {
+  std::string file;    // .npy / .npz, or IDX images (any other name)
+  int64_t random = 0;  // seeded random samples instead of a file
+  uint32_t seed = 7;   // differs from verify's default seed: calibrate and verify on different data
+  int64_t limit = 0;
+  std::string method = "minmax";
+  float percentile = kDefaultPercentile;
+  std::vector<std::string> keep_fp32;
+  float mean = 0.0f, std = 1.0f;  // IDX normalization (verify shares its own --mean/--std)
+
+  // `with_normalization`: also --mean/--std (verify registers its own).
+  void add_to(CLI::App& cmd, bool with_normalization);
+  bool given() const { return !file.empty() || random > 0; }
+  // The samples for `plan`'s inputs, and the policy, as the quantize_int8 pass takes them.
+  Result<CalibrationSet> load(const Plan& plan) const;
+  Result<Int8Options> options(const CalibrationSet* set) const;
+};
+
+}  // namespace kiln::cli

@@ -1,0 +1,223 @@
+// int8 calibration (compilers/quantize/) and the quantize_int8 pass: the clipping range of each
+// calibration method on known distributions, the checks on the user's calibration data, and the
+// attributes the pass writes (which layers, which scales, which outputs stay quantized).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <sstream>
+
+#include "compilers/passes/pass_runner.h"
+#include "compilers/passes/pipeline.h"
+#include "compilers/quantize/calibrate.h"
+#include "kernels/precision.h"
+#include "kernels/quantization.h"
+#include "tests/support/graph_builder.h"
+
+namespace kiln {
+namespace {
+
+using testing::GraphBuilder;
+
+TensorStats stats_of(const std::vector<float>& x) {
+  TensorStats s;
+  s.add_range(x.data(), static_cast<int64_t>(x.size()));
+  s.add_histogram(x.data(), static_cast<int64_t>(x.size()));
+  return s;
+}
+
+std::vector<float> gaussian_with_outliers(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(n);
+  for (float& v : x) v = dist(rng);
+  x[0] = 40.0f;  // a few far outliers that minmax would spend the whole int8 range on
+  x[1] = -38.0f;
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("minmax keeps the observed range; percentile and entropy clip outliers", "[quantize][calibration]") {
+  const std::vector<float> x = gaussian_with_outliers(200000, 3);
+  const TensorStats s = stats_of(x);
+  const TensorRange mm = calibrated_range(s, CalibrationMethod::minmax);
+  CHECK(mm.lo == -38.0f);
+  CHECK(mm.hi == 40.0f);
+
+  const TensorRange pct = calibrated_range(s, CalibrationMethod::percentile, 99.9f);
+  // The empirical 99.9th percentile of |x| (about 3.3 for a standard normal), to a bin (40/2048).
+  std::vector<float> mags(x.size());
+  for (size_t i = 0; i < x.size(); ++i) mags[i] = std::fabs(x[i]);
+  std::sort(mags.begin(), mags.end());
+  const float p999 = mags[static_cast<size_t>(0.999 * static_cast<double>(mags.size()))];
+  CHECK(p999 == Approx(3.3).margin(0.1));
+  CHECK(pct.hi == Approx(p999).margin(40.0 / kCalibrationBins));
+  CHECK(pct.lo == -pct.hi);
+
+  const TensorRange ent = calibrated_range(s, CalibrationMethod::entropy);
+  // KL calibration of a Gaussian into 128 levels lands a few sigma out, far inside the outliers.
+  CHECK(ent.hi > 2.5f);
+  CHECK(ent.hi < 8.0f);
+}
+
+TEST_CASE("a non-negative tensor keeps lo >= 0 (u8) and an all-zero one gets a usable scale", "[quantize][calibration]") {
+  std::vector<float> relu(1000);
+  for (size_t i = 0; i < relu.size(); ++i) relu[i] = static_cast<float>(i % 100) / 10.0f;
+  for (CalibrationMethod m : {CalibrationMethod::minmax, CalibrationMethod::percentile, CalibrationMethod::entropy}) {
+    const TensorRange r = calibrated_range(stats_of(relu), m);
+    INFO(calibration_method_name(m));
+    CHECK(r.lo == 0.0f);
+    CHECK(r.hi > 9.0f);  // a uniform distribution has nothing to clip
+    const QuantParams q = quant_params_for_range(r.lo, r.hi);
+    CHECK(q.type == QuantType::u8);
+    CHECK(q.scale == Approx(r.hi / 255.0f));
+  }
+  const QuantParams zero = quant_params_for_range(0.0f, 0.0f);
+  CHECK(zero.scale > 0.0f);
+  CHECK(quant_params_for_range(-2.0f, 1.0f).type == QuantType::s8);
+  CHECK(quant_params_for_range(-2.0f, 1.0f).scale == Approx(2.0f / 127.0f));
+}
+
+TEST_CASE("entropy threshold: all mass below the level count needs no clipping", "[quantize][calibration]") {
+  std::vector<double> h(kCalibrationBins, 0.0);
+  for (int i = 0; i < 100; ++i) h[static_cast<size_t>(i)] = 10.0 + i;
+  CHECK(entropy_threshold_bins(h, 128) == 128);
+  REQUIRE(calibration_method_from_name("entropy").value() == CalibrationMethod::entropy);
+  const auto bad = calibration_method_from_name("kl");
+  REQUIRE_FALSE(bad);
+  CHECK_THAT(bad.error().message, Catch::Contains("minmax, percentile, entropy"));
+}
+
+namespace {
+
+// x[2,3,8,8] -> Conv(relu) -> MaxPool -> Conv -> y ; the second Conv's output is the graph output.
+Graph two_conv_graph() {
+  GraphBuilder b;
+  const ValueId x = b.input("x", {2, 3, 8, 8});
+  Attrs relu;
+  relu.set("activation", std::string("relu"));
+  relu.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  const ValueId c1 = b.node(OpKind::Conv, "c1", {x, b.weight("w1", {8, 3, 3, 3}), b.weight("b1", {8})}, relu);
+  Attrs pool;
+  pool.set("kernel_shape", std::vector<int64_t>{2, 2});
+  pool.set("strides", std::vector<int64_t>{2, 2});
+  const ValueId p = b.node(OpKind::MaxPool, "p", {c1}, pool);
+  const ValueId c2 = b.node(OpKind::Conv, "c2", {p, b.weight("w2", {4, 8, 1, 1})});
+  b.output(c2);
+  return b.g;
+}
+
+CalibrationSet random_set(int64_t n, Shape sample, uint32_t seed) {
+  Shape shape{n};
+  shape.insert(shape.end(), sample.begin(), sample.end());
+  return CalibrationSet{{GraphBuilder::random(shape, seed)}, "test"};
+}
+
+Result<std::vector<PassRecord>> quantize(Graph& g, const Int8Options& int8, std::ostream* log = nullptr) {
+  PassRunOptions options;
+  options.int8 = int8;
+  options.log = log;
+  return run_passes(g, {"quantize_int8"}, options);
+}
+
+const Node& node_named(const Graph& g, const std::string& name) {
+  for (const Node& n : g.nodes)
+    if (n.name == name) return n;
+  FAIL("no node " << name);
+  return g.nodes.front();
+}
+
+}  // namespace
+
+TEST_CASE("quantize_int8 marks convolutions with calibrated scales", "[quantize][passes]") {
+  Graph g = two_conv_graph();
+  const CalibrationSet set = random_set(5, {3, 8, 8}, 11);  // 5 samples in batches of 2: the last is padded
+  Int8Options int8;
+  int8.calibration = &set;
+  std::ostringstream log;
+  REQUIRE(quantize(g, int8, &log));
+  CHECK_THAT(log.str(), Catch::Contains("2 layers in int8"));
+
+  const Node& c1 = node_named(g, "c1_node");
+  CHECK(precision_from_attrs(c1.attrs).value() == Precision::int8);
+  const auto in = quant_params_from_attrs(c1.attrs, "input").value();
+  REQUIRE(in);
+  CHECK(in->type == QuantType::s8);
+  // minmax: the input's scale is max|x| over the real samples / 127.
+  float max_abs = 0;
+  for (int64_t i = 0; i < set.inputs[0].numel(); ++i) max_abs = std::max(max_abs, std::fabs(set.inputs[0].data<float>()[i]));
+  CHECK(in->scale == Approx(max_abs / 127.0f));
+  // Read only by the MaxPool: written quantized, and after the ReLU it is u8.
+  const auto out = quant_params_from_attrs(c1.attrs, "output").value();
+  REQUIRE(out);
+  CHECK(out->type == QuantType::u8);
+
+  const Node& c2 = node_named(g, "c2_node");
+  CHECK(precision_from_attrs(c2.attrs).value() == Precision::int8);
+  CHECK(quant_params_from_attrs(c2.attrs, "input").value()->type == QuantType::u8);  // the pooled ReLU output
+  CHECK_FALSE(quant_params_from_attrs(c2.attrs, "output").value());  // a graph output stays float32
+}
+
+TEST_CASE("quantize_int8 keeps the named layers in fp32 and refuses unknown ones", "[quantize][passes]") {
+  const CalibrationSet set = random_set(2, {3, 8, 8}, 11);
+  Int8Options int8;
+  int8.calibration = &set;
+  int8.keep_fp32 = {"c2_node"};
+  Graph g = two_conv_graph();
+  REQUIRE(quantize(g, int8));
+  CHECK(precision_from_attrs(node_named(g, "c1_node").attrs).value() == Precision::int8);
+  CHECK(precision_from_attrs(node_named(g, "c2_node").attrs).value() == Precision::fp32);
+  // c2 reads c1's pooled output in float32 now: c1 must not write it quantized.
+  CHECK_FALSE(quant_params_from_attrs(node_named(g, "c1_node").attrs, "output").value());
+
+  int8.keep_fp32 = {"no_such_layer"};
+  Graph g2 = two_conv_graph();
+  const auto r = quantize(g2, int8);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message, Catch::Contains("no_such_layer"));
+}
+
+TEST_CASE("quantize_int8 gives clear errors on missing or mismatched calibration data", "[quantize][passes]") {
+  Graph g = two_conv_graph();
+  const auto none = quantize(g, {});
+  REQUIRE_FALSE(none);
+  CHECK_THAT(none.error().message, Catch::Contains("calibration data") && Catch::Contains("--calibration"));
+
+  const CalibrationSet wrong_shape = random_set(4, {3, 7, 8}, 1);
+  Int8Options int8;
+  int8.calibration = &wrong_shape;
+  auto r = quantize(g, int8);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message, Catch::Contains("'x'") && Catch::Contains("[3,8,8]"));
+
+  CalibrationSet wrong_type{{Tensor::zeros(DType::i64, {4, 3, 8, 8})}, "test"};
+  int8.calibration = &wrong_type;
+  r = quantize(g, int8);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message, Catch::Contains("int64") && Catch::Contains("float32"));
+
+  CalibrationSet empty{{Tensor::zeros(DType::f32, {0, 3, 8, 8})}, "test"};
+  int8.calibration = &empty;
+  r = quantize(g, int8);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message, Catch::Contains("empty"));
+
+  CalibrationSet two_inputs{{Tensor::zeros(DType::f32, {1, 3, 8, 8}), Tensor::zeros(DType::f32, {1, 3, 8, 8})}, "t"};
+  int8.calibration = &two_inputs;
+  r = quantize(g, int8);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message, Catch::Contains("2 input tensors"));
+}
+
+TEST_CASE("quantize_int8 is an optional, inexact pass in the table", "[quantize][passes]") {
+  const auto names = pipeline_parse("default+quantize_int8");
+  CHECK(std::find(names.begin(), names.end(), "quantize_int8") != names.end());
+  const auto defaults = default_pipeline();
+  CHECK(std::find(defaults.begin(), defaults.end(), "quantize_int8") == defaults.end());
+  for (const PassInfo& p : pass_table())
+    if (p.name == "quantize_int8") CHECK_FALSE(p.exact);
+}
+
+}  // namespace kiln
