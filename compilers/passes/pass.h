@@ -3,6 +3,8 @@
 // may rely on fresh types on entry and need not restore them.
 #pragma once
 
+#include <map>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -18,6 +20,9 @@ struct Int8Options {
   const CalibrationSet* calibration = nullptr;  // required by quantize_int8
   CalibrationOptions calibration_options;
   std::vector<std::string> keep_fp32;  // node names left in float32 (accuracy control, user list)
+  // Calibrated ranges by value name, shared by repeated compiles of one model (accuracy control
+  // recompiles with other layers kept in fp32; the fp32 statistics do not change).
+  std::shared_ptr<std::map<std::string, TensorRange>> range_cache;
 };
 
 struct PassContext {

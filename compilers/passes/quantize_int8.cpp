@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 
 #include "compilers/ir/rewrite.h"
 #include "kernels/precision.h"
@@ -82,10 +83,23 @@ Result<bool> pass_quantize_int8(Graph& graph, const PassContext& ctx) {
     values.push_back(n.inputs[0]);
     if (output_quantized(n.outputs[0])) values.push_back(n.outputs[0]);
   }
-  if (ctx.log)
+  if (ctx.log && opts.range_cache == nullptr)
     *ctx.log << "  quantize_int8: calibrating " << values.size() << " tensors for " << chosen.size() << " layers ("
              << calibration_method_name(opts.calibration_options.method) << ")\n";
-  KILN_ASSIGN(ranges, calibrate_values(graph, values, *opts.calibration, opts.calibration_options));
+  std::map<ValueId, TensorRange> ranges;
+  std::vector<ValueId> missing;
+  for (ValueId v : values) {
+    if (opts.range_cache == nullptr) missing.push_back(v);
+    else if (auto it = opts.range_cache->find(graph.value(v).name); it != opts.range_cache->end()) ranges[v] = it->second;
+    else missing.push_back(v);
+  }
+  if (!missing.empty()) {
+    KILN_ASSIGN(measured, calibrate_values(graph, missing, *opts.calibration, opts.calibration_options));
+    for (const auto& [v, r] : measured) {
+      ranges[v] = r;
+      if (opts.range_cache) (*opts.range_cache)[graph.value(v).name] = r;
+    }
+  }
 
   for (int i : chosen) {
     Node& n = graph.nodes[static_cast<size_t>(i)];

@@ -11,6 +11,7 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::invalid_graph: return "invalid graph";
     case ErrorCode::shape_mismatch: return "shape mismatch";
     case ErrorCode::limit_exceeded: return "limit exceeded";
+    case ErrorCode::constraint_not_met: return "constraint not met";
     case ErrorCode::internal: return "internal error";
   }
   return "error";

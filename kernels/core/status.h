@@ -20,6 +20,7 @@ enum class ErrorCode {
   shape_mismatch,     // shapes that do not fit together
   limit_exceeded,     // a hard size limit was hit before allocation
   internal,           // a kiln bug surfaced as an error instead of a crash
+  constraint_not_met, // a stated requirement (accuracy drop, latency) cannot be met by any choice
 };
 
 const char* error_code_name(ErrorCode code);

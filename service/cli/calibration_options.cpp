@@ -23,6 +23,36 @@ void CalibrationCli::add_to(CLI::App& cmd, bool with_normalization) {
   }
 }
 
+void CalibrationCli::add_accuracy_control_to(CLI::App& cmd) {
+  cmd.add_option("--max-accuracy-drop", max_accuracy_drop,
+                 "int8 accuracy control: keep the most sensitive layers in fp32 until the accuracy drop on "
+                 "--accuracy-data is at most this fraction (0.005 = half a point); fails when it cannot be met")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd.add_option("--accuracy-data", accuracy_data,
+                 "Labelled data for --max-accuracy-drop: .npz with a 'labels' entry, or IDX images (with --accuracy-labels)");
+  cmd.add_option("--accuracy-labels", accuracy_labels, "IDX labels for IDX --accuracy-data");
+}
+
+Result<VerifyData> CalibrationCli::load_accuracy_data(const Plan& plan) const {
+  KILN_REQUIRE(max_accuracy_drop >= 0 && !accuracy_data.empty(), invalid_argument,
+               "accuracy control needs both --max-accuracy-drop and --accuracy-data");
+  DatasetOptions d;
+  const std::string ext = std::filesystem::path(accuracy_data).extension().string();
+  if (ext == ".npy" || ext == ".npz") {
+    d.input = accuracy_data;
+  } else {
+    d.idx_images = accuracy_data;
+    d.idx_labels = accuracy_labels;
+  }
+  d.mean = mean;
+  d.std = std;
+  auto loaded = load_dataset(d, plan);
+  if (!loaded) return loaded.status().with_context("accuracy data: ");
+  KILN_REQUIRE(loaded->labels.has_value(), invalid_argument, "accuracy data '", accuracy_data,
+               "' has no labels (an .npz 'labels' entry, or --accuracy-labels for IDX images)");
+  return std::move(*loaded);
+}
+
 Result<CalibrationSet> CalibrationCli::load(const Plan& plan) const {
   KILN_REQUIRE(file.empty() || random == 0, invalid_argument, "give --calibration or --calibration-random, not both");
   KILN_REQUIRE(std != 0.0f, invalid_argument, "--std must not be zero");

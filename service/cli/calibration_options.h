@@ -23,10 +23,16 @@ struct CalibrationCli {
   float percentile = kDefaultPercentile;
   std::vector<std::string> keep_fp32;
   float mean = 0.0f, std = 1.0f;  // IDX normalization (verify shares its own --mean/--std)
+  // Accuracy control (compile only): labelled data and the largest allowed accuracy drop.
+  std::string accuracy_data, accuracy_labels;
+  double max_accuracy_drop = -1;  // < 0: not asked for
 
   // `with_normalization`: also --mean/--std (verify registers its own).
   void add_to(CLI::App& cmd, bool with_normalization);
+  void add_accuracy_control_to(CLI::App& cmd);
   bool given() const { return !file.empty() || random > 0; }
+  bool accuracy_control() const { return max_accuracy_drop >= 0 || !accuracy_data.empty(); }
+  Result<VerifyData> load_accuracy_data(const Plan& plan) const;
   // The samples for `plan`'s inputs, and the policy, as the quantize_int8 pass takes them.
   Result<CalibrationSet> load(const Plan& plan) const;
   Result<Int8Options> options(const CalibrationSet* set) const;

@@ -67,6 +67,7 @@ void add_compile_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--dump-ir-after", opts->dump_ir_after, "Print the IR after these passes ('all' for every one)")
       ->delimiter(',');
   opts->calibration.add_to(*cmd, /*with_normalization=*/true);
+  opts->calibration.add_accuracy_control_to(*cmd);
   cmd->add_flag("--check-numerics", opts->check_numerics,
                 "Check every pass against the reference executor on seeded inputs");
   cmd->callback([opts, &run] { run = [opts] { return run_compile(*opts); }; });

@@ -6,6 +6,7 @@
 
 #include "compilers/lower/to_plan.h"
 #include "compilers/passes/pipeline.h"
+#include "compilers/quantize/accuracy_control.h"
 #include "kernels/plan_file.h"
 
 namespace kiln::cli {
@@ -36,7 +37,35 @@ Result<CompiledModel> compile_model(const CompileRequest& request, std::ostream*
   }
   CompiledModel compiled;
   if (request.keep_reference_plan) compiled.reference_plan = graph_to_plan(model.graph);
-  auto records = run_passes(model.graph, request.passes, options);
+  Result<std::vector<PassRecord>> records = std::vector<PassRecord>{};
+  if (request.calibration != nullptr && request.calibration->accuracy_control()) {
+    KILN_ASSIGN(data, request.calibration->load_accuracy_data(graph_to_plan(model.graph)));
+    AccuracyControlOptions control;
+    control.max_accuracy_drop = request.calibration->max_accuracy_drop;
+    control.progress = request.log;
+    auto controlled = quantize_within_accuracy(model.graph, request.passes, options, data, control);
+    if (!controlled) return controlled.status().with_context(request.model + ": ");
+    if (!controlled->met) {
+      std::string sensitive;
+      for (size_t i = 0; i < controlled->sensitivities.size() && i < 5; ++i)
+        sensitive += (i ? ", " : "") + controlled->sensitivities[i].layer;
+      return make_error(ErrorCode::constraint_not_met, request.model, ": accuracy constraint not met: no int8 layer "
+                        "can be kept within a drop of ", request.calibration->max_accuracy_drop * 100, " points (fp32 ",
+                        controlled->fp32_accuracy * 100, "% on ", controlled->samples, " samples); most sensitive: ",
+                        sensitive);
+    }
+    if (request.log) {
+      *request.log << "  accuracy control: " << controlled->int8_layers << " layers int8, "
+                   << controlled->kept_fp32.size() << " kept in fp32";
+      for (const std::string& l : controlled->kept_fp32) *request.log << ' ' << l;
+      *request.log << "; accuracy " << controlled->int8_accuracy * 100 << "% vs fp32 " << controlled->fp32_accuracy * 100
+                   << "% on " << controlled->samples << " samples\n";
+    }
+    model.graph = std::move(controlled->graph);
+    records = std::move(controlled->passes);
+  } else {
+    records = run_passes(model.graph, request.passes, options);
+  }
   if (!records) return records.status().with_context(request.model + ": ");
   compiled.plan = graph_to_plan(model.graph);
   compiled.passes = std::move(*records);

@@ -1,0 +1,174 @@
+#include "compilers/quantize/accuracy_control.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include "compilers/lower/to_plan.h"
+#include "kernels/engine.h"
+#include "kernels/precision.h"
+
+namespace kiln {
+namespace {
+
+// The first output over the whole data set, [N, ...], run batch by batch on the Engine.
+Result<Tensor> run_over(const Graph& graph, const VerifyData& data, int threads) {
+  const Plan plan = graph_to_plan(graph);
+  KILN_ASSIGN(engine, Engine::create(plan, {threads, nullptr}));
+  const int64_t n = data.inputs.at(0).dim(0);
+  const int64_t batch = sym_shape_concrete(plan.inputs.at(0).type.shape).at(0);
+  Tensor all;
+  for (int64_t first = 0; first < n; first += batch) {
+    const int64_t rows = std::min(batch, n - first);
+    std::vector<Tensor> inputs;
+    for (size_t i = 0; i < plan.inputs.size(); ++i) {
+      const Tensor& src = data.inputs[i];
+      Tensor t = Tensor::zeros(src.dtype(), sym_shape_concrete(plan.inputs[i].type.shape));
+      const size_t sample = src.nbytes() / static_cast<size_t>(src.dim(0));
+      std::memcpy(t.raw(), static_cast<const uint8_t*>(src.raw()) + static_cast<size_t>(first) * sample,
+                  static_cast<size_t>(rows) * sample);
+      inputs.push_back(std::move(t));
+    }
+    KILN_ASSIGN(outputs, engine->run(inputs));
+    const Tensor& out = outputs.at(0);
+    KILN_REQUIRE(out.dtype() == DType::f32 && out.rank() == 2 && out.dim(0) == batch, invalid_argument,
+                 "accuracy control needs a classifier output (float [batch, classes]); the first output is ",
+                 out.describe());
+    if (!all.defined() || all.numel() == 0) all = Tensor::zeros(DType::f32, {n, out.dim(1)});
+    std::memcpy(all.data<float>() + first * out.dim(1), out.data<float>(), static_cast<size_t>(rows * out.dim(1)) * sizeof(float));
+  }
+  return all;
+}
+
+Result<OutputMetrics> compare(const Tensor& fp32, const Tensor& got, const VerifyData& data) {
+  OutputComparison c("output");
+  KILN_TRY(c.add(fp32, got, fp32.dim(0), data.labels->data<int64_t>()));
+  return c.finish();
+}
+
+std::vector<std::string> int8_layers(const Graph& g) {
+  std::vector<std::string> names;
+  for (const Node& n : g.nodes)
+    if (auto p = precision_from_attrs(n.attrs); p && *p == Precision::int8) names.push_back(n.name);
+  return names;
+}
+
+}  // namespace
+
+Result<AccuracyControlResult> quantize_within_accuracy(const Graph& imported, const std::vector<std::string>& pipeline,
+                                                       const PassRunOptions& options, const VerifyData& data,
+                                                       const AccuracyControlOptions& control) {
+  KILN_REQUIRE(control.max_accuracy_drop >= 0, invalid_argument, "max_accuracy_drop must be >= 0, got ",
+               control.max_accuracy_drop);
+  KILN_REQUIRE(data.labels.has_value(), invalid_argument, "accuracy control needs labelled data");
+  KILN_REQUIRE(!data.inputs.empty() && data.inputs[0].dim(0) > 0, invalid_argument, "accuracy data is empty");
+  KILN_REQUIRE(std::find(pipeline.begin(), pipeline.end(), "quantize_int8") != pipeline.end(), invalid_argument,
+               "accuracy control applies to int8: the pipeline has no quantize_int8");
+  auto say = [&](const auto&... parts) {
+    if (control.progress) ((*control.progress << parts), ...) << '\n' << std::flush;
+  };
+
+  // fp32: the same pipeline without the quantization.
+  std::vector<std::string> fp32_pipeline;
+  for (const std::string& p : pipeline)
+    if (p != "quantize_int8") fp32_pipeline.push_back(p);
+  Graph fp32 = imported;
+  PassRunOptions fp32_options = options;
+  fp32_options.log = nullptr;
+  KILN_TRY(run_passes(fp32, fp32_pipeline, fp32_options).status());
+  KILN_ASSIGN(fp32_out, run_over(fp32, data, control.threads));
+
+  AccuracyControlResult result;
+  result.samples = fp32_out.dim(0);
+  // The calibration ranges do not depend on which layers stay fp32: calibrate once.
+  PassRunOptions quiet = options;
+  quiet.log = nullptr;
+  quiet.int8.calibration_options.progress = nullptr;
+  if (quiet.int8.range_cache == nullptr) quiet.int8.range_cache = std::make_shared<std::map<std::string, TensorRange>>();
+  auto attempt = [&](const std::vector<std::string>& keep) -> Result<std::pair<Graph, OutputMetrics>> {
+    Graph g = imported;
+    PassRunOptions o = quiet;
+    o.int8.keep_fp32 = keep;
+    KILN_TRY(run_passes(g, pipeline, o).status());
+    KILN_ASSIGN(out, run_over(g, data, control.threads));
+    KILN_ASSIGN(m, compare(fp32_out, out, data));
+    return std::make_pair(std::move(g), m);
+  };
+
+  Graph all = imported;
+  PassRunOptions first = options;
+  first.int8.range_cache = quiet.int8.range_cache;  // fills the cache the later attempts read
+  KILN_ASSIGN(records, run_passes(all, pipeline, first));
+  KILN_ASSIGN(all_out, run_over(all, data, control.threads));
+  KILN_ASSIGN(all_m, compare(fp32_out, all_out, data));
+  result.fp32_accuracy = all_m.reference_accuracy;
+  const std::vector<std::string> layers = int8_layers(all);
+  say("  accuracy control: fp32 ", all_m.reference_accuracy * 100, "%, all ", layers.size(), " layers int8 ",
+      all_m.compiled_accuracy * 100, "% (drop ", all_m.accuracy_drop * 100, " points, allowed ",
+      control.max_accuracy_drop * 100, ")");
+  result.passes = std::move(records);
+  if (all_m.accuracy_drop <= control.max_accuracy_drop) {
+    result.met = true;
+    result.int8_accuracy = all_m.compiled_accuracy;
+    result.int8_layers = static_cast<int>(layers.size());
+    result.graph = std::move(all);
+    return result;
+  }
+
+  // Sensitivity: each layer alone in int8.
+  for (const std::string& layer : layers) {
+    std::vector<std::string> others;
+    for (const std::string& l : layers)
+      if (l != layer) others.push_back(l);
+    KILN_ASSIGN(one, attempt(others));
+    result.sensitivities.push_back({layer, 1.0 - one.second.cosine});
+  }
+  std::stable_sort(result.sensitivities.begin(), result.sensitivities.end(),
+                   [](const LayerSensitivity& a, const LayerSensitivity& b) { return a.cosine_distance > b.cosine_distance; });
+  auto most_sensitive = [&](size_t k) {
+    std::vector<std::string> keep;
+    for (size_t i = 0; i < k; ++i) keep.push_back(result.sensitivities[i].layer);
+    return keep;
+  };
+
+  // Double the fallback count until the drop holds, then bisect for the fewest layers.
+  size_t lo = 0, hi = 0;  // lo: known to miss; hi: known to hold (0: none found yet)
+  std::optional<std::pair<Graph, OutputMetrics>> best;
+  for (size_t k = 1; k < layers.size(); k = std::min(k * 2, layers.size())) {
+    KILN_ASSIGN(r, attempt(most_sensitive(k)));
+    say("  accuracy control: ", k, " layer(s) in fp32: drop ", r.second.accuracy_drop * 100, " points");
+    if (r.second.accuracy_drop <= control.max_accuracy_drop) {
+      hi = k;
+      best = std::move(r);
+      break;
+    }
+    lo = k;
+    if (k == layers.size() - 1) break;
+  }
+  if (hi == 0) {
+    result.met = false;
+    result.kept_fp32 = most_sensitive(layers.size() - 1);
+    return result;  // the caller reports "constraint not met"
+  }
+  while (hi - lo > 1) {
+    const size_t mid = (lo + hi) / 2;
+    KILN_ASSIGN(r, attempt(most_sensitive(mid)));
+    say("  accuracy control: ", mid, " layer(s) in fp32: drop ", r.second.accuracy_drop * 100, " points");
+    if (r.second.accuracy_drop <= control.max_accuracy_drop) {
+      hi = mid;
+      best = std::move(r);
+    } else {
+      lo = mid;
+    }
+  }
+  result.met = true;
+  result.kept_fp32 = most_sensitive(hi);
+  result.int8_accuracy = best->second.compiled_accuracy;
+  result.int8_layers = static_cast<int>(layers.size() - hi);
+  result.graph = std::move(best->first);
+  return result;
+}
+
+}  // namespace kiln
