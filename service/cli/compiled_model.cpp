@@ -29,6 +29,9 @@ Result<CompiledModel> compile_model(const CompileRequest& request, std::ostream*
       KILN_REQUIRE(quantizes, invalid_argument,
                    "calibration data is for int8: add quantize_int8 to the pipeline (--passes default+quantize_int8)");
       KILN_ASSIGN(set, request.calibration->load(graph_to_plan(model.graph)));
+      // Checked before any pass runs: a wrong set fails fast, before minutes of work.
+      if (Status ok = check_calibration_set(model.graph, set); !ok)
+        return ok.with_context(request.model + ": calibration data (" + set.source + "): ");
       calibration_set = std::move(set);
     }
     KILN_ASSIGN(int8, request.calibration->options(calibration_set ? &*calibration_set : nullptr));

@@ -161,3 +161,52 @@ TEST_CASE("an input of the wrong shape or kind is refused", "[cli][bad-input]") 
                         "garbage.npy");
   }
 }
+
+TEST_CASE("int8 calibration data of the wrong shape, type or size is refused", "[cli][bad-input][int8]") {
+  const std::string model = KILN_EXAMPLES_DIR "/fashion-mnist/model.onnx";
+  const std::string compile = "compile " + model + " -o " + (temp_dir() / "q.kiln").string() + " ";
+  const auto npy = [](const std::string& name, kiln::Tensor t) {
+    const fs::path p = temp_dir() / name;
+    REQUIRE(kiln::npy_write_file(p.string(), t));
+    return p.string();
+  };
+  SECTION("no calibration data") {
+    require_clean_error(run_kiln(compile + "--passes default+quantize_int8"), "needs calibration data");
+  }
+  SECTION("calibration data but no quantization in the pipeline") {
+    require_clean_error(run_kiln(compile + "--calibration-random 4"), "add quantize_int8 to the pipeline");
+  }
+  SECTION("samples of another shape") {
+    const std::string p = npy("cal_shape.npy", kiln::Tensor::zeros(kiln::DType::f32, {4, 3, 28, 28}));
+    require_clean_error(run_kiln(compile + "--passes default+quantize_int8 --calibration " + p), "[1,28,28]");
+  }
+  SECTION("integer samples") {
+    const std::string p = npy("cal_int.npy", kiln::Tensor::zeros(kiln::DType::i32, {4, 1, 28, 28}));
+    require_clean_error(run_kiln(compile + "--passes default+quantize_int8 --calibration " + p), "int32");
+  }
+  SECTION("an empty set") {
+    const std::string p = npy("cal_empty.npy", kiln::Tensor::zeros(kiln::DType::f32, {0, 1, 28, 28}));
+    require_clean_error(run_kiln(compile + "--passes default+quantize_int8 --calibration " + p), "empty");
+  }
+  SECTION("an unknown method") {
+    require_clean_error(run_kiln(compile + "--passes default+quantize_int8 --calibration-random 4 --calibration-method kl"),
+                        "unknown calibration method 'kl'");
+  }
+  SECTION("accuracy control without labelled data") {
+    require_clean_error(run_kiln(compile + "--passes default+quantize_int8 --calibration-random 4 --max-accuracy-drop 0.01"),
+                        "--accuracy-data");
+  }
+}
+
+TEST_CASE("int8 compile calibrates, reports its layers and meets a loose accuracy constraint", "[cli][int8]") {
+  const std::string model = KILN_EXAMPLES_DIR "/fashion-mnist/model.onnx";
+  const std::string sample = KILN_EXAMPLES_DIR "/fashion-mnist/sample.npz";
+  const fs::path out = temp_dir() / "q8.kiln";
+  const Run r = run_kiln("compile " + model + " -o " + out.string() + " --passes default+quantize_int8 --calibration " +
+                         sample + " --max-accuracy-drop 1 --accuracy-data " + sample);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("layers in int8") != std::string::npos);
+  CHECK(r.output.find("accuracy control:") != std::string::npos);
+  CHECK(fs::exists(out));
+}
