@@ -208,4 +208,39 @@ Result<ValueType> value_type_from_proto(const onnx::ValueInfoProto& info) {
   return ValueType::of(*dtype, std::move(shape));
 }
 
+int32_t dtype_to_onnx(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return onnx::TensorProto::FLOAT;
+    case DType::f16: return onnx::TensorProto::FLOAT16;
+    case DType::bf16: return onnx::TensorProto::BFLOAT16;
+    case DType::i8: return onnx::TensorProto::INT8;
+    case DType::u8: return onnx::TensorProto::UINT8;
+    case DType::i32: return onnx::TensorProto::INT32;
+    case DType::i64: return onnx::TensorProto::INT64;
+    case DType::boolean: return onnx::TensorProto::BOOL;
+  }
+  return onnx::TensorProto::UNDEFINED;
+}
+
+void tensor_to_proto(const Tensor& t, const std::string& name, onnx::TensorProto& proto) {
+  proto.set_name(name);
+  proto.set_data_type(dtype_to_onnx(t.dtype()));
+  for (int64_t d : t.shape()) proto.add_dims(d);
+  // kiln's bool is one byte holding 0 or 1, as ONNX's raw bool data; x86 and ARM are little-endian.
+  if (t.nbytes() != 0) proto.set_raw_data(t.raw(), t.nbytes());
+}
+
+void value_type_to_proto(const ValueType& type, const std::string& name, onnx::ValueInfoProto& info) {
+  info.set_name(name);
+  auto* tt = info.mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(dtype_to_onnx(type.dtype));
+  if (!type.rank_known) return;
+  auto* shape = tt->mutable_shape();
+  for (const Dim& d : type.shape) {
+    auto* dim = shape->add_dim();
+    if (d.known()) dim->set_dim_value(d.value);
+    else if (!d.symbol.empty()) dim->set_dim_param(d.symbol);
+  }
+}
+
 }  // namespace kiln::onnx_detail

@@ -62,6 +62,12 @@ constexpr std::array kPasses = {
              pass_fuse_depth_first},
 };
 
+constexpr std::array<KilnOpPass, 3> kKilnOpPasses = {{
+    {"fuse_concat_affine", "ConcatAffine"},
+    {"fuse_elementwise_chain", "ElementwiseChain"},
+    {"fuse_depth_first", "DepthFirstConv"},
+}};
+
 }  // namespace
 
 std::span<const PassInfo> pass_table() { return kPasses; }
@@ -116,6 +122,26 @@ std::vector<std::string> pipeline_parse(const std::string& text) {
   std::string item;
   while (std::getline(ss, item, ','))
     if (!item.empty() && item != "none") names.push_back(item);
+  return names;
+}
+
+std::span<const KilnOpPass> passes_making_kiln_ops() { return kKilnOpPasses; }
+
+Result<std::vector<std::string>> pipeline_parse_for_export(const std::string& text) {
+  const bool named = text != "default" && text != "all" && !text.starts_with("default+");
+  std::vector<std::string> names;
+  for (std::string& name : pipeline_parse(text)) {
+    const auto kiln_op = std::find_if(kKilnOpPasses.begin(), kKilnOpPasses.end(),
+                                      [&](const KilnOpPass& p) { return p.pass == name; });
+    if (kiln_op == kKilnOpPasses.end()) {
+      names.push_back(std::move(name));
+      continue;
+    }
+    // 'default+fuse_depth_first' names it too: only those the shorthand brought in are dropped.
+    const bool extra = text.starts_with("default+") && ("+" + text.substr(8) + "+").find("+" + name + "+") != std::string::npos;
+    KILN_REQUIRE(!named && !extra, invalid_argument, "pass '", name, "' makes ", kiln_op->op,
+                 ", kiln's own fused op, which ONNX cannot express: leave it out of the export pipeline");
+  }
   return names;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <span>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -20,5 +21,17 @@ Result<std::vector<const PassInfo*>> pipeline_from_names(const std::vector<std::
 // "a,b,c" -> {"a","b","c"}; "default" -> default_pipeline(); "all" -> all_passes(); "none" or "" -> {};
 // "default+x+y" -> the default pipeline with the optional passes x and y at their places in the table.
 std::vector<std::string> pipeline_parse(const std::string& text);
+
+// The passes whose output holds kiln's own fused ops (ops.def's last section), which ONNX cannot
+// express: each with the op it makes.
+struct KilnOpPass {
+  std::string_view pass;
+  std::string_view op;
+};
+std::span<const KilnOpPass> passes_making_kiln_ops();
+
+// pipeline_parse for ONNX export: 'default', 'all' and 'default+x' leave out the passes that make
+// kiln's own ops; a list naming one of them is an error saying which op it would make.
+Result<std::vector<std::string>> pipeline_parse_for_export(const std::string& text);
 
 }  // namespace kiln

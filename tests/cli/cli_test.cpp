@@ -94,6 +94,47 @@ TEST_CASE("kiln inspect prints totals for a valid model", "[cli]") {
   REQUIRE(r.output.find("float32[3,4]") != std::string::npos);
 }
 
+TEST_CASE("kiln export writes ONNX that runs like the original", "[cli][export]") {
+  const fs::path model = write_file("export_src.onnx", kiln::test::relu_add_model().bytes());
+  const fs::path exported = temp_dir() / "exported.onnx";
+  Run r = run_kiln("export " + model.string() + " -o " + exported.string() + " --batch 2");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE(r.output.find("wrote " + exported.string()) != std::string::npos);
+  const fs::path input = temp_dir() / "export_x.npy";
+  const std::vector<float> x = {1, 2, 3, 4, -1, -2, -3, -4};
+  REQUIRE(kiln::npy_write_file(input.string(), kiln::Tensor::from_values<float>({2, 4}, x)));
+  std::vector<kiln::Tensor> outputs;
+  for (const fs::path& m : {model, exported}) {
+    const fs::path out = temp_dir() / (m.stem().string() + "_y.npz");
+    Run run = run_kiln("run " + m.string() + " --input " + input.string() + " --output " + out.string());
+    INFO(run.output);
+    REQUIRE(run.exit_code == 0);
+    auto y = kiln::npz_read_file(out.string());
+    REQUIRE(y);
+    REQUIRE(y->size() == 1);
+    outputs.push_back((*y)[0].second);
+  }
+  REQUIRE(outputs[0].shape() == outputs[1].shape());
+  for (int64_t i = 0; i < outputs[0].numel(); ++i) REQUIRE(outputs[0].data<float>()[i] == outputs[1].data<float>()[i]);
+
+  const fs::path fashion = fs::path(KILN_EXAMPLES_DIR) / "fashion-mnist" / "model.onnx";
+  r = run_kiln("export " + fashion.string() + " -o " + (temp_dir() / "fashion.onnx").string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  r = run_kiln("inspect " + (temp_dir() / "fashion.onnx").string());
+  REQUIRE(r.exit_code == 0);
+}
+
+TEST_CASE("kiln export refuses kiln-only passes and unwritable paths", "[cli][export][bad-input]") {
+  const fs::path model = write_file("export_bad.onnx", kiln::test::relu_add_model().bytes());
+  require_clean_error(run_kiln("export " + model.string() + " -o " + (temp_dir() / "o.onnx").string() +
+                               " --passes fold_constants,fuse_concat_affine"),
+                      "pass 'fuse_concat_affine' makes ConcatAffine");
+  require_clean_error(run_kiln("export " + model.string() + " -o /nonexistent-kiln-dir/o.onnx"),
+                      "cannot open '/nonexistent-kiln-dir/o.onnx' for writing");
+}
+
 TEST_CASE("bad models give one clear error line and exit 1", "[cli][bad-input]") {
   const std::string good = kiln::test::relu_add_model().bytes();
   SECTION("truncated model") {

@@ -1,5 +1,5 @@
 // Unit tests for the elementwise reference kernels: binary/variadic arithmetic with broadcasting,
-// Pow, Equal, Where, the unary table, Clip, PRelu and Cast.
+// Pow, Equal, Where, the unary table, Clip, PRelu, Cast and QuantizeLinear/DequantizeLinear.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -566,6 +566,57 @@ TEST_CASE("Elementwise Cast", "[elementwise]") {
     REQUIRE(t);
     CHECK(type_of(*t) == "boolunranked");
   }
+}
+
+// ---- QuantizeLinear / DequantizeLinear ----
+
+TEST_CASE("QuantizeLinear rounds half to even and saturates", "[elementwise][quantize]") {
+  const Tensor x = f32({9}, {0.0f, 1.0f, 3.0f, 5.0f, -1.0f, -3.0f, 1000.0f, -1000.0f, kNaN});
+  // x / 2 = 0, 0.5, 1.5, 2.5, -0.5, -1.5, 500, -500: halves go to the even neighbour.
+  auto r = run_op1(OpKind::QuantizeLinear, {}, {x, f32({}, {2.0f}), make<int8_t>({}, {0})});
+  REQUIRE(r);
+  require_equal<int8_t>(*r, {0, 0, 2, 2, 0, -2, 127, -128, 0});
+  r = run_op1(OpKind::QuantizeLinear, {}, {x, f32({}, {2.0f}), make<uint8_t>({}, {128})});
+  REQUIRE(r);
+  require_equal<uint8_t>(*r, {128, 128, 130, 130, 128, 126, 255, 0, 128});
+  r = run_op1(OpKind::QuantizeLinear, {}, {x, f32({}, {2.0f})});  // no zero point: uint8, zero point 0
+  REQUIRE(r);
+  require_equal<uint8_t>(*r, {0, 0, 2, 2, 0, 0, 255, 0, 0});
+}
+
+TEST_CASE("QuantizeLinear and DequantizeLinear per axis", "[elementwise][quantize]") {
+  // [2, 3, 2] with one scale per channel of axis 1; then axis -1 on the last dim.
+  const Tensor x = f32({2, 3, 2}, {1, -1, 4, 8, -9, 30, 2, 2, -4, 6, 3, 0});
+  const Tensor scale = f32({3}, {1.0f, 2.0f, 3.0f});
+  const Tensor zp = make<int8_t>({3}, {0, 1, -1});
+  auto q = run_op1(OpKind::QuantizeLinear, {}, {x, scale, zp});
+  REQUIRE(q);
+  require_equal<int8_t>(*q, {1, -1, 3, 5, -4, 9, 2, 2, -1, 4, 0, -1});
+  auto d = run_op1(OpKind::DequantizeLinear, {}, {*q, scale, zp});
+  REQUIRE(d);
+  require_close(*d, {1, -1, 4, 8, -9, 30, 2, 2, -4, 6, 3, 0}, 0);
+  q = run_op1(OpKind::QuantizeLinear, attrs_of({{"axis", int64_t{-1}}}),
+              {x, f32({2}, {1.0f, 4.0f}), make<uint8_t>({2}, {10, 0})});
+  REQUIRE(q);
+  require_equal<uint8_t>(*q, {11, 0, 14, 2, 1, 8, 12, 0, 6, 2, 13, 0});
+  d = run_op1(OpKind::DequantizeLinear, attrs_of({{"axis", int64_t{-1}}}),
+              {*q, f32({2}, {1.0f, 4.0f}), make<uint8_t>({2}, {10, 0})});
+  REQUIRE(d);
+  require_close(*d, {1, 0, 4, 8, -9, 32, 2, 0, -4, 8, 3, 0}, 0);
+}
+
+TEST_CASE("DequantizeLinear reads int32 and checks its parameters", "[elementwise][quantize]") {
+  auto d = run_op1(OpKind::DequantizeLinear, {}, {i32({3}, {-7, 0, 1 << 20}), f32({}, {0.5f})});
+  REQUIRE(d);
+  require_close(*d, {-3.5, 0, 524288}, 0);
+  const Tensor x = make<int8_t>({2, 3}, {1, 2, 3, 4, 5, 6});
+  require_error(run_op1(OpKind::DequantizeLinear, {}, {x, f32({2}, {1, 2})}), ErrorCode::shape_mismatch, "axis 1");
+  require_error(run_op1(OpKind::DequantizeLinear, {}, {x, f32({}, {1}), make<uint8_t>({}, {0})}),
+                ErrorCode::invalid_argument, "zero_point");
+  require_error(run_op1(OpKind::QuantizeLinear, {}, {f32({2}, {1, 2}), f32({}, {1}), i32({}, {0})}),
+                ErrorCode::unsupported, "uint8 or int8");
+  require_error(run_op1(OpKind::QuantizeLinear, attrs_of({{"block_size", int64_t{2}}}), {f32({2}, {1, 2}), f32({}, {1})}),
+                ErrorCode::unsupported, "block_size");
 }
 
 }  // namespace kiln

@@ -1,0 +1,57 @@
+// kiln export MODEL.onnx -o OUT.onnx: import, bind the dims, run the export pipeline (the default
+// one without the passes that make kiln's own ops), write standard ONNX: folded and fused fp32,
+// int8 nodes as QDQ, bf16 nodes as fp32.
+#include <cstdio>
+
+#include "compilers/onnx/export.h"
+#include "compilers/passes/pass_runner.h"
+#include "compilers/passes/pipeline.h"
+#include "service/cli/commands.h"
+#include "service/cli/model_loading.h"
+
+namespace kiln::cli {
+namespace {
+
+struct ExportOptions {
+  std::string model;
+  std::string output;
+  DimOptions dims;
+  std::string passes = "default";
+};
+
+int run_export(const ExportOptions& opts) {
+  if (opts.model.empty() || opts.output.empty()) return report_error("export needs MODEL and -o OUTPUT.onnx");
+  auto pipeline = pipeline_parse_for_export(opts.passes);
+  if (!pipeline) return report_error(pipeline.error().message);
+  auto model = load_model(opts.model, &opts.dims);
+  if (!model) return report_error(model.error().message);
+  PassRunOptions options;
+  options.bindings = model->bindings;
+  auto records = run_passes(model->graph, *pipeline, options);
+  if (!records) return report_error(opts.model + ": " + records.error().message);
+  // Written before anything is printed, so that a failure is the one error line.
+  Status written = onnx_export_file(model->graph, opts.output);
+  if (!written) return report_error(opts.model + ": " + written.message());
+  for (const PassRecord& r : *records)
+    std::printf("  %-24s %7.2f ms  %4zu -> %4zu nodes%s\n", r.name.c_str(), r.ms, r.nodes_before, r.nodes_after,
+                r.changed ? "" : "  (unchanged)");
+  std::printf("wrote %s (%zu nodes, opset %lld)\n", opts.output.c_str(), model->graph.nodes.size(),
+              static_cast<long long>(kOnnxExportOpset));
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_export_command(CLI::App& app, CommandRunner& run) {
+  auto opts = std::make_shared<ExportOptions>();
+  CLI::App* cmd = app.add_subcommand("export", "Write the optimized graph back as standard ONNX (int8 nodes as QDQ)");
+  cmd->add_option("model", opts->model, "ONNX model file");
+  cmd->add_option("-o,--output", opts->output, "Where to write the exported .onnx file");
+  opts->dims.add_to(*cmd);
+  cmd->add_option("--passes", opts->passes,
+                  "Comma-separated pass list, 'default', 'default+OPTIONAL[+...]', 'all' or 'none'; the passes that make "
+                  "kiln's own ops (fuse_concat_affine, fuse_elementwise_chain, fuse_depth_first) are left out");
+  cmd->callback([opts, &run] { run = [opts] { return run_export(*opts); }; });
+}
+
+}  // namespace kiln::cli
