@@ -71,6 +71,7 @@ Result<CompiledModel> compile_model(const CompileRequest& request, std::ostream*
   }
   if (!records) return records.status().with_context(request.model + ": ");
   compiled.plan = graph_to_plan(model.graph);
+  compiled.graph = std::move(model.graph);
   compiled.passes = std::move(*records);
   for (const auto& [name, value] : model.bindings)
     compiled.bindings_text += (compiled.bindings_text.empty() ? "" : ",") + name + "=" + std::to_string(value);

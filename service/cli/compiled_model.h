@@ -29,6 +29,7 @@ struct CompiledModel {
   std::vector<PassRecord> passes;
   std::string bindings_text;  // "batch=1"
   std::optional<Plan> reference_plan;  // the uncompiled plan, when asked for
+  Graph graph;                         // the graph after the passes (what the plan was lowered from)
 };
 
 // Imports, binds dims, runs the passes (IR dumps go to `dump`) and lowers to a Plan.

@@ -7,6 +7,7 @@
 #include "compilers/passes/pass_runner.h"
 #include "compilers/passes/pipeline.h"
 #include "service/cli/commands.h"
+#include "service/cli/compiled_model.h"
 #include "service/cli/model_loading.h"
 
 namespace kiln::cli {
@@ -17,18 +18,19 @@ struct ExportOptions {
   std::string output;
   DimOptions dims;
   std::string passes = "default";
+  CalibrationCli calibration;
 };
 
 int run_export(const ExportOptions& opts) {
   if (opts.model.empty() || opts.output.empty()) return report_error("export needs MODEL and -o OUTPUT.onnx");
   auto pipeline = pipeline_parse_for_export(opts.passes);
   if (!pipeline) return report_error(pipeline.error().message);
-  auto model = load_model(opts.model, &opts.dims);
+  CompileRequest request{opts.model, opts.dims, *pipeline, {}, false, false};
+  request.calibration = &opts.calibration;
+  request.log = &std::cerr;  // stdout stays the pass table; a failure stays one error line on stderr
+  auto model = compile_model(request, nullptr);
   if (!model) return report_error(model.error().message);
-  PassRunOptions options;
-  options.bindings = model->bindings;
-  auto records = run_passes(model->graph, *pipeline, options);
-  if (!records) return report_error(opts.model + ": " + records.error().message);
+  const std::vector<PassRecord>* records = &model->passes;
   // Written before anything is printed, so that a failure is the one error line.
   Status written = onnx_export_file(model->graph, opts.output);
   if (!written) return report_error(opts.model + ": " + written.message());
@@ -51,6 +53,8 @@ void add_export_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--passes", opts->passes,
                   "Comma-separated pass list, 'default', 'default+OPTIONAL[+...]', 'all' or 'none'; the passes that make "
                   "kiln's own ops (fuse_concat_affine, fuse_elementwise_chain, fuse_depth_first) are left out");
+  opts->calibration.add_to(*cmd, /*with_normalization=*/true);
+  opts->calibration.add_accuracy_control_to(*cmd);
   cmd->callback([opts, &run] { run = [opts] { return run_export(*opts); }; });
 }
 
