@@ -7,9 +7,13 @@
 // random weights, which do not change the time of dense kernels). With --bf16 it also compiles
 // each model with `--passes default+mixed_precision_bf16` and prints that time and its speed-up
 // over ONNX Runtime fp32 (accuracy: `kiln verify MODEL --passes default+mixed_precision_bf16`).
+// With --int8 it also compiles `--passes default+quantize_int8` (calibrated on 32 seeded random
+// samples: the timing does not depend on the data) and exports the same quantization as a QDQ
+// ONNX file with `kiln export`, which ONNX Runtime runs as its int8 peer: columns int8 ms,
+// ORT QDQ ms, their ratio, and the int8 speed-up over ONNX Runtime fp32.
 //
 // Usage: node bench/compare_cpu.js [--models DIR] [--names a,b] [--batches 1,8] [--threads 2]
-//                                  [--iters 30] [--rounds 3] [--kiln build/kiln] [--torch] [--bf16]
+//                                  [--iters 30] [--rounds 3] [--kiln build/kiln] [--torch] [--bf16] [--int8]
 // Models come from the models-test cache (build/model-cache, filled by scripts/test.sh or by
 // `python3 tests/models/export_torchvision.py --out build/model-cache`). PyTorch runs under
 // Debian's /usr/bin/python3 (KILN_PYTHON overrides).
@@ -33,6 +37,7 @@ function parseArgs(argv) {
     kiln: path.join(root, 'build', 'kiln'),
     torch: false,
     bf16: false,
+    int8: false,
   };
   for (let i = 0; i < argv.length; ++i) {
     const v = () => argv[++i];
@@ -46,6 +51,7 @@ function parseArgs(argv) {
       case '--kiln': opts.kiln = v(); break;
       case '--torch': opts.torch = true; break;
       case '--bf16': opts.bf16 = true; break;
+      case '--int8': opts.int8 = true; break;
       default:
         process.stderr.write(`compare_cpu: unknown argument ${argv[i]}\n`);
         process.exit(2);
@@ -72,8 +78,9 @@ function main() {
   console.log(`kiln vs ONNX Runtime (graph optimizations: all), ${opts.threads} threads, ` +
               `${opts.iters} timed runs x ${opts.rounds} alternating rounds; CPU: ${cpu}, ${os.cpus().length} vCPUs`);
   console.log('model              batch  kiln ms   ORT ms  kiln/ORT  kiln ready  ORT ready  kiln 1st   ORT 1st  peak MB' +
-              (opts.torch ? '  torch ms  kiln/torch' : '') + (opts.bf16 ? '  bf16 ms  ORT/bf16' : ''));
-  const ratios = [], bf16_speedups = [];
+              (opts.torch ? '  torch ms  kiln/torch' : '') + (opts.bf16 ? '  bf16 ms  ORT/bf16' : '') +
+              (opts.int8 ? '  int8 ms  ORTq ms  int8/ORTq  ORT/int8' : ''));
+  const ratios = [], bf16_speedups = [], int8_ratios = [], int8_speedups = [];
   for (const name of opts.names) {
     const model = path.join(opts.models, `${name}.onnx`);
     if (!fs.existsSync(model)) {
@@ -87,7 +94,14 @@ function main() {
       if (opts.bf16)
         execFileSync(opts.kiln, ['compile', model, '-o', compiled_bf16, '--batch', String(batch), '--passes',
                                  'default+mixed_precision_bf16'], { stdio: 'ignore' });
-      const kiln = [], ort = [], torch = [], bf16 = [];
+      const compiled_int8 = path.join(work, `${name}_b${batch}_int8.kiln`);
+      const qdq = path.join(work, `${name}_b${batch}_qdq.onnx`);
+      if (opts.int8) {
+        const quant = ['--batch', String(batch), '--passes', 'default+quantize_int8', '--calibration-random', '32'];
+        execFileSync(opts.kiln, ['compile', model, '-o', compiled_int8, ...quant], { stdio: 'ignore' });
+        execFileSync(opts.kiln, ['export', model, '-o', qdq, ...quant], { stdio: 'ignore' });
+      }
+      const kiln = [], ort = [], torch = [], bf16 = [], int8 = [], ortq = [];
       for (let r = 0; r < opts.rounds; ++r) {
         kiln.push(runJson(opts.kiln, ['bench', compiled, '--threads', String(opts.threads), '--iters',
                                       String(opts.iters), '--json']));
@@ -100,17 +114,30 @@ function main() {
         if (opts.bf16)
           bf16.push(runJson(opts.kiln, ['bench', compiled_bf16, '--threads', String(opts.threads), '--iters',
                                         String(opts.iters), '--json']));
+        if (opts.int8) {
+          int8.push(runJson(opts.kiln, ['bench', compiled_int8, '--threads', String(opts.threads), '--iters',
+                                        String(opts.iters), '--json']));
+          ortq.push(runJson('node', [path.join(__dirname, 'peers', 'ort_bench.js'), qdq, '--batch', String(batch),
+                                     '--threads', String(opts.threads), '--iters', String(opts.iters)]));
+        }
       }
       const k = median(kiln.map((x) => x.median_ms)), o = median(ort.map((x) => x.median_ms));
       const t = opts.torch ? median(torch.map((x) => x.median_ms)) : 0;
       const h = opts.bf16 ? median(bf16.map((x) => x.median_ms)) : 0;
+      const q = opts.int8 ? median(int8.map((x) => x.median_ms)) : 0;
+      const oq = opts.int8 ? median(ortq.map((x) => x.median_ms)) : 0;
+      if (opts.int8) {
+        int8_ratios.push(q / oq);
+        int8_speedups.push(o / q);
+      }
       ratios.push(k / o);
       if (opts.bf16) bf16_speedups.push(o / h);
       console.log(`${name.padEnd(18)} ${String(batch).padStart(5)} ${fmt(k)} ${fmt(o)} ${fmt(k / o, 9)} ` +
                   `${fmt(median(kiln.map((x) => x.ready_ms)), 11, 1)} ${fmt(median(ort.map((x) => x.ready_ms)), 10, 1)} ` +
                   `${fmt(median(kiln.map((x) => x.first_run_ms)), 9, 1)} ${fmt(median(ort.map((x) => x.first_run_ms)), 9, 1)} ` +
                   `${fmt(kiln[0].arena_bytes / 1e6, 8, 1)}` +
-                  (opts.torch ? ` ${fmt(t)} ${fmt(k / t, 11)}` : '') + (opts.bf16 ? ` ${fmt(h)} ${fmt(o / h, 9)}` : ''));
+                  (opts.torch ? ` ${fmt(t)} ${fmt(k / t, 11)}` : '') + (opts.bf16 ? ` ${fmt(h)} ${fmt(o / h, 9)}` : '') +
+                  (opts.int8 ? ` ${fmt(q)} ${fmt(oq, 8)} ${fmt(q / oq, 10)} ${fmt(o / q, 9)}` : ''));
     }
   }
   if (ratios.length) {
@@ -122,6 +149,12 @@ function main() {
     console.log(`kiln bf16 speed-up over ONNX Runtime fp32: geometric mean ` +
                 `${Math.exp(bf16_speedups.reduce((a, r) => a + Math.log(r), 0) / bf16_speedups.length).toFixed(2)}x, ` +
                 `lowest ${Math.min(...bf16_speedups).toFixed(2)}x`);
+  if (int8_ratios.length)
+    console.log(`kiln int8 / ONNX Runtime on kiln's QDQ export: geometric mean ` +
+                `${Math.exp(int8_ratios.reduce((a, r) => a + Math.log(r), 0) / int8_ratios.length).toFixed(3)}, ` +
+                `worst ${Math.max(...int8_ratios).toFixed(2)}; int8 speed-up over ORT fp32: geometric mean ` +
+                `${Math.exp(int8_speedups.reduce((a, r) => a + Math.log(r), 0) / int8_speedups.length).toFixed(2)}x, ` +
+                `lowest ${Math.min(...int8_speedups).toFixed(2)}x`);
   console.log('ms = median latency per batch; peak MB = kiln\'s planned activation arena; ready = load/compile-free start-up to a runnable session ' +
               '(kiln: mmap .kiln + engine create; ORT: InferenceSession.create incl. its graph optimization); ' +
               '1st = first run.');
