@@ -10,7 +10,19 @@
 //   - residual: reordered (a copy when the layouts agree) into the dst buffer before the
 //     primitive runs, which then accumulates into it (sum post-op);
 //   - precision bf16 (kernels/precision.h): src, weights and dst in bfloat16 (AMX or AVX512_BF16
-//     where the CPU has them), bias float32; a float32 src is converted in the src reorder.
+//     where the CPU has them), bias float32; a float32 src is converted in the src reorder;
+//   - precision int8 (kernels/quantization.h): src u8/s8 (a float32 or bf16 input quantized in
+//     the src reorder by its int8_input_* parameters, a quantized one read with its own scale),
+//     weights s8 per output channel, int32 accumulation. oneDNN computes
+//       dst = act_n(... act_1(oscale[c] * (acc + bias[c]) + sum_scale * dst_before))
+//     so the bias is divided into the accumulator domain, oscale[c] = s_in * s_w[c] brings the
+//     sum into real units and a quantized output divides by its scale last: folded into oscale
+//     and sum_scale without an activation, else the scale of the last eltwise step ((leaky)
+//     ReLU would allow either; clip bounds and sigmoid need real units). The residual is summed in the dst
+//     buffer: a float32 one into a float32 dst; a quantized one as its own codes and type
+//     (sum scale s_r, append_sum's data type: an s8 residual under a u8 dst after a ReLU is never
+//     clipped before the sum); a float32 residual with a quantized output runs the primitive with
+//     a float32 dst in a temporary, then quantizes it into the output.
 #include "kernels/onednn/onednn_kernels.h"
 
 #include <cstring>
@@ -51,10 +63,32 @@ Result<ConvGeometry> conv_geometry(const KernelBuild& b) {
   return g;
 }
 
+// The quantization of an int8 Conv: the source (a quantized input's own, else int8_input_*) and
+// the output (nullopt: float32).
+struct Int8Params {
+  QuantParams in;
+  std::optional<QuantParams> out;
+};
+
+Result<Int8Params> int8_params(const KernelBuild& b) {
+  Int8Params p;
+  KILN_ASSIGN(in, quant_params_from_attrs(*b.attrs, "input"));
+  if (auto given = quant_of(b.inputs[0])) p.in = *given;
+  else if (in) p.in = *in;
+  else return make_error(ErrorCode::unsupported, "an int8 node with a float32 input needs int8_input_scale");
+  KILN_ASSIGN(out, quant_params_from_attrs(*b.attrs, "output"));
+  p.out = out;
+  return p;
+}
+
 std::optional<std::string> conv_supports(const KernelBuild& b) {
   if (b.op != OpKind::Conv) return "handles Conv only";
   if (b.inputs.size() < 2) return "needs X and W";
-  if (auto why = check_value(b.inputs[0], "X")) return why;
+  auto precision = precision_from_attrs(*b.attrs);
+  if (!precision) return precision.error().message;
+  const bool int8 = *precision == Precision::int8;
+  const Quantized quantized = int8 ? Quantized::accept : Quantized::reject;
+  if (auto why = check_value(b.inputs[0], "X", quantized)) return why;
   const ValueDesc& w = b.inputs[1];
   if (auto why = check_plain_f32(w, "W")) return why;
   if (w.constant == nullptr) return "W must be a constant";
@@ -67,12 +101,16 @@ std::optional<std::string> conv_supports(const KernelBuild& b) {
   }
   if (b.outputs.empty() || b.outputs[0].dtype != DType::f32) return "needs a float32 output";
   if (b.inputs.size() > 3 && b.inputs[3].present) {
-    if (auto why = check_value(b.inputs[3], "residual")) return why;
+    if (auto why = check_value(b.inputs[3], "residual", quantized)) return why;
     if (b.inputs[3].shape != b.outputs[0].shape) return "residual shape differs from the output shape";
   }
   std::vector<EltwiseStep> steps;
   if (auto why = read_post_ops(*b.attrs, steps)) return why;
-  if (auto type = compute_type(*b.attrs); !type) return type.error().message;
+  if (int8) {
+    if (auto p = int8_params(b); !p) return p.error().message;
+  } else if (auto type = compute_type(*b.attrs); !type) {
+    return type.error().message;
+  }
   auto g = conv_geometry(b);
   if (!g) return g.error().message;
   const int64_t c = b.inputs[0].shape[1], m = w.shape[0];
@@ -81,10 +119,136 @@ std::optional<std::string> conv_supports(const KernelBuild& b) {
   return std::nullopt;
 }
 
+// Weights as oneDNN sees them: [G, M/G, C/G, k...] when grouped.
+dims weight_dims(const Shape& w, int64_t group) {
+  dims d = to_dims(w);
+  if (group > 1) {
+    d[0] /= group;
+    d.insert(d.begin(), group);
+  }
+  return d;
+}
+
+Result<std::unique_ptr<Kernel>> conv_int8_create(const KernelBuild& b, const ConvGeometry& g) {
+  KILN_ASSIGN(q, int8_params(b));
+  const ValueDesc& xv = b.inputs[0];
+  const ValueDesc& wv = b.inputs[1];
+  const bool has_bias = b.inputs.size() > 2 && b.inputs[2].present;
+  const bool has_residual = b.inputs.size() > 3 && b.inputs[3].present;
+  const std::optional<QuantParams> rq = has_residual ? quant_of(b.inputs[3]) : std::nullopt;
+  const QuantParams r_q = rq.value_or(QuantParams{});  // read only when rq is set
+  const Shape& y_shape = b.outputs[0].shape;
+  std::vector<EltwiseStep> acts;
+  if (auto why = read_post_ops(*b.attrs, acts)) return make_error(ErrorCode::unsupported, *why);
+  // A float32 residual does not fit a quantized dst buffer: then the primitive writes float32.
+  const bool f32_dst = !q.out || (has_residual && !rq);
+  const float out_scale = f32_dst ? 1.0f : q.out->scale;
+  const float folded = acts.empty() ? out_scale : 1.0f;  // divided out by oscale and the sum scale
+
+  const int64_t m = wv.shape[0], per_channel = shape_numel(wv.shape) / m;
+  const float* w = wv.constant->data<float>();
+  const std::vector<float> w_scales = int8_weight_scales(w, m, per_channel);
+  const std::vector<int8_t> w_q = int8_quantize_weights(w, m, per_channel, w_scales);
+  std::vector<float> oscales(static_cast<size_t>(m));
+  for (size_t c = 0; c < oscales.size(); ++c) oscales[c] = q.in.scale * w_scales[c] / folded;
+
+  dnnl::post_ops ops;
+  if (has_residual) {
+    if (f32_dst) ops.append_sum(1.0f);  // the residual in real units (dequantized when quantized)
+    else ops.append_sum(r_q.scale / folded, r_q.type == q.out->type ? data_type::undef : quant_data_type(r_q.type));
+  }
+  for (size_t i = 0; i < acts.size(); ++i)
+    ops.append_eltwise(i + 1 == acts.size() ? 1.0f / out_scale : 1.0f, acts[i].alg, acts[i].alpha, acts[i].beta);
+  dnnl::primitive_attr attr = user_scratchpad_attr();
+  attr.set_output_scales(1 << 1, oscales);  // per output channel (dim 1 of dst, groups included)
+  attr.set_post_ops(ops);
+
+  const dims w_dims = weight_dims(wv.shape, g.group);
+  const md w_any(w_dims, data_type::s8, dnnl::memory::format_tag::any);
+  const md bias_md = has_bias ? plain_desc(b.inputs[2].shape) : md();
+  const data_type dst_type = f32_dst ? data_type::f32 : quant_data_type(q.out->type);
+  auto make_pd = [&](const md& src) {
+    dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src,
+                                      w_any, bias_md, any_desc(y_shape, dst_type), g.strides, g.dilations, g.pad_l, g.pad_r);
+    return dnnl::convolution_forward::primitive_desc(d, attr, cpu_engine());
+  };
+  const md x_md = value_desc(xv);
+  const bool x_quantized = quant_of(xv).has_value();
+  dnnl::convolution_forward::primitive_desc pd;
+  bool as_given = false;
+  if (x_quantized) {
+    try {
+      pd = make_pd(x_md);
+      as_given = !is_reference_impl(pd);
+    } catch (const dnnl::error&) {  // no implementation reads this layout: reorder it
+    }
+  }
+  if (!as_given) pd = make_pd(any_desc(xv.shape, quant_data_type(q.in.type)));
+
+  Program program(b.threads);
+  std::unordered_map<int, dnnl::memory> args;
+  // Plain s8 weights reordered into the primitive's format (which adds any s8-source compensation).
+  const md w_plain = retyped(plain_desc(Shape(w_dims.begin(), w_dims.end())), data_type::s8);
+  args[DNNL_ARG_WEIGHTS] = program.prepacked(w_plain, w_q.data(), pd.weights_desc());
+  if (has_bias) {
+    // oneDNN adds the bias to the int32 accumulator, before the output scales.
+    dnnl::memory bias = program.owned(pd.bias_desc());
+    KILN_REQUIRE(pd.bias_desc() == bias_md, internal, "int8 conv picked a non-plain bias");
+    float* dst = static_cast<float*>(bias.get_data_handle());
+    const float* src = b.inputs[2].constant->data<float>();
+    for (size_t c = 0; c < w_scales.size(); ++c) dst[c] = src[c] / (q.in.scale * w_scales[c]);
+    args[DNNL_ARG_BIAS] = bias;
+  }
+  dnnl::memory x_mem = program.input(0, x_md);
+  if (pd.src_desc() != x_md) {
+    dnnl::memory x_tmp = program.temp(pd.src_desc());
+    const auto rpd = scaled_reorder(x_md, pd.src_desc(), x_quantized ? 1.0f : 1.0f / q.in.scale);
+    program.add(dnnl::reorder(rpd), rpd, {{DNNL_ARG_FROM, x_mem}, {DNNL_ARG_TO, x_tmp}});
+    x_mem = x_tmp;
+  }
+  args[DNNL_ARG_SRC] = x_mem;
+  const md y_md = pd.dst_desc();
+  const bool requantize = f32_dst && q.out.has_value();  // float32 dst in a temporary, then quantized
+  dnnl::memory y_mem = requantize ? program.temp(y_md) : program.output(0, y_md);
+  args[DNNL_ARG_DST] = y_mem;
+  if (has_residual) {
+    const md r_md = value_desc(b.inputs[3]);
+    dnnl::memory r_mem = program.input(3, r_md);
+    if (f32_dst) {
+      // Dequantized (or copied) into the float32 dst.
+      const auto rpd = scaled_reorder(r_md, y_md, rq ? r_q.scale : 1.0f);
+      const std::unordered_map<int, dnnl::memory> copy_args{{DNNL_ARG_FROM, r_mem}, {DNNL_ARG_TO, y_mem}};
+      if (!rq && !requantize && r_md == y_md) program.add_residual_copy(3, 0, dnnl::reorder(rpd), rpd, copy_args);
+      else program.add(dnnl::reorder(rpd), rpd, copy_args);
+    } else {
+      // The residual's codes, in its own type, in the dst buffer: a plain copy (in place when
+      // the layouts agree byte for byte).
+      const md view_md = retyped(y_md, quant_data_type(r_q.type));
+      const auto rpd = scaled_reorder(r_md, view_md, 1.0f);
+      const std::unordered_map<int, dnnl::memory> copy_args{{DNNL_ARG_FROM, r_mem}, {DNNL_ARG_TO, program.output(0, view_md)}};
+      if (r_md == view_md) program.add_residual_copy(3, 0, dnnl::reorder(rpd), rpd, copy_args);
+      else program.add(dnnl::reorder(rpd), rpd, copy_args);
+    }
+  }
+  program.add(dnnl::convolution_forward(pd), pd, std::move(args));
+  Layout layout = q.out ? Layout{} : layout_of(y_md, y_shape, b.threads);
+  if (requantize) {
+    const md out_md = retyped(y_md, quant_data_type(q.out->type));
+    const auto rpd = scaled_reorder(y_md, out_md, 1.0f / q.out->scale);
+    program.add(dnnl::reorder(rpd), rpd, {{DNNL_ARG_FROM, y_mem}, {DNNL_ARG_TO, program.output(0, out_md)}});
+    layout = layout_of(out_md, y_shape, b.threads, q.out->scale);
+  } else if (q.out) {
+    layout = layout_of(y_md, y_shape, b.threads, q.out->scale);
+  }
+  return std::unique_ptr<Kernel>(std::make_unique<ProgramKernel>(std::move(program), std::vector<Layout>{layout}));
+}
+
 Result<std::unique_ptr<Kernel>> conv_create(const KernelBuild& b) {
   return guarded_create("onednn.conv", [&]() -> Result<std::unique_ptr<Kernel>> {
     ensure_threads(b.threads);
     KILN_ASSIGN(g, conv_geometry(b));
+    KILN_ASSIGN(precision, precision_from_attrs(*b.attrs));
+    if (precision == Precision::int8) return conv_int8_create(b, g);
     KILN_ASSIGN(type, compute_type(*b.attrs));
     const ValueDesc& xv = b.inputs[0];
     const ValueDesc& wv = b.inputs[1];
@@ -92,12 +256,7 @@ Result<std::unique_ptr<Kernel>> conv_create(const KernelBuild& b) {
     const bool has_residual = b.inputs.size() > 3 && b.inputs[3].present;
     const Shape& y_shape = b.outputs[0].shape;
 
-    // Weights as oneDNN sees them: [G, M/G, C/G, k...] when grouped.
-    dims w_dims = to_dims(wv.shape);
-    if (g.group > 1) {
-      w_dims[0] /= g.group;
-      w_dims.insert(w_dims.begin(), g.group);
-    }
+    const dims w_dims = weight_dims(wv.shape, g.group);
     Shape w_shape(w_dims.begin(), w_dims.end());
     const md w_plain = plain_desc(w_shape);
     const md w_any(w_dims, type, dnnl::memory::format_tag::any);

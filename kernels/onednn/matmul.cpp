@@ -10,6 +10,13 @@
 // eltwise post-ops; the residual is reordered into the output buffer before the primitive runs.
 // Precision bf16 (kernels/precision.h): A is converted to bfloat16 into a scratch temporary, a
 // constant B is prepacked in bfloat16; the output (and the bias) stay float32 and plain.
+// Precision int8 (kernels/quantization.h): A (plain float32) is quantized per int8_input_* into
+// a scratch temporary, the constant B (times alpha) per output column to s8 and prepacked; the
+// int32 product times oscale[n] = s_in * s_w[n] is in real units (oneDNN adds the bias before
+// the scales, so a constant C is divided by s_in * s_w[n]); the output is plain float32, or
+// plain u8/s8 with int8_output_* (divided by its scale in oscale without an activation, else in
+// the last eltwise step). Gemm needs a constant C; MatMul a constant 2-D B (a batch of rows
+// times one matrix); a residual only with a float32 output.
 #include "kernels/onednn/onednn_kernels.h"
 
 #include <algorithm>
@@ -20,6 +27,24 @@
 
 namespace kiln::onednn {
 namespace {
+
+bool is_int8(const Attrs& attrs) {
+  auto p = precision_from_attrs(attrs);
+  return p && *p == Precision::int8;
+}
+
+// Why an int8 node cannot run here (nullopt when it can); `residual` is the fused residual input.
+std::optional<std::string> int8_supports(const KernelBuild& b, size_t residual) {
+  auto in = quant_params_from_attrs(*b.attrs, "input");
+  if (!in) return in.error().message;
+  if (!*in) return "an int8 node with a float32 input needs int8_input_scale";
+  auto out = quant_params_from_attrs(*b.attrs, "output");
+  if (!out) return out.error().message;
+  if (b.inputs[1].constant == nullptr) return "an int8 product needs a constant B (quantized per column once)";
+  if (*out && b.inputs.size() > residual && b.inputs[residual].present)
+    return "an int8 product with a quantized output takes no fused residual";
+  return std::nullopt;
+}
 
 struct GemmParams {
   float alpha = 1.0f, beta = 1.0f;
@@ -67,6 +92,12 @@ std::optional<std::string> gemm_supports(const KernelBuild& b) {
   if (auto why = check_residual(b, 3)) return why;
   std::vector<EltwiseStep> steps;
   if (auto why = read_post_ops(*b.attrs, steps)) return why;
+  if (is_int8(*b.attrs)) {
+    if (uses_c(b, g) && b.inputs[2].constant == nullptr) return "an int8 Gemm needs a constant C (it is scaled into the bias)";
+    if (uses_c(b, g) && b.inputs[2].shape.size() == 2 && b.inputs[2].shape[1] != b.outputs[0].shape[1])
+      return "an int8 Gemm's C must have one value per output column";
+    return int8_supports(b, 3);
+  }
   const auto type = compute_type(*b.attrs);
   if (!type) return type.error().message;
   if (*type != data_type::f32 && b.inputs[1].constant == nullptr) return "a bf16 Gemm needs a constant B";
@@ -103,6 +134,70 @@ dnnl::memory source(Program& program, const md& a_md, data_type type) {
   return t;
 }
 
+// The int8 product of A (plain float32 `a_md`, rows x K) and B (`b_kn`, [K, N] row-major,
+// alpha applied) into the output of dims `y_dims`, plus the bias `c` (`c_md`, may be empty:
+// beta applied, columns N or 1 when N == 1) and the residual input `residual`.
+Result<std::unique_ptr<Kernel>> int8_product(const KernelBuild& b, const md& a_md, const std::vector<float>& b_kn,
+                                             const md& c_md, const std::vector<float>& c, size_t residual) {
+  KILN_ASSIGN(in_opt, quant_params_from_attrs(*b.attrs, "input"));
+  KILN_REQUIRE(in_opt.has_value(), unsupported, "an int8 node with a float32 input needs int8_input_scale");
+  const QuantParams in = *in_opt;
+  KILN_ASSIGN(out, quant_params_from_attrs(*b.attrs, "output"));
+  std::vector<EltwiseStep> acts;
+  if (auto why = read_post_ops(*b.attrs, acts)) return make_error(ErrorCode::unsupported, *why);
+  const dims a_dims = a_md.dims();
+  const int64_t rows = a_dims[0], k = a_dims[1], n = static_cast<int64_t>(b_kn.size()) / k;
+  const md y_f32 = plain_desc(Shape{rows, n});
+  const md y_md = out ? retyped(y_f32, quant_data_type(out->type)) : y_f32;
+  const float out_scale = out ? out->scale : 1.0f;
+  const float folded = acts.empty() ? out_scale : 1.0f;
+
+  // B per output column: [N, K] rows for the scales, stored back as a [K, N] desc with strides.
+  std::vector<float> b_nk(b_kn.size());
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t j = 0; j < n; ++j) b_nk[static_cast<size_t>(j * k + i)] = b_kn[static_cast<size_t>(i * n + j)];
+  const std::vector<float> w_scales = int8_weight_scales(b_nk.data(), n, k);
+  const std::vector<int8_t> w_q = int8_quantize_weights(b_nk.data(), n, k, w_scales);
+  const md w_plain({k, n}, data_type::s8, dims{1, k});
+  std::vector<float> oscales(static_cast<size_t>(n));
+  for (size_t j = 0; j < oscales.size(); ++j) oscales[j] = in.scale * w_scales[j] / folded;
+
+  Program program(b.threads);
+  dnnl::memory y_mem = program.output(0, y_md);
+  dnnl::post_ops ops;
+  add_epilogue(b, residual, program, y_md, y_mem, ops, {});
+  for (size_t i = 0; i < acts.size(); ++i)
+    ops.append_eltwise(i + 1 == acts.size() ? 1.0f / out_scale : 1.0f, acts[i].alg, acts[i].alpha, acts[i].beta);
+  dnnl::primitive_attr attr = user_scratchpad_attr();
+  attr.set_output_scales(1 << 1, oscales);  // per column of the output
+  attr.set_post_ops(ops);
+  const md a_q = retyped(plain_desc(Shape{rows, k}), quant_data_type(in.type));
+  const md w_any({k, n}, data_type::s8, dnnl::memory::format_tag::any);
+  const bool has_c = !c.empty();
+  dnnl::matmul::desc d = has_c ? dnnl::matmul::desc(a_q, w_any, c_md, y_md) : dnnl::matmul::desc(a_q, w_any, y_md);
+  dnnl::matmul::primitive_desc pd(d, attr, cpu_engine());
+
+  std::unordered_map<int, dnnl::memory> args;
+  dnnl::memory a_tmp = program.temp(a_q);
+  const auto rpd = scaled_reorder(a_md, a_q, 1.0f / in.scale);
+  program.add(dnnl::reorder(rpd), rpd, {{DNNL_ARG_FROM, program.input(0, a_md)}, {DNNL_ARG_TO, a_tmp}});
+  args[DNNL_ARG_SRC] = a_tmp;
+  args[DNNL_ARG_WEIGHTS] = program.prepacked(w_plain, w_q.data(), pd.weights_desc());
+  if (has_c) {
+    dnnl::memory bias = program.owned(c_md);
+    float* dst = static_cast<float*>(bias.get_data_handle());
+    const int64_t c_cols = c_md.dims()[1];
+    for (size_t i = 0; i < c.size(); ++i) dst[i] = c[i] / (in.scale * w_scales[i % static_cast<size_t>(c_cols)]);
+    args[DNNL_ARG_BIAS] = bias;
+  }
+  args[DNNL_ARG_DST] = y_mem;
+  program.add(dnnl::matmul(pd), pd, std::move(args));
+  const Shape& y_shape = b.outputs[0].shape;
+  const Layout layout = out ? layout_of(retyped(plain_desc(y_shape), quant_data_type(out->type)), y_shape, b.threads, out->scale)
+                            : Layout{};
+  return std::unique_ptr<Kernel>(std::make_unique<ProgramKernel>(std::move(program), std::vector<Layout>{layout}));
+}
+
 Result<std::unique_ptr<Kernel>> gemm_create(const KernelBuild& b) {
   return guarded_create("onednn.gemm", [&]() -> Result<std::unique_ptr<Kernel>> {
     ensure_threads(b.threads);
@@ -117,6 +212,24 @@ Result<std::unique_ptr<Kernel>> gemm_create(const KernelBuild& b) {
     const md a_md({m, k}, f32, g.trans_a ? dims{1, m} : dims{k, 1});
     const md w_plain({k, n}, f32, g.trans_b ? dims{1, k} : dims{n, 1});
     const bool const_b = b.inputs[1].constant != nullptr;
+    if (is_int8(*b.attrs)) {
+      // B' = alpha * B (transposed when transB) as [K, N]; C times beta as a [rows, N] bias.
+      const float* w = b.inputs[1].constant->data<float>();
+      std::vector<float> b_kn(static_cast<size_t>(k * n));
+      for (int64_t i = 0; i < k; ++i)
+        for (int64_t j = 0; j < n; ++j) b_kn[static_cast<size_t>(i * n + j)] = g.alpha * w[g.trans_b ? j * k + i : i * n + j];
+      md c_md;
+      std::vector<float> c;
+      if (uses_c(b, g)) {
+        Shape cs = b.inputs[2].shape;
+        while (cs.size() < 2) cs.insert(cs.begin(), 1);
+        KILN_REQUIRE(cs[1] == n, unsupported, "an int8 Gemm's C must have one value per output column");
+        c_md = plain_desc(cs);
+        const Tensor& ct = *b.inputs[2].constant;
+        for (int64_t i = 0; i < ct.numel(); ++i) c.push_back(g.beta * ct.data<float>()[i]);
+      }
+      return int8_product(b, a_md, b_kn, c_md, c, 3);
+    }
     KILN_ASSIGN(type, compute_type(*b.attrs));
     const md w_md = const_b ? md({k, n}, type, dnnl::memory::format_tag::any) : w_plain;
     const md y_md = plain_desc(b.outputs[0].shape);
@@ -222,6 +335,10 @@ std::optional<std::string> matmul_supports(const KernelBuild& b) {
     return "residual in a oneDNN layout for a promoted (1-D operand) MatMul";
   std::vector<EltwiseStep> steps;
   if (auto why = read_post_ops(*b.attrs, steps)) return why;
+  if (is_int8(*b.attrs)) {
+    if (d.b.size() != 2 || d.a.size() != 2) return "an int8 MatMul needs one 2-D B for every row of A";
+    return int8_supports(b, 2);
+  }
   const auto type = compute_type(*b.attrs);
   if (!type) return type.error().message;
   if (*type != data_type::f32 && b.inputs[1].constant == nullptr) return "a bf16 MatMul needs a constant B";
@@ -239,6 +356,10 @@ Result<std::unique_ptr<Kernel>> matmul_create(const KernelBuild& b) {
     const md w_plain = plain_desc(Shape(d.b.begin(), d.b.end()));
     const md y_md = plain_desc(Shape(d.y.begin(), d.y.end()));
     const bool const_b = b.inputs[1].constant != nullptr;
+    if (is_int8(*b.attrs)) {
+      const Tensor& w = *b.inputs[1].constant;
+      return int8_product(b, a_md, std::vector<float>(w.data<float>(), w.data<float>() + w.numel()), md(), {}, 2);
+    }
     KILN_ASSIGN(type, compute_type(*b.attrs));
     const md src_md = retyped(a_md, type);
 

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -55,6 +56,17 @@ Layout layout_of(const md& desc, const Shape& shape, int threads) {
   return Layout{std::make_shared<OneDnnLayout>(desc, threads)};
 }
 
+Layout layout_of(const md& desc, const Shape& shape, int threads, float scale) {
+  if (desc == plain_desc(shape)) return Layout{};
+  return Layout{std::make_shared<OneDnnLayout>(desc, threads, scale)};
+}
+
+data_type quant_data_type(QuantType t) { return t == QuantType::u8 ? data_type::u8 : data_type::s8; }
+
+namespace {
+bool is_quantized_type(data_type t) { return t == data_type::u8 || t == data_type::s8; }
+}  // namespace
+
 std::string describe_desc(const md& desc) {
   const dnnl_memory_desc_t& d = desc.data;
   if (d.format_kind != dnnl_blocked) return "onednn:opaque";
@@ -70,15 +82,33 @@ std::string describe_desc(const md& desc) {
   }
   for (int i = 0; i < blk.inner_nblks; ++i) s += std::to_string(blk.inner_blks[i]) + static_cast<char>('a' + blk.inner_idxs[i]);
   if (desc.data_type() == data_type::bf16) s += ":bf16";
+  if (desc.data_type() == data_type::u8) s += ":u8";
+  if (desc.data_type() == data_type::s8) s += ":s8";
   return s;
+}
+
+OneDnnLayout::OneDnnLayout(md desc, int threads, float scale)
+    : desc_(std::move(desc)), threads_(threads), scale_(is_quantized_type(desc_.data_type()) ? scale : 1.0f) {}
+
+std::optional<QuantParams> OneDnnLayout::quant() const {
+  if (!is_quantized_type(desc_.data_type())) return std::nullopt;
+  return QuantParams{scale_, desc_.data_type() == data_type::u8 ? QuantType::u8 : QuantType::s8};
 }
 
 bool OneDnnLayout::equals(const OpaqueLayout& other) const {
   const auto* o = dynamic_cast<const OneDnnLayout*>(&other);
-  return o != nullptr && o->desc_ == desc_;
+  return o != nullptr && o->desc_ == desc_ && o->scale_ == scale_;
 }
 
-std::string OneDnnLayout::describe() const { return describe_desc(desc_); }
+std::string OneDnnLayout::describe() const {
+  std::string s = describe_desc(desc_);
+  if (quant()) {
+    char scale[32];
+    std::snprintf(scale, sizeof scale, "*%g", static_cast<double>(scale_));
+    s += scale;
+  }
+  return s;
+}
 
 Result<std::unique_ptr<Kernel>> OneDnnLayout::make_to_plain(DType dtype, const Shape& shape) const {
   return guarded_create("onednn to plain", [&]() -> Result<std::unique_ptr<Kernel>> {
@@ -88,7 +118,7 @@ Result<std::unique_ptr<Kernel>> OneDnnLayout::make_to_plain(DType dtype, const S
     ensure_threads(threads_);
     Program program(threads_);
     const md dst = plain_desc(shape);
-    dnnl::reorder::primitive_desc pd(cpu_engine(), desc_, cpu_engine(), dst, user_scratchpad_attr());
+    const dnnl::reorder::primitive_desc pd = scaled_reorder(desc_, dst, scale_);  // dequantizes a u8/s8 desc
     program.add(dnnl::reorder(pd), pd,
                 {{DNNL_ARG_FROM, program.input(0, desc_)}, {DNNL_ARG_TO, program.output(0, dst)}});
     return std::unique_ptr<Kernel>(std::make_unique<ProgramKernel>(std::move(program), std::vector<Layout>{Layout{}}));
@@ -99,7 +129,13 @@ bool is_onednn(const ValueDesc& v) {
   return v.present && !v.layout.plain() && v.layout.opaque->backend() == kBackend;
 }
 
-std::optional<std::string> check_value(const ValueDesc& v, const char* what) {
+std::optional<QuantParams> quant_of(const ValueDesc& v) {
+  if (!is_onednn(v)) return std::nullopt;
+  const auto* l = dynamic_cast<const OneDnnLayout*>(v.layout.opaque.get());
+  return l == nullptr ? std::nullopt : l->quant();
+}
+
+std::optional<std::string> check_value(const ValueDesc& v, const char* what, Quantized q) {
   if (!v.present) return std::string(what) + " is missing";
   if (v.dtype != DType::f32) return std::string(what) + " is " + std::string(dtype_name(v.dtype)) + ", needs float32";
   if (v.shape.empty()) return std::string(what) + " is a scalar (oneDNN needs rank >= 1)";
@@ -111,6 +147,8 @@ std::optional<std::string> check_value(const ValueDesc& v, const char* what) {
   const auto* l = dynamic_cast<const OneDnnLayout*>(v.layout.opaque.get());
   if (l == nullptr || l->desc().dims() != to_dims(v.shape))
     return std::string(what) + " has a oneDNN layout that does not match its shape";
+  if (q == Quantized::reject && l->quant())
+    return std::string(what) + " is quantized (" + l->describe() + "), which this kernel does not read";
   return std::nullopt;
 }
 
@@ -165,6 +203,12 @@ dnnl::primitive_attr user_scratchpad_attr() {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   return attr;
+}
+
+dnnl::reorder::primitive_desc scaled_reorder(const md& from, const md& to, float scale) {
+  dnnl::primitive_attr attr = user_scratchpad_attr();
+  if (scale != 1.0f) attr.set_output_scales(0, {scale});
+  return dnnl::reorder::primitive_desc(cpu_engine(), from, cpu_engine(), to, attr);
 }
 
 bool is_reference_impl(const dnnl::primitive_desc_base& pd) {

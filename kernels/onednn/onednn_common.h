@@ -5,7 +5,9 @@
 //     create() and at the start of run() with KernelBuild::threads (one omp_set_num_threads on
 //     the calling thread, only when the count differs);
 //   - OneDnnLayout, the opaque layout wrapping a dnnl::memory::desc (blocked formats such as
-//     nChw16c); make_to_plain is a reorder kernel;
+//     nChw16c); make_to_plain is a reorder kernel. A u8/s8 desc is a quantized layout (int8,
+//     kernels/quantization.h) and carries its scale: real = scale * stored; its make_to_plain
+//     dequantizes, and only kernels that opt in (check_value's Quantized::accept) read it;
 //   - Program, a short list of primitives over memory objects whose handles are pointed at the
 //     kernel's arguments (or at the engine's shared scratch buffer) on every run, so run() never
 //     allocates. Primitives use scratchpad_mode::user; scratch = temporaries + the largest
@@ -25,6 +27,7 @@
 #include "kernels/kernel.h"
 #include "kernels/post_ops.h"
 #include "kernels/precision.h"
+#include "kernels/quantization.h"
 
 namespace kiln::onednn {
 
@@ -39,17 +42,21 @@ using md = dnnl::memory::desc;
 
 class OneDnnLayout final : public OpaqueLayout {
  public:
-  OneDnnLayout(md desc, int threads) : desc_(std::move(desc)), threads_(threads) {}
+  // `scale` is meaningful for u8/s8 descs only (1 for every other type).
+  OneDnnLayout(md desc, int threads, float scale = 1.0f);
   std::string_view backend() const override { return kBackend; }
   size_t bytes() const override { return desc_.get_size(); }
   bool equals(const OpaqueLayout& other) const override;
   std::string describe() const override;
   Result<std::unique_ptr<Kernel>> make_to_plain(DType dtype, const Shape& shape) const override;
   const md& desc() const { return desc_; }
+  // The type and scale of a u8/s8 desc; nullopt for float32 and bfloat16.
+  std::optional<QuantParams> quant() const;
 
  private:
   md desc_;
   int threads_;
+  float scale_ = 1.0f;
 };
 
 dims to_dims(const Shape& shape);
@@ -63,12 +70,22 @@ Result<data_type> compute_type(const Attrs& attrs);
 // The layout a kernel reports for a value it writes with `desc`: plain when the desc is the
 // dense row-major one of `shape`.
 Layout layout_of(const md& desc, const Shape& shape, int threads);
-// "aBcd16b"-style name of a blocked desc (oneDNN's own tag notation), with ":bf16" for bfloat16.
+// The same for a quantized (u8/s8) desc holding values real = scale * stored.
+Layout layout_of(const md& desc, const Shape& shape, int threads, float scale);
+// "aBcd16b"-style name of a blocked desc (oneDNN's own tag notation), with ":bf16", ":u8" or
+// ":s8" for those element types (OneDnnLayout::describe adds a quantized layout's "*scale").
 std::string describe_desc(const md& desc);
 
+data_type quant_data_type(QuantType t);
+// The type and scale of a value in a quantized oneDNN layout; nullopt for any other value.
+std::optional<QuantParams> quant_of(const ValueDesc& v);
+
+// Whether a kernel reads quantized layouts: only one that applies their scale (the int8 Conv,
+// Gemm) or keeps it (pooling) may; every other one would read the stored codes as numbers.
+enum class Quantized { reject, accept };
 // Why this value cannot be read by a oneDNN kernel (nullopt when it can): it must be float32 and
-// either plain or a oneDNN layout over its shape.
-std::optional<std::string> check_value(const ValueDesc& v, const char* what);
+// either plain or a oneDNN layout over its shape, and not quantized unless `q` accepts that.
+std::optional<std::string> check_value(const ValueDesc& v, const char* what, Quantized q = Quantized::reject);
 std::optional<std::string> check_plain_f32(const ValueDesc& v, const char* what);
 // The desc of a value accepted by check_value.
 md value_desc(const ValueDesc& v);
@@ -86,6 +103,8 @@ std::optional<std::string> activation_steps(Activation act, float alpha, float b
 std::optional<std::string> read_post_ops(const Attrs& attrs, std::vector<EltwiseStep>& out);
 
 dnnl::primitive_attr user_scratchpad_attr();
+// A reorder writing scale * from (quantizing: 1 / the target scale; dequantizing: the source's).
+dnnl::reorder::primitive_desc scaled_reorder(const md& from, const md& to, float scale);
 
 // A sequence of primitives executed in order.
 class Program {

@@ -1,6 +1,8 @@
 // MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool (float32, 1-3 spatial dims) with
 // oneDNN's pooling_v2 primitive. The input is read in its own layout (plain or oneDNN) and the
 // output takes the layout oneDNN picks for it (the input's), so blocked regions stay blocked.
+// A quantized (u8/s8) input is pooled on its codes and the output keeps its type and scale: max
+// is exact, an average rounds to the nearest code (half a quantization step).
 //
 // ONNX windows map onto oneDNN's floor rule out = (in + l + r - ek) / stride + 1 by widening
 // the right pad when ceil_mode adds a last window (ONNX drops a window starting in the end pad,
@@ -91,7 +93,7 @@ Result<PoolGeometry> pool_geometry(const KernelBuild& b) {
 std::optional<std::string> pool_supports(const KernelBuild& b) {
   if (!is_pool_op(b.op)) return "handles MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool only";
   if (b.inputs.empty()) return "needs X";
-  if (auto why = check_value(b.inputs[0], "X")) return why;
+  if (auto why = check_value(b.inputs[0], "X", Quantized::accept)) return why;
   const size_t rank = b.inputs[0].shape.size();
   if (rank < 3 || rank > 5) return "needs 1 to 3 spatial dims";
   if (b.outputs.empty() || b.outputs[0].dtype != DType::f32) return "needs a float32 output";
@@ -113,7 +115,9 @@ Result<std::unique_ptr<Kernel>> pool_create(const KernelBuild& b) {
     Program program(b.threads);
     program.add(dnnl::pooling_v2_forward(pd), pd,
                 {{DNNL_ARG_SRC, program.input(0, x_md)}, {DNNL_ARG_DST, program.output(0, pd.dst_desc())}});
-    std::vector<Layout> layouts{layout_of(pd.dst_desc(), y_shape, b.threads)};
+    const std::optional<QuantParams> q = quant_of(b.inputs[0]);
+    std::vector<Layout> layouts{q ? layout_of(pd.dst_desc(), y_shape, b.threads, q->scale)
+                                  : layout_of(pd.dst_desc(), y_shape, b.threads)};
     return std::unique_ptr<Kernel>(std::make_unique<ProgramKernel>(std::move(program), std::move(layouts)));
   });
 }

@@ -10,6 +10,9 @@
 //     memory) over rows of at least kMinRow elements; the rest goes to the reference kernel.
 // keepdims only changes the output shape: the plain bytes are the same. The output is plain,
 // or with keepdims=1 the layout pooling picks (the source's).
+// A quantized (u8/s8) input is read by the pooling path only (Mean and Max: a sum would
+// overflow the codes): the output keeps its type and scale; a Max into a plain output
+// (keepdims=0) is dequantized, a Mean there is left to the dequantized input.
 #include "kernels/onednn/onednn_kernels.h"
 
 #include "kernels/onednn/onednn_common.h"
@@ -38,7 +41,7 @@ std::optional<std::string> reduce_plan(const KernelBuild& b, ReducePlan& p) {
   if (!is_reduce_op(b.op)) return "handles ReduceMean, ReduceSum, ReduceMax and ReduceMin only";
   if (b.inputs.empty()) return "needs the data";
   const ValueDesc& x = b.inputs[0];
-  if (auto why = check_value(x, "the data")) return why;
+  if (auto why = check_value(x, "the data", Quantized::accept)) return why;
   if (b.outputs.empty() || b.outputs[0].dtype != DType::f32) return "needs a float32 output";
   auto keepdims = b.attrs->get_int("keepdims", 1);
   auto noop = b.attrs->get_int("noop_with_empty_axes", 0);
@@ -66,6 +69,12 @@ std::optional<std::string> reduce_plan(const KernelBuild& b, ReducePlan& p) {
   bool spatial_axes = rank >= 3 && rank <= 5 && !reduced[0] && !reduced[1];
   for (size_t d = 2; d < reduced.size(); ++d) spatial_axes = spatial_axes && reduced[d];
   p.spatial = spatial_axes && b.op != OpKind::ReduceMin;
+  if (quant_of(x) && !(p.spatial && b.op != OpKind::ReduceSum))
+    return "a quantized input is reduced only by a spatial ReduceMean or ReduceMax (pooling)";
+  // oneDNN 2.6 pools u8/s8 into the same type only: a mean rounded to the input's codes loses up
+  // to half a step of a usually much smaller value, so a plain mean reads the dequantized input.
+  if (quant_of(x) && b.op == OpKind::ReduceMean && !p.keepdims)
+    return "a quantized input's mean into a plain (keepdims=0) output would be rounded to the input's scale";
   return std::nullopt;
 }
 
@@ -92,8 +101,8 @@ std::optional<dnnl::pooling_v2_forward::primitive_desc> plane_pooling(const Kern
     attr.set_post_ops(ops);
   }
   try {
-    dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, x_md, any_desc(p.kept), ones, kernel,
-                                     zeros, zeros, zeros);
+    dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, x_md, any_desc(p.kept, x_md.data_type()),
+                                     ones, kernel, zeros, zeros, zeros);
     dnnl::pooling_v2_forward::primitive_desc pd(d, attr, cpu_engine());
     if (!is_reference_impl(pd)) return pd;
   } catch (const dnnl::error&) {
@@ -137,14 +146,15 @@ Result<std::unique_ptr<Kernel>> reduce_create(const KernelBuild& b) {
     std::vector<Layout> layouts{Layout{}};
     if (auto pool = p.spatial ? plane_pooling(b, p) : std::nullopt) {
       const md y_md = pool->dst_desc();
+      const std::optional<QuantParams> q = quant_of(b.inputs[0]);
       const bool to_plain = !p.keepdims && y_md != plain;  // keepdims=0 drops dims: only plain bytes fit
       dnnl::memory y = to_plain ? program.temp(y_md) : program.output(0, y_md);
       program.add(dnnl::pooling_v2_forward(*pool), *pool, {{DNNL_ARG_SRC, program.input(0, x_md)}, {DNNL_ARG_DST, y}});
       if (to_plain) {
-        dnnl::reorder::primitive_desc rpd(cpu_engine(), y_md, cpu_engine(), plain, user_scratchpad_attr());
+        const auto rpd = scaled_reorder(y_md, plain, q ? q->scale : 1.0f);  // dequantizes a max
         program.add(dnnl::reorder(rpd), rpd, {{DNNL_ARG_FROM, y}, {DNNL_ARG_TO, program.output(0, plain)}});
       } else if (p.keepdims) {
-        layouts[0] = layout_of(y_md, b.outputs[0].shape, b.threads);
+        layouts[0] = q ? layout_of(y_md, b.outputs[0].shape, b.threads, q->scale) : layout_of(y_md, b.outputs[0].shape, b.threads);
       }
     } else {
       dnnl::reduction::primitive_desc pd;

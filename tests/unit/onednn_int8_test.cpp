@@ -1,0 +1,328 @@
+// int8 execution (kernels/quantization.h) on the oneDNN kernels: a Conv/Gemm/MatMul marked
+// precision="int8" quantizes its input, computes with s8 per-channel weights and writes float32 or
+// a quantized layout that pooling reads and writes as is. The scales come from the fp32
+// reference's ranges (what the calibration does). Each result is compared with the fp32
+// reference executor at int8 accuracy: cosine >= 0.999 and max|error| <= 3% of max|reference|
+// (a few quantization steps: one u8 step is 0.4%, one s8 step 0.8% of the range), and must NOT
+// agree to fp32 accuracy (1e-4 of the range), which proves the codes were used. The layouts
+// show where activations stay quantized ("onednn:acdb:u8*0.0123").
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <sstream>
+
+#include "kernels/cpu/pixel_order.h"
+#include "kernels/onednn/onednn_common.h"
+#include "kernels/precision.h"
+#include "kernels/quantization.h"
+#include "tests/support/plan_builder.h"
+
+using namespace kiln;
+using namespace kiln::testing;
+
+namespace {
+
+// The symmetric parameters for the value in `slot` under the fp32 reference.
+QuantParams calibrate(const Builder& b, int slot) {
+  Plan p = b.plan;
+  p.outputs = {{slot, "calibrated"}};
+  auto r = execute_reference(p, b.inputs);
+  REQUIRE(r);
+  const Tensor& t = r->outputs[0];
+  float lo = 0.0f, hi = 0.0f;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    lo = std::min(lo, t.data<float>()[i]);
+    hi = std::max(hi, t.data<float>()[i]);
+  }
+  return quant_params_for_range(lo, hi);
+}
+
+// Marks the step writing `out` int8: input 0 quantized as calibrated, the output too when asked.
+void make_int8(Builder& b, int out, bool quantized_output) {
+  for (PlanStep& step : b.plan.steps) {
+    if (step.outputs[0] != out) continue;
+    const QuantParams in = calibrate(b, step.inputs[0]);
+    const std::optional<QuantParams> q_out = quantized_output ? std::optional(calibrate(b, out)) : std::nullopt;
+    precision_to_attrs(Precision::int8, step.attrs);
+    quant_params_to_attrs(in, "input", step.attrs);
+    if (q_out) quant_params_to_attrs(*q_out, "output", step.attrs);
+    return;
+  }
+  FAIL("no step writes slot " << out);
+}
+
+Attrs conv_attrs(std::vector<int64_t> pads, std::string activation = "none", int64_t group = 1, int64_t stride = 1) {
+  return attrs({{"pads", pads}, {"activation", activation}, {"group", group}, {"strides", std::vector<int64_t>{stride, stride}}});
+}
+
+std::unique_ptr<Engine> check_int8(Builder& b) {
+  auto engine = Engine::create(b.plan, {2, nullptr});
+  INFO((engine ? std::string() : engine.error().message));
+  REQUIRE(engine);
+  INFO(describe_steps(**engine));
+  auto want = execute_reference(b.plan, b.inputs);
+  REQUIRE(want);
+  for (int repeat = 0; repeat < 2; ++repeat) {  // the second run on a dirty arena
+    auto got = (*engine)->run(b.inputs);
+    INFO((got ? std::string() : got.error().message));
+    REQUIRE(got);
+    for (size_t o = 0; o < got->size(); ++o) {
+      const Tensor& w = want->outputs[o];
+      const Tensor& g = got->at(o);
+      REQUIRE(g.shape() == w.shape());
+      double diff = 0, dot = 0, gg = 0, ww = 0;
+      for (int64_t i = 0; i < w.numel(); ++i) {
+        const double x = g.data<float>()[i], y = w.data<float>()[i];
+        diff = std::max(diff, std::isnan(x) ? INFINITY : std::fabs(x - y));
+        dot += x * y;
+        gg += x * x;
+        ww += y * y;
+      }
+      const double range = max_abs(w), cosine = dot / std::sqrt(gg * ww);
+      INFO("output " << o << ": max|diff| " << diff << " of max|ref| " << range << ", cosine " << cosine);
+      CHECK(cosine >= 0.999);
+      CHECK(diff <= 0.03 * range);
+      CHECK(diff > 1e-4 * range);  // not fp32: the int8 path ran
+    }
+  }
+  return std::move(*engine);
+}
+
+std::string layout_of_step(const Engine& e, const std::string& node_prefix) {
+  for (const EngineStep& st : e.steps())
+    if (st.node.rfind(node_prefix, 0) == 0) return st.output_layout;
+  return "(no step " + node_prefix + ")";
+}
+
+// Conversions to plain of the value written by `node` (a graph output in a oneDNN layout has one).
+int conversions_of(const Engine& e, const std::string& node) {
+  int n = 0;
+  for (const EngineStep& st : e.steps()) n += st.node == node + " to plain";
+  return n;
+}
+
+bool quantized(const std::string& layout, const char* type) {
+  return layout.find(std::string(":") + type + "*") != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("int8 conv: s8 input, bias, float32 output", "[onednn][int8]") {
+  Builder b;
+  const int x = b.input({2, 16, 14, 14});
+  const int c = b.op(OpKind::Conv, conv_attrs({1, 1, 1, 1}), {x, b.weight({32, 16, 3, 3}, 0.3f), b.weight({32}, 2.0f)});
+  b.output(c);
+  make_int8(b, c, false);
+  auto e = check_int8(b);
+  REQUIRE(count_kernel(*e, "onednn.conv") == 1);
+  REQUIRE(count_kernel(*e, "reference") == 0);
+  CHECK(layout_of_step(*e, "Conv").find('*') == std::string::npos);  // float32 out
+}
+
+TEST_CASE("int8 conv: ReLU into a u8 layout, stride and pads", "[onednn][int8]") {
+  Builder b;
+  const int x = b.input({1, 8, 17, 17}, 0.0f, 2.0f);  // non-negative: u8 input
+  const int c = b.op(OpKind::Conv, conv_attrs({1, 0, 2, 1}, "relu", 1, 2), {x, b.weight({24, 8, 3, 3}, 0.4f), b.weight({24})});
+  b.output(c);
+  make_int8(b, c, true);
+  auto e = check_int8(b);
+  const std::string layout = layout_of_step(*e, "Conv");
+  INFO(layout);
+  CHECK(quantized(layout, "u8"));
+  CHECK(count_kernel(*e, "convert.onednn") == 1);  // the graph output is dequantized once
+}
+
+TEST_CASE("int8 conv: grouped and depthwise", "[onednn][int8]") {
+  Builder b;
+  const int x = b.input({1, 16, 12, 12});
+  const int g = b.op(OpKind::Conv, conv_attrs({1, 1, 1, 1}, "relu", 4), {x, b.weight({32, 4, 3, 3}, 0.5f), b.weight({32})});
+  const int d = b.op(OpKind::Conv, conv_attrs({1, 1, 1, 1}, "none", 32, 2), {g, b.weight({32, 1, 3, 3}, 0.5f), b.weight({32})});
+  b.output(d);
+  make_int8(b, g, true);
+  make_int8(b, d, false);
+  auto e = check_int8(b);
+  REQUIRE(count_kernel(*e, "onednn.conv") == 2);
+  REQUIRE(conversions_of(*e, "Conv0") == 0);  // the depthwise conv reads the grouped one's u8
+  CHECK(quantized(e->steps()[0].output_layout, "u8"));
+}
+
+TEST_CASE("int8 conv: activations that are not scale-invariant", "[onednn][int8]") {
+  for (const char* act : {"sigmoid", "tanh", "silu"}) {
+    DYNAMIC_SECTION(act) {
+      Builder b;
+      const int x = b.input({1, 8, 10, 10});
+      const int c = b.op(OpKind::Conv, conv_attrs({1, 1, 1, 1}, act), {x, b.weight({16, 8, 3, 3}, 0.5f), b.weight({16})});
+      b.output(c);
+      make_int8(b, c, true);
+      check_int8(b);
+    }
+  }
+}
+
+TEST_CASE("int8 conv: float32 residual, float32 and quantized outputs", "[onednn][int8]") {
+  for (bool q_out : {false, true}) {
+    DYNAMIC_SECTION("quantized output " << q_out) {
+      Builder b;
+      const int x = b.input({1, 16, 10, 10});
+      const int r = b.input({1, 16, 10, 10}, -2.0f, 2.0f);
+      const int c = b.op_shaped(OpKind::Conv, conv_attrs({1, 1, 1, 1}, "relu"),
+                                {x, b.weight({16, 16, 3, 3}, 0.3f), b.weight({16}), r}, {1, 16, 10, 10});
+      b.output(c);
+      make_int8(b, c, q_out);
+      auto e = check_int8(b);
+      REQUIRE(count_kernel(*e, "onednn.conv") == 1);
+      CHECK(quantized(layout_of_step(*e, "Conv"), "u8") == q_out);
+    }
+  }
+}
+
+TEST_CASE("int8 conv: a negative s8 residual summed before the ReLU of a u8 output", "[onednn][int8]") {
+  Builder b;
+  const int x = b.input({1, 16, 10, 10});
+  // r is s8 with large negative values; y = relu(conv(r) + r) must see them before the clip.
+  const int r = b.op(OpKind::Conv, conv_attrs({0, 0, 0, 0}), {x, b.weight({16, 16, 1, 1}, 1.0f), b.weight({16}, 0.5f)});
+  const int y = b.op_shaped(OpKind::Conv, conv_attrs({1, 1, 1, 1}, "relu"),
+                            {r, b.weight({16, 16, 3, 3}, 0.1f), b.weight({16}, 0.1f), r}, {1, 16, 10, 10});
+  b.output(y);
+  make_int8(b, r, true);
+  make_int8(b, y, true);
+  auto e = check_int8(b);
+  INFO(describe_steps(*e));
+  CHECK(quantized(e->steps()[0].output_layout, "s8"));
+  CHECK(quantized(e->steps()[1].output_layout, "u8"));
+  REQUIRE(conversions_of(*e, "Conv0") == 0);  // the residual is read as s8
+}
+
+TEST_CASE("int8 conv: a u8 residual with another scale into an s8 output", "[onednn][int8]") {
+  Builder b;
+  const int x = b.input({1, 8, 9, 9});
+  const int r = b.op(OpKind::Conv, conv_attrs({1, 1, 1, 1}, "relu"), {x, b.weight({8, 8, 3, 3}, 0.5f)});
+  const int y = b.op_shaped(OpKind::Conv, conv_attrs({0, 0, 0, 0}),
+                            {x, b.weight({8, 8, 1, 1}, 0.5f), b.weight({8}, 0.2f), r}, {1, 8, 9, 9});
+  b.output(y);
+  make_int8(b, r, true);
+  make_int8(b, y, true);
+  auto e = check_int8(b);
+  CHECK(quantized(e->steps()[0].output_layout, "u8"));
+  CHECK(quantized(e->steps()[1].output_layout, "s8"));
+}
+
+TEST_CASE("int8 quantized layouts flow through pooling: conv(u8) -> maxpool -> conv(f32)", "[onednn][int8]") {
+  Builder b;
+  const int x = b.input({1, 8, 16, 16});
+  const int c1 = b.op(OpKind::Conv, conv_attrs({1, 1, 1, 1}, "relu"), {x, b.weight({16, 8, 3, 3}, 0.4f), b.weight({16})});
+  const int p = b.op(OpKind::MaxPool, attrs({{"kernel_shape", std::vector<int64_t>{2, 2}}, {"strides", std::vector<int64_t>{2, 2}}}), {c1});
+  const int c2 = b.op(OpKind::Conv, conv_attrs({1, 1, 1, 1}), {p, b.weight({8, 16, 3, 3}, 0.3f), b.weight({8})});
+  b.output(c2);
+  make_int8(b, c1, true);
+  make_int8(b, c2, false);
+  auto e = check_int8(b);
+  INFO(describe_steps(*e));
+  REQUIRE(count_kernel(*e, "onednn.") == 3);
+  REQUIRE(conversions_of(*e, "Conv0") + conversions_of(*e, "MaxPool1") == 0);
+  CHECK(quantized(layout_of_step(*e, "MaxPool"), "u8"));
+  CHECK(layout_of_step(*e, "MaxPool") == layout_of_step(*e, "Conv0"));  // same type, same scale
+}
+
+TEST_CASE("int8 average, global and reduce pooling on a quantized input", "[onednn][int8]") {
+  Builder b;
+  const int x = b.input({1, 8, 12, 12});
+  const int c = b.op(OpKind::Conv, conv_attrs({1, 1, 1, 1}), {x, b.weight({16, 8, 3, 3}, 0.4f)});
+  const int a = b.op(OpKind::AveragePool, attrs({{"kernel_shape", std::vector<int64_t>{3, 3}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}}), {c});
+  const int g = b.op(OpKind::GlobalMaxPool, {}, {a});
+  const std::vector<int64_t> axes_v{2, 3};
+  const int axes = b.constant(Tensor::from_values<int64_t>({2}, axes_v));
+  const int mx = b.op(OpKind::ReduceMax, attrs({{"keepdims", int64_t{0}}}), {a, axes});
+  // A mean into a plain output reads the dequantized input (rounded codes would be too coarse).
+  const int mean = b.op(OpKind::ReduceMean, attrs({{"keepdims", int64_t{0}}}), {a, axes});
+  b.output(g);
+  b.output(mx);
+  b.output(mean);
+  make_int8(b, c, true);
+  auto e = check_int8(b);
+  INFO(describe_steps(*e));
+  CHECK(quantized(layout_of_step(*e, "Conv"), "s8"));
+  CHECK(quantized(layout_of_step(*e, "AveragePool"), "s8"));
+  CHECK(quantized(layout_of_step(*e, "GlobalMaxPool"), "s8"));
+  CHECK(count_kernel(*e, "onednn.reduce") == 2);  // the max dequantizes into its plain output
+  CHECK(conversions_of(*e, "AveragePool1") == 1);  // for the mean
+  REQUIRE(count_kernel(*e, "reference") == 0);
+}
+
+TEST_CASE("a quantized layout read by a kernel that rejects it is dequantized first", "[onednn][int8]") {
+  Builder b;
+  const int x = b.input({1, 8, 10, 10});
+  const int c = b.op(OpKind::Conv, conv_attrs({1, 1, 1, 1}), {x, b.weight({16, 8, 3, 3}, 0.4f)});
+  const int s = b.op(OpKind::Sigmoid, {}, {c});
+  const int f = b.op(OpKind::Conv, conv_attrs({0, 0, 0, 0}), {c, b.weight({4, 16, 1, 1}, 0.4f)});  // fp32 conv
+  b.output(s);
+  b.output(f);
+  make_int8(b, c, true);
+  auto e = check_int8(b);
+  INFO(describe_steps(*e));
+  CHECK(quantized(layout_of_step(*e, "Conv0"), "s8"));
+  REQUIRE(conversions_of(*e, "Conv0") == 1);  // one dequantized copy serves both readers
+  CHECK(e->steps()[1].node == "Conv0 to plain");
+}
+
+TEST_CASE("int8 Gemm: transB, bias, float32 and quantized outputs", "[onednn][int8]") {
+  for (bool q_out : {false, true}) {
+    DYNAMIC_SECTION("quantized output " << q_out) {
+      Builder b;
+      const int x = b.input({6, 64});
+      Attrs a = attrs({{"transB", int64_t{1}}, {"alpha", 0.5f}, {"beta", 2.0f}});
+      const int y = b.op(OpKind::Gemm, a, {x, b.weight({40, 64}, 0.5f), b.weight({40})});
+      b.output(y);
+      make_int8(b, y, q_out);
+      auto e = check_int8(b);
+      REQUIRE(count_kernel(*e, "onednn.gemm") == 1);
+      CHECK(quantized(layout_of_step(*e, "Gemm"), "s8") == q_out);
+    }
+  }
+}
+
+TEST_CASE("int8 MatMul with a constant B and a ReLU", "[onednn][int8]") {
+  Builder b;
+  const int x = b.input({2, 5, 48});
+  Attrs a = attrs({{"activation", std::string("relu")}});
+  const int y = b.op_shaped(OpKind::MatMul, a, {x, b.weight({48, 24}, 0.5f)}, {2, 5, 24});
+  b.output(y);
+  make_int8(b, y, true);
+  auto e = check_int8(b);
+  REQUIRE(count_kernel(*e, "onednn.matmul") == 1);
+  CHECK(quantized(layout_of_step(*e, "MatMul"), "u8"));
+}
+
+TEST_CASE("an int8 node with a float32 input and no input scale says why", "[onednn][int8]") {
+  Builder b;
+  const int x = b.input({1, 4, 6, 6});
+  Attrs a = conv_attrs({0, 0, 0, 0});
+  precision_to_attrs(Precision::int8, a);
+  b.output(b.op(OpKind::Conv, a, {x, b.weight({4, 4, 1, 1})}));
+  std::ostringstream verbose;
+  auto e = Engine::create(b.plan, {2, &verbose});
+  REQUIRE(e);
+  CHECK(count_kernel(**e, "onednn.conv") == 0);  // the reference computes it in fp32
+  CHECK_THAT(verbose.str(), Catch::Contains("needs int8_input_scale"));
+}
+
+TEST_CASE("a quantized oneDNN layout carries its scale: describe, equals, check_value", "[onednn][int8]") {
+  using namespace kiln::onednn;
+  const md u8(dims{1, 16, 4, 4}, data_type::u8, dnnl::memory::format_tag::acdb);
+  const OneDnnLayout a(u8, 2, 0.0123f), same(u8, 2, 0.0123f), other_scale(u8, 2, 0.5f);
+  CHECK(a.describe() == "onednn:acdb:u8*0.0123");
+  CHECK(OneDnnLayout(retyped(u8, data_type::s8), 2, 0.25f).describe() == "onednn:acdb:s8*0.25");
+  CHECK(OneDnnLayout(retyped(u8, data_type::f32), 2).describe() == "onednn:acdb");
+  CHECK(a.equals(same));
+  CHECK_FALSE(a.equals(other_scale));
+  CHECK(a.quant()->type == QuantType::u8);
+  CHECK_FALSE(OneDnnLayout(retyped(u8, data_type::bf16), 2).quant());
+  ValueDesc v;
+  v.dtype = DType::f32;
+  v.shape = {1, 16, 4, 4};
+  v.layout.opaque = std::make_shared<OneDnnLayout>(u8, 2, 0.0123f);
+  REQUIRE(check_value(v, "X"));  // rejected unless the kernel opts in
+  CHECK_THAT(*check_value(v, "X"), Catch::Contains("is quantized (onednn:acdb:u8*0.0123)"));
+  CHECK_FALSE(check_value(v, "X", Quantized::accept));
+  CHECK(cpu::pixel_order(v) == cpu::PixelOrder::other);  // the own CPU kernels read float32 only
+}
