@@ -139,7 +139,11 @@ TensorRange calibrated_range(const TensorStats& stats, CalibrationMethod method,
     }
   } else {
     const int levels = stats.lo() >= 0.0f ? 256 : 128;
-    threshold = (entropy_threshold_bins(h, levels) + 0.5) * bin_width;
+    // Exact zeros (a ReLU's negative half) stay exact at any threshold: left in, their spike
+    // makes the search favour resolution near zero and clip the real range away.
+    std::vector<double> nonzero = h;
+    nonzero[0] = 0;
+    threshold = (entropy_threshold_bins(nonzero, levels) + 0.5) * bin_width;
   }
   const float t = static_cast<float>(std::min<double>(threshold, stats.max_abs()));
   r.lo = std::max(r.lo, -t);
