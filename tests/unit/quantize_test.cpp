@@ -10,6 +10,7 @@
 
 #include "compilers/passes/pass_runner.h"
 #include "compilers/passes/pipeline.h"
+#include "compilers/quantize/accuracy_control.h"
 #include "compilers/quantize/calibrate.h"
 #include "kernels/precision.h"
 #include "kernels/quantization.h"
@@ -218,6 +219,83 @@ TEST_CASE("quantize_int8 is an optional, inexact pass in the table", "[quantize]
   CHECK(std::find(defaults.begin(), defaults.end(), "quantize_int8") == defaults.end());
   for (const PassInfo& p : pass_table())
     if (p.name == "quantize_int8") CHECK_FALSE(p.exact);
+}
+
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// x[8,16,1,1] -> Conv 1x1 (10 nearly identical filters: the logits nearly tie, so int8 weights
+// flip some top-1 decisions) -> Flatten -> [8,10].
+Graph near_tie_classifier() {
+  GraphBuilder b;
+  const ValueId x = b.input("x", {8, 16, 1, 1});
+  Tensor w = GraphBuilder::random({10, 16, 1, 1}, 5, -0.001f, 0.001f);
+  const Tensor base = GraphBuilder::random({16}, 6);
+  for (int64_t c = 0; c < 10; ++c)
+    for (int64_t i = 0; i < 16; ++i) w.data<float>()[c * 16 + i] += base.data<float>()[i];
+  const ValueId wid = b.weight("w", {10, 16, 1, 1});
+  b.g.initializers[wid] = w;
+  const ValueId y = b.node(OpKind::Conv, "c", {x, wid});
+  const ValueId f = b.node(OpKind::Flatten, "f", {y});
+  b.output(f);
+  return b.g;
+}
+
+// Labelled data whose labels are the fp32 model's own top-1 (fp32 accuracy 100%).
+VerifyData self_labelled(const Graph& g, int64_t n) {
+  VerifyData d;
+  d.inputs.push_back(GraphBuilder::random({n, 16, 1, 1}, 21));
+  Tensor labels = Tensor::zeros(DType::i64, {n});
+  const Tensor& x = d.inputs[0];
+  const Tensor& w = g.initializers.at(g.find_value("w"));
+  for (int64_t s = 0; s < n; ++s) {
+    int64_t best = 0;
+    double best_v = -1e30;
+    for (int64_t c = 0; c < 10; ++c) {
+      double v = 0;
+      for (int64_t i = 0; i < 16; ++i) v += double(w.data<float>()[c * 16 + i]) * x.data<float>()[s * 16 + i];
+      if (v > best_v) best_v = v, best = c;
+    }
+    labels.data<int64_t>()[s] = best;
+  }
+  d.labels = labels;
+  d.source = "test";
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("accuracy control: met when loose, 'not met' when only fp32 would do", "[quantize][accuracy]") {
+  const Graph g = near_tie_classifier();
+  const VerifyData data = self_labelled(g, 256);
+  const CalibrationSet set{{data.inputs[0]}, "test"};
+  PassRunOptions options;
+  options.int8.calibration = &set;
+  const std::vector<std::string> pipeline{"fold_constants", "quantize_int8"};
+
+  AccuracyControlOptions loose;
+  loose.max_accuracy_drop = 1.0;
+  auto met = quantize_within_accuracy(g, pipeline, options, data, loose);
+  REQUIRE(met);
+  CHECK(met->met);
+  CHECK(met->int8_layers == 1);
+  CHECK(met->fp32_accuracy == Approx(1.0));
+
+  AccuracyControlOptions strict;
+  strict.max_accuracy_drop = 0.0;
+  auto missed = quantize_within_accuracy(g, pipeline, options, data, strict);
+  REQUIRE(missed);
+  CHECK_FALSE(missed->met);  // int8 flips some of the near ties; the one layer cannot fall back alone
+  REQUIRE(missed->sensitivities.size() == 1);
+  CHECK(missed->sensitivities[0].cosine_distance > 0.0);
+
+  VerifyData unlabelled = data;
+  unlabelled.labels.reset();
+  auto refused = quantize_within_accuracy(g, pipeline, options, unlabelled, strict);
+  REQUIRE_FALSE(refused);
+  CHECK_THAT(refused.error().message, Catch::Contains("labelled"));
 }
 
 }  // namespace kiln
