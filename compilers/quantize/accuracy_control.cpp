@@ -42,10 +42,22 @@ Result<Tensor> run_over(const Graph& graph, const VerifyData& data, int threads)
   return all;
 }
 
-Result<OutputMetrics> compare(const Tensor& fp32, const Tensor& got, const VerifyData& data) {
+Result<OutputMetrics> compare(const Tensor& fp32, const Tensor& got, const Tensor& labels) {
   OutputComparison c("output");
-  KILN_TRY(c.add(fp32, got, fp32.dim(0), data.labels->data<int64_t>()));
+  KILN_TRY(c.add(fp32, got, fp32.dim(0), labels.data<int64_t>()));
   return c.finish();
+}
+
+// The fp32 model's own top-1 per row: with these as labels, the accuracy drop is the share of
+// decisions int8 changes.
+Tensor top1_labels(const Tensor& logits) {
+  const int64_t rows = logits.dim(0), cols = logits.dim(1);
+  Tensor labels = Tensor::zeros(DType::i64, {rows});
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = logits.data<float>() + r * cols;
+    labels.data<int64_t>()[r] = std::max_element(row, row + cols) - row;
+  }
+  return labels;
 }
 
 std::vector<std::string> int8_layers(const Graph& g) {
@@ -62,7 +74,6 @@ Result<AccuracyControlResult> quantize_within_accuracy(const Graph& imported, co
                                                        const AccuracyControlOptions& control) {
   KILN_REQUIRE(control.max_accuracy_drop >= 0, invalid_argument, "max_accuracy_drop must be >= 0, got ",
                control.max_accuracy_drop);
-  KILN_REQUIRE(data.labels.has_value(), invalid_argument, "accuracy control needs labelled data");
   KILN_REQUIRE(!data.inputs.empty() && data.inputs[0].dim(0) > 0, invalid_argument, "accuracy data is empty");
   KILN_REQUIRE(std::find(pipeline.begin(), pipeline.end(), "quantize_int8") != pipeline.end(), invalid_argument,
                "accuracy control applies to int8: the pipeline has no quantize_int8");
@@ -79,6 +90,8 @@ Result<AccuracyControlResult> quantize_within_accuracy(const Graph& imported, co
   fp32_options.log = nullptr;
   KILN_TRY(run_passes(fp32, fp32_pipeline, fp32_options).status());
   KILN_ASSIGN(fp32_out, run_over(fp32, data, control.threads));
+  const Tensor labels = data.labels ? *data.labels : top1_labels(fp32_out);
+  if (!data.labels) say("  accuracy control: no labels, the fp32 model's top-1 serve as labels (drop = lost agreement)");
 
   AccuracyControlResult result;
   result.samples = fp32_out.dim(0);
@@ -93,7 +106,7 @@ Result<AccuracyControlResult> quantize_within_accuracy(const Graph& imported, co
     o.int8.keep_fp32 = keep;
     KILN_TRY(run_passes(g, pipeline, o).status());
     KILN_ASSIGN(out, run_over(g, data, control.threads));
-    KILN_ASSIGN(m, compare(fp32_out, out, data));
+    KILN_ASSIGN(m, compare(fp32_out, out, labels));
     return std::make_pair(std::move(g), m);
   };
 
@@ -102,7 +115,7 @@ Result<AccuracyControlResult> quantize_within_accuracy(const Graph& imported, co
   first.int8.range_cache = quiet.int8.range_cache;  // fills the cache the later attempts read
   KILN_ASSIGN(records, run_passes(all, pipeline, first));
   KILN_ASSIGN(all_out, run_over(all, data, control.threads));
-  KILN_ASSIGN(all_m, compare(fp32_out, all_out, data));
+  KILN_ASSIGN(all_m, compare(fp32_out, all_out, labels));
   result.fp32_accuracy = all_m.reference_accuracy;
   const std::vector<std::string> layers = int8_layers(all);
   say("  accuracy control: fp32 ", all_m.reference_accuracy * 100, "%, all ", layers.size(), " layers int8 ",

@@ -3,7 +3,8 @@
 // each int8 layer's sensitivity (the cosine distance of the model's output from fp32 with only
 // that layer in int8) and keeps the most sensitive ones in fp32, doubling their number until the
 // drop holds and then bisecting back to the fewest. A result that needs every layer in fp32 is
-// "not met": the caller must refuse it, never ship a silently worse model.
+// "not met": the caller must refuse it, never ship a silently worse model. Without labels the fp32
+// model's own top-1 decisions are the labels, so the drop is the top-1 agreement lost.
 #pragma once
 
 #include <ostream>
@@ -39,7 +40,8 @@ struct AccuracyControlResult {
 };
 
 // `imported` is the graph before any pass; `pipeline` contains quantize_int8; `options.int8` has
-// the calibration data; `data` must have labels and the model a classifier output ([N, C]).
+// the calibration data; the model's first output must be a classifier's ([N, C]); `data` may come
+// without labels (see above).
 Result<AccuracyControlResult> quantize_within_accuracy(const Graph& imported, const std::vector<std::string>& pipeline,
                                                        const PassRunOptions& options, const VerifyData& data,
                                                        const AccuracyControlOptions& control);

@@ -233,7 +233,7 @@ TEST_CASE("int8 calibration data of the wrong shape, type or size is refused", "
     require_clean_error(run_kiln(compile + "--passes default+quantize_int8 --calibration-random 4 --calibration-method kl"),
                         "unknown calibration method 'kl'");
   }
-  SECTION("accuracy control without labelled data") {
+  SECTION("accuracy control without data to measure on") {
     require_clean_error(run_kiln(compile + "--passes default+quantize_int8 --calibration-random 4 --max-accuracy-drop 0.01"),
                         "--accuracy-data");
   }

@@ -267,7 +267,7 @@ VerifyData self_labelled(const Graph& g, int64_t n) {
 
 }  // namespace
 
-TEST_CASE("accuracy control: met when loose, 'not met' when only fp32 would do", "[quantize][accuracy]") {
+TEST_CASE("accuracy control: met when loose, 'not met' when only fp32 would do, labels or not", "[quantize][accuracy]") {
   const Graph g = near_tie_classifier();
   const VerifyData data = self_labelled(g, 256);
   const CalibrationSet set{{data.inputs[0]}, "test"};
@@ -291,11 +291,22 @@ TEST_CASE("accuracy control: met when loose, 'not met' when only fp32 would do",
   REQUIRE(missed->sensitivities.size() == 1);
   CHECK(missed->sensitivities[0].cosine_distance > 0.0);
 
+  // Without labels the fp32 top-1 are the labels: the same decisions, the same outcome.
   VerifyData unlabelled = data;
   unlabelled.labels.reset();
-  auto refused = quantize_within_accuracy(g, pipeline, options, unlabelled, strict);
+  auto pseudo = quantize_within_accuracy(g, pipeline, options, unlabelled, strict);
+  REQUIRE(pseudo);
+  CHECK_FALSE(pseudo->met);
+  CHECK(pseudo->fp32_accuracy == Approx(1.0));
+  auto pseudo_loose = quantize_within_accuracy(g, pipeline, options, unlabelled, loose);
+  REQUIRE(pseudo_loose);
+  CHECK(pseudo_loose->met);
+
+  AccuracyControlOptions negative;
+  negative.max_accuracy_drop = -0.1;
+  auto refused = quantize_within_accuracy(g, pipeline, options, data, negative);
   REQUIRE_FALSE(refused);
-  CHECK_THAT(refused.error().message, Catch::Contains("labelled"));
+  CHECK_THAT(refused.error().message, Catch::Contains(">= 0"));
 }
 
 }  // namespace kiln
