@@ -5,6 +5,15 @@
 #include <cmath>
 
 namespace kiln {
+
+int fused_residual_input(OpKind op) {
+  switch (op) {
+    case OpKind::Conv: return 3;
+    case OpKind::Gemm: return 3;
+    case OpKind::MatMul: return 2;
+    default: return -1;
+  }
+}
 namespace {
 
 constexpr std::array<std::pair<Activation, std::string_view>, 11> kNames = {{

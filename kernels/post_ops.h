@@ -10,10 +10,14 @@
 #include <string_view>
 
 #include "kernels/core/attrs.h"
+#include "kernels/op_def.h"
 
 namespace kiln {
 
 enum class Activation { none, relu, clip, leaky_relu, sigmoid, silu, hard_swish, hard_sigmoid, gelu_erf, tanh, elu };
+
+// The input a fused residual takes: Conv and Gemm 3, MatMul 2; -1 for ops without one.
+int fused_residual_input(OpKind op);
 
 std::string_view activation_name(Activation act);  // "relu", "clip", ...
 std::optional<Activation> activation_from_name(std::string_view name);

@@ -6,16 +6,6 @@
 namespace kiln {
 namespace {
 
-// The input a fused residual takes (kernels/post_ops.h); -1 for ops without one.
-int residual_input(OpKind op) {
-  switch (op) {
-    case OpKind::Conv: return 3;
-    case OpKind::Gemm: return 3;
-    case OpKind::MatMul: return 2;
-    default: return -1;
-  }
-}
-
 bool same_type(const ValueType& a, const ValueType& b) {
   return a.dtype == b.dtype && a.rank_known && b.rank_known && a.shape == b.shape;
 }
@@ -26,7 +16,7 @@ int fusable_producer(const Graph& graph, const std::vector<std::vector<int>>& co
   const int p = graph.value(a).producer;
   if (a == b || p < 0) return -1;
   const Node& n = graph.nodes[static_cast<size_t>(p)];
-  const int r = residual_input(n.op);
+  const int r = fused_residual_input(n.op);
   if (r < 0 || n.outputs.size() != 1 || n.outputs[0] != a) return -1;
   if (static_cast<size_t>(r) < n.inputs.size() && n.inputs[static_cast<size_t>(r)] != kNoValue) return -1;
   const auto post = post_ops_from_attrs(n.attrs);
@@ -59,7 +49,7 @@ Result<bool> pass_fuse_residual_add(Graph& graph, const PassContext&) {
     const int p = pl > pr ? pl : pr;
     const ValueId a = p == pl ? lhs : rhs, b = p == pl ? rhs : lhs;
     Node& op = graph.nodes[static_cast<size_t>(p)];
-    const size_t r = static_cast<size_t>(residual_input(op.op));
+    const size_t r = static_cast<size_t>(fused_residual_input(op.op));
     if (op.inputs.size() <= r) op.inputs.resize(r + 1, kNoValue);
     op.inputs[r] = b;
     op.outputs[0] = add.outputs[0];

@@ -5,14 +5,12 @@
 #include <map>
 
 #include "compilers/ir/rewrite.h"
+#include "kernels/post_ops.h"
 #include "kernels/precision.h"
 #include "kernels/quantization.h"
 
 namespace kiln {
 namespace {
-
-// The input a fused residual takes (kernels/post_ops.h).
-size_t residual_input(OpKind op) { return op == OpKind::MatMul ? 2 : 3; }
 
 // A float32 Conv, Gemm or MatMul whose weights are constants: what the int8 kernels take.
 bool quantizable(const Graph& graph, const Node& n) {
@@ -72,7 +70,8 @@ Result<bool> pass_quantize_int8(Graph& graph, const PassContext& ctx) {
       }
       if (!is_int8[static_cast<size_t>(c)]) return false;
       for (size_t k = 0; k < reader.inputs.size(); ++k)
-        if (reader.inputs[k] == out && k != 0 && k != residual_input(reader.op)) return false;
+        if (reader.inputs[k] == out && k != 0 && static_cast<int>(k) != fused_residual_input(reader.op))
+          return false;
     }
     return true;
   };

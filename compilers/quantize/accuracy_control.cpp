@@ -23,14 +23,9 @@ Result<Tensor> run_over(const Graph& graph, const VerifyData& data, int threads)
   for (int64_t first = 0; first < n; first += batch) {
     const int64_t rows = std::min(batch, n - first);
     std::vector<Tensor> inputs;
-    for (size_t i = 0; i < plan.inputs.size(); ++i) {
-      const Tensor& src = data.inputs[i];
-      Tensor t = Tensor::zeros(src.dtype(), sym_shape_concrete(plan.inputs[i].type.shape));
-      const size_t sample = src.nbytes() / static_cast<size_t>(src.dim(0));
-      std::memcpy(t.raw(), static_cast<const uint8_t*>(src.raw()) + static_cast<size_t>(first) * sample,
-                  static_cast<size_t>(rows) * sample);
-      inputs.push_back(std::move(t));
-    }
+    for (size_t i = 0; i < plan.inputs.size(); ++i)
+      inputs.push_back(batch_slice(data.inputs[i], sym_shape_concrete(plan.inputs[i].type.shape), data.inputs[i].dtype(),
+                                   first, rows));
     KILN_ASSIGN(outputs, engine->run(inputs));
     const Tensor& out = outputs.at(0);
     KILN_REQUIRE(out.dtype() == DType::f32 && out.rank() == 2 && out.dim(0) == batch, invalid_argument,

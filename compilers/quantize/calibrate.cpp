@@ -1,10 +1,10 @@
 #include "compilers/quantize/calibrate.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "compilers/lower/to_plan.h"
 #include "kernels/engine.h"
+#include "kernels/verify/verify.h"
 
 namespace kiln {
 
@@ -34,19 +34,6 @@ Status check_calibration_set(const Graph& graph, const CalibrationSet& set) {
   }
   return Status::ok();
 }
-
-namespace {
-
-// Samples [first, first + rows) of `all` as one batch of `batch` (zero-padded), shaped `shape`.
-Tensor batch_of(const Tensor& all, int64_t first, int64_t rows, const Shape& shape) {
-  Tensor out = Tensor::zeros(all.dtype(), shape);
-  const size_t sample_bytes = all.nbytes() / static_cast<size_t>(all.dim(0));
-  std::memcpy(out.raw(), static_cast<const uint8_t*>(all.raw()) + static_cast<size_t>(first) * sample_bytes,
-              static_cast<size_t>(rows) * sample_bytes);
-  return out;
-}
-
-}  // namespace
 
 Result<std::map<ValueId, TensorRange>> calibrate_values(const Graph& graph, const std::vector<ValueId>& values,
                                                         const CalibrationSet& set, const CalibrationOptions& options) {
@@ -80,7 +67,7 @@ Result<std::map<ValueId, TensorRange>> calibrate_values(const Graph& graph, cons
     for (int64_t b = 0; b < batches; ++b) {
       const int64_t rows = std::min(batch, samples - b * batch);
       std::vector<Tensor> inputs;
-      for (size_t i = 0; i < set.inputs.size(); ++i) inputs.push_back(batch_of(set.inputs[i], b * batch, rows, input_shapes[i]));
+      for (size_t i = 0; i < set.inputs.size(); ++i) inputs.push_back(batch_slice(set.inputs[i], input_shapes[i], set.inputs[i].dtype(), b * batch, rows));
       KILN_ASSIGN(outputs, engine->run(inputs));
       for (size_t k = 0; k < wanted.size(); ++k) {
         const Tensor& t = outputs.at(output_index[k]);

@@ -43,7 +43,10 @@ int64_t argmax_row(const Tensor& t, int64_t row, int64_t cols) {
   return best;
 }
 
-// Copies samples [start, start + count) of `data` into a zero batch tensor of `shape`.
+nlohmann::json finite_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+}  // namespace
+
 Tensor batch_slice(const Tensor& data, const Shape& shape, DType dtype, int64_t start, int64_t count) {
   Tensor batch = Tensor::zeros(dtype, shape);
   const size_t sample_bytes = batch.nbytes() / static_cast<size_t>(shape[0]);
@@ -51,10 +54,6 @@ Tensor batch_slice(const Tensor& data, const Shape& shape, DType dtype, int64_t 
               static_cast<size_t>(count) * sample_bytes);
   return batch;
 }
-
-nlohmann::json finite_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
-
-}  // namespace
 
 VerifyData verify_random_data(const Plan& plan, int64_t samples, uint32_t seed) {
   VerifyData data;

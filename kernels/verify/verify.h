@@ -30,6 +30,10 @@ struct VerifyData {
   bool random = false;           // seeded random data rather than the user's
 };
 
+// Samples [start, start + count) of `data` ([N, ...]) as one zero-padded batch of `shape`
+// (dim 0 = the batch; a sample may be shaped differently as long as its element count agrees).
+Tensor batch_slice(const Tensor& data, const Shape& shape, DType dtype, int64_t start, int64_t count);
+
 // Seeded random data for N samples of every plan input: float inputs uniform in [-1, 1), others
 // zero (random indices or ids would be out of range for most models).
 VerifyData verify_random_data(const Plan& plan, int64_t samples, uint32_t seed);

@@ -23,6 +23,22 @@ void CalibrationCli::add_to(CLI::App& cmd, bool with_normalization) {
   }
 }
 
+DatasetOptions CalibrationCli::dataset_from_file(const std::string& path, const std::string& idx_labels,
+                                                 int64_t first) const {
+  DatasetOptions d;
+  const std::string ext = std::filesystem::path(path).extension().string();
+  if (ext == ".npy" || ext == ".npz") {
+    d.input = path;
+  } else {
+    d.idx_images = path;
+    d.idx_labels = idx_labels;
+  }
+  d.mean = mean;
+  d.std = std;
+  d.limit = first;
+  return d;
+}
+
 void CalibrationCli::add_accuracy_control_to(CLI::App& cmd) {
   cmd.add_option("--max-accuracy-drop", max_accuracy_drop,
                  "int8 accuracy control: keep the most sensitive layers in fp32 until the accuracy drop on "
@@ -37,17 +53,7 @@ void CalibrationCli::add_accuracy_control_to(CLI::App& cmd) {
 Result<VerifyData> CalibrationCli::load_accuracy_data(const Plan& plan) const {
   KILN_REQUIRE(max_accuracy_drop >= 0 && !accuracy_data.empty(), invalid_argument,
                "accuracy control needs both --max-accuracy-drop and --accuracy-data");
-  DatasetOptions d;
-  const std::string ext = std::filesystem::path(accuracy_data).extension().string();
-  if (ext == ".npy" || ext == ".npz") {
-    d.input = accuracy_data;
-  } else {
-    d.idx_images = accuracy_data;
-    d.idx_labels = accuracy_labels;
-  }
-  d.mean = mean;
-  d.std = std;
-  auto loaded = load_dataset(d, plan);
+  auto loaded = load_dataset(dataset_from_file(accuracy_data, accuracy_labels, 0), plan);
   if (!loaded) return loaded.status().with_context("accuracy data: ");
   return std::move(*loaded);
 }
@@ -59,14 +65,7 @@ Result<CalibrationSet> CalibrationCli::load(const Plan& plan) const {
   if (random > 0) {
     data = verify_random_data(plan, random, seed);
   } else {
-    DatasetOptions d;
-    const std::string ext = std::filesystem::path(file).extension().string();
-    if (ext == ".npy" || ext == ".npz") d.input = file;
-    else d.idx_images = file;
-    d.mean = mean;
-    d.std = std;
-    d.limit = limit;
-    auto loaded = load_dataset(d, plan);
+    auto loaded = load_dataset(dataset_from_file(file, "", limit), plan);
     if (!loaded) return loaded.status().with_context("calibration data: ");
     data = std::move(*loaded);
   }

@@ -36,6 +36,11 @@ struct CalibrationCli {
   // The samples for `plan`'s inputs, and the policy, as the quantize_int8 pass takes them.
   Result<CalibrationSet> load(const Plan& plan) const;
   Result<Int8Options> options(const CalibrationSet* set) const;
+
+ private:
+  // .npy/.npz by extension, anything else IDX images (normalized by mean/std); `first` > 0 keeps
+  // only the first samples.
+  DatasetOptions dataset_from_file(const std::string& path, const std::string& idx_labels, int64_t first) const;
 };
 
 }  // namespace kiln::cli

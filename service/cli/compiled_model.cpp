@@ -21,6 +21,12 @@ Result<CompiledModel> compile_model(const CompileRequest& request, std::ostream*
   options.dump = dump;
   options.check_numerics = request.check_numerics;
   options.log = request.log;
+  // The graph before the passes, lowered once for whichever needs it (data loading, the reference).
+  std::optional<Plan> imported;
+  const auto imported_plan = [&]() -> const Plan& {
+    if (!imported) imported = graph_to_plan(model.graph);
+    return *imported;
+  };
   std::optional<CalibrationSet> calibration_set;  // read by quantize_int8 during run_passes
   if (request.calibration != nullptr) {
     if (request.calibration->given()) {
@@ -28,7 +34,7 @@ Result<CompiledModel> compile_model(const CompileRequest& request, std::ostream*
           std::find(request.passes.begin(), request.passes.end(), "quantize_int8") != request.passes.end();
       KILN_REQUIRE(quantizes, invalid_argument,
                    "calibration data is for int8: add quantize_int8 to the pipeline (--passes default+quantize_int8)");
-      KILN_ASSIGN(set, request.calibration->load(graph_to_plan(model.graph)));
+      KILN_ASSIGN(set, request.calibration->load(imported_plan()));
       // Checked before any pass runs: a wrong set fails fast, before minutes of work.
       if (Status ok = check_calibration_set(model.graph, set); !ok)
         return ok.with_context(request.model + ": calibration data (" + set.source + "): ");
@@ -39,10 +45,10 @@ Result<CompiledModel> compile_model(const CompileRequest& request, std::ostream*
     options.int8.calibration_options.progress = request.log;
   }
   CompiledModel compiled;
-  if (request.keep_reference_plan) compiled.reference_plan = graph_to_plan(model.graph);
+  if (request.keep_reference_plan) compiled.reference_plan = imported_plan();
   Result<std::vector<PassRecord>> records = std::vector<PassRecord>{};
   if (request.calibration != nullptr && request.calibration->accuracy_control()) {
-    KILN_ASSIGN(data, request.calibration->load_accuracy_data(graph_to_plan(model.graph)));
+    KILN_ASSIGN(data, request.calibration->load_accuracy_data(imported_plan()));
     AccuracyControlOptions control;
     control.max_accuracy_drop = request.calibration->max_accuracy_drop;
     control.progress = request.log;
