@@ -40,13 +40,7 @@ int run_compile(const CompileOptions& opts) {
   request.log = &std::cout;
   auto compiled = compile_model(request, &std::cout);
   if (!compiled) return report_error(compiled.error().message);
-  for (const PassRecord& r : compiled->passes) {
-    std::printf("  %-24s %7.2f ms  %4zu -> %4zu nodes%s", r.name.c_str(), r.ms, r.nodes_before, r.nodes_after,
-                r.changed ? "" : "  (unchanged)");
-    // Only changed passes are re-run on the reference executor (--check-numerics).
-    if (r.max_rel_error >= 0) std::printf("  max diff %.2e x max|output|", r.max_rel_error);
-    std::printf("\n");
-  }
+  print_pass_records(compiled->passes);
   PlanFileInfo info{"kiln 0.1.0", opts.model, opts.passes, compiled->bindings_text};
   Status written = plan_write_file(opts.output, compiled->plan, info);
   if (!written) return report_error(written.message());

@@ -1,6 +1,7 @@
 #include "service/cli/compiled_model.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 
@@ -82,6 +83,16 @@ Result<CompiledModel> compile_model(const CompileRequest& request, std::ostream*
   for (const auto& [name, value] : model.bindings)
     compiled.bindings_text += (compiled.bindings_text.empty() ? "" : ",") + name + "=" + std::to_string(value);
   return compiled;
+}
+
+void print_pass_records(const std::vector<PassRecord>& records) {
+  for (const PassRecord& r : records) {
+    std::printf("  %-24s %7.2f ms  %4zu -> %4zu nodes%s", r.name.c_str(), r.ms, r.nodes_before, r.nodes_after,
+                r.changed ? "" : "  (unchanged)");
+    // Only changed passes are re-run on the reference executor (--check-numerics).
+    if (r.max_rel_error >= 0) std::printf("  max diff %.2e x max|output|", r.max_rel_error);
+    std::printf("\n");
+  }
 }
 
 Result<Plan> load_or_compile(const std::string& path, const DimOptions& dims, std::string* how) {

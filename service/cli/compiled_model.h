@@ -35,6 +35,9 @@ struct CompiledModel {
 // Imports, binds dims, runs the passes (IR dumps go to `dump`) and lowers to a Plan.
 Result<CompiledModel> compile_model(const CompileRequest& request, std::ostream* dump);
 
+// One line per pass on stdout: time, node counts, and the numeric check's error when it ran.
+void print_pass_records(const std::vector<PassRecord>& records);
+
 // A .kiln file is loaded as is; an ONNX model is compiled with the default pipeline.
 Result<Plan> load_or_compile(const std::string& path, const DimOptions& dims, std::string* how = nullptr);
 

@@ -30,13 +30,10 @@ int run_export(const ExportOptions& opts) {
   request.log = &std::cerr;  // stdout stays the pass table; a failure stays one error line on stderr
   auto model = compile_model(request, nullptr);
   if (!model) return report_error(model.error().message);
-  const std::vector<PassRecord>* records = &model->passes;
   // Written before anything is printed, so that a failure is the one error line.
   Status written = onnx_export_file(model->graph, opts.output);
   if (!written) return report_error(opts.model + ": " + written.message());
-  for (const PassRecord& r : *records)
-    std::printf("  %-24s %7.2f ms  %4zu -> %4zu nodes%s\n", r.name.c_str(), r.ms, r.nodes_before, r.nodes_after,
-                r.changed ? "" : "  (unchanged)");
+  print_pass_records(model->passes);
   std::printf("wrote %s (%zu nodes, opset %lld)\n", opts.output.c_str(), model->graph.nodes.size(),
               static_cast<long long>(kOnnxExportOpset));
   return kExitOk;
