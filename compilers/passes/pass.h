@@ -25,9 +25,18 @@ struct Int8Options {
   std::shared_ptr<std::map<std::string, TensorRange>> range_cache;
 };
 
+// What the pruning passes remove. Pruning here is done without fine-tuning: reports must say so
+// and show the accuracy it cost.
+struct PruneOptions {
+  double channel_ratio = 0.3;  // prune_channels: fraction of each prunable channel group removed
+  double sparsity = 0.5;       // prune_magnitude: fraction of the eligible weights set to zero
+  bool per_layer = false;      // prune_magnitude: the same sparsity in every layer, not one global threshold
+};
+
 struct PassContext {
   DimBindings bindings;  // the bindings shapes were inferred with
   Int8Options int8;
+  PruneOptions prune;
   std::ostream* log = nullptr;  // where passes that make choices say what they chose
 };
 

@@ -23,6 +23,7 @@ struct PassRunOptions {
   double tolerance = 1e-4;  // max|after - before| <= tolerance * max|before|
   uint32_t seed = 1;        // for the numeric check's inputs
   Int8Options int8;         // calibration data and policy for quantize_int8
+  PruneOptions prune;       // how much prune_channels / prune_magnitude remove
   std::ostream* log = nullptr;  // passes' reports of their choices (PassContext::log)
 };
 

@@ -23,6 +23,7 @@ struct CompileOptions {
   bool print_passes = false;
   bool check_numerics = false;
   CalibrationCli calibration;
+  PruneCli prune;
 };
 
 int print_pass_table() {
@@ -37,6 +38,7 @@ int run_compile(const CompileOptions& opts) {
   if (opts.model.empty() || opts.output.empty()) return report_error("compile needs MODEL and -o OUTPUT.kiln");
   CompileRequest request{opts.model, opts.dims, pipeline_parse(opts.passes), opts.dump_ir_after, opts.check_numerics};
   request.calibration = &opts.calibration;
+  request.prune = &opts.prune;
   request.log = &std::cout;
   auto compiled = compile_model(request, &std::cout);
   if (!compiled) return report_error(compiled.error().message);
@@ -62,6 +64,7 @@ void add_compile_command(CLI::App& app, CommandRunner& run) {
       ->delimiter(',');
   opts->calibration.add_to(*cmd, /*with_normalization=*/true);
   opts->calibration.add_accuracy_control_to(*cmd);
+  opts->prune.add_to(*cmd);
   cmd->add_flag("--check-numerics", opts->check_numerics,
                 "Check every pass against the reference executor on seeded inputs");
   cmd->callback([opts, &run] { run = [opts] { return run_compile(*opts); }; });

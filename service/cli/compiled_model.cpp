@@ -28,6 +28,10 @@ Result<CompiledModel> compile_model(const CompileRequest& request, std::ostream*
     if (!imported) imported = graph_to_plan(model.graph);
     return *imported;
   };
+  if (request.prune != nullptr) {
+    KILN_TRY(request.prune->check(request.passes));
+    options.prune = request.prune->options;
+  }
   std::optional<CalibrationSet> calibration_set;  // read by quantize_int8 during run_passes
   if (request.calibration != nullptr) {
     if (request.calibration->given()) {

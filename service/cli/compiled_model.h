@@ -10,6 +10,7 @@
 #include "kernels/plan.h"
 #include "service/cli/calibration_options.h"
 #include "service/cli/model_loading.h"
+#include "service/cli/prune_options.h"
 
 namespace kiln::cli {
 
@@ -22,6 +23,7 @@ struct CompileRequest {
   bool keep_reference_plan = false;  // also lower the graph before the passes (for verification)
   const CalibrationCli* calibration = nullptr;  // int8 calibration data and policy (quantize_int8)
   std::ostream* log = nullptr;                  // where passes report their choices
+  const PruneCli* prune = nullptr;              // how much prune_channels / prune_magnitude remove
 };
 
 struct CompiledModel {

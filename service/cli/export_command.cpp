@@ -19,6 +19,7 @@ struct ExportOptions {
   DimOptions dims;
   std::string passes = "default";
   CalibrationCli calibration;
+  PruneCli prune;
 };
 
 int run_export(const ExportOptions& opts) {
@@ -27,6 +28,7 @@ int run_export(const ExportOptions& opts) {
   if (!pipeline) return report_error(pipeline.error().message);
   CompileRequest request{opts.model, opts.dims, *pipeline, {}, false, false};
   request.calibration = &opts.calibration;
+  request.prune = &opts.prune;
   request.log = &std::cerr;  // stdout stays the pass table; a failure stays one error line on stderr
   auto model = compile_model(request, nullptr);
   if (!model) return report_error(model.error().message);
@@ -52,6 +54,7 @@ void add_export_command(CLI::App& app, CommandRunner& run) {
                   "kiln's own ops (fuse_concat_affine, fuse_elementwise_chain, fuse_depth_first) are left out");
   opts->calibration.add_to(*cmd, /*with_normalization=*/true);
   opts->calibration.add_accuracy_control_to(*cmd);
+  opts->prune.add_to(*cmd);
   cmd->callback([opts, &run] { run = [opts] { return run_export(*opts); }; });
 }
 

@@ -31,6 +31,7 @@ struct VerifyCliOptions {
   bool json = false;
   double max_accuracy_drop = NAN, min_cosine = NAN, min_top1 = NAN;
   CalibrationCli calibration;
+  PruneCli prune;
 };
 
 constexpr int64_t kDefaultRandomSamples = 64;
@@ -70,7 +71,7 @@ int run_verify(VerifyCliOptions opts) {
   Plan compiled, reference;
   std::string reference_what;
   if (is_plan_file(opts.model)) {
-    if (!opts.passes.empty() || opts.calibration.given())
+    if (!opts.passes.empty() || opts.calibration.given() || opts.prune.channels_given || opts.prune.sparsity_given)
       return report_error("--passes and --calibration apply to ONNX models; '" + opts.model + "' is compiled already");
     auto loaded = plan_read_file(opts.model);
     if (!loaded) return report_error(loaded.error().message);
@@ -83,6 +84,7 @@ int run_verify(VerifyCliOptions opts) {
     opts.calibration.std = d.std;
     CompileRequest request{opts.model, opts.dims, pipeline_parse(opts.passes.empty() ? "default" : opts.passes), {}, false, true};
     request.calibration = &opts.calibration;
+    request.prune = &opts.prune;
     request.log = &std::cerr;  // stdout carries the report (JSON with --json)
     auto model = compile_model(request, nullptr);
     if (!model) return report_error(model.error().message);
@@ -139,6 +141,7 @@ void add_verify_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--seed", opts->seed, "Seed of the random data (default 1)");
   cmd->add_option("--limit", opts->data.limit, "Use only the first N samples of the data")->check(CLI::PositiveNumber);
   opts->calibration.add_to(*cmd, /*with_normalization=*/false);
+  opts->prune.add_to(*cmd);
   cmd->add_option("--threads", opts->threads, "Engine threads (default: the CPU quota)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", opts->json, "Print the report as JSON");
   cmd->add_option("--max-accuracy-drop", opts->max_accuracy_drop,
