@@ -6,6 +6,7 @@
 // normalizations and the final outputs stay float32.
 // Not in the default pipeline: it trades accuracy (about 3 significant digits per value) for speed,
 // which the verification stage must measure against the fp32 reference for each model.
+// Nodes named in PassContext::keep_fp32 stay float32 (a user list or accuracy control).
 // Guarantees: the graph's function is unchanged (the reference executor ignores the attribute).
 #pragma once
 

@@ -19,7 +19,6 @@ namespace kiln {
 struct Int8Options {
   const CalibrationSet* calibration = nullptr;  // required by quantize_int8
   CalibrationOptions calibration_options;
-  std::vector<std::string> keep_fp32;  // node names left in float32 (accuracy control, user list)
   // Calibrated ranges by value name, shared by repeated compiles of one model (accuracy control
   // recompiles with other layers kept in fp32; the fp32 statistics do not change).
   std::shared_ptr<std::map<std::string, TensorRange>> range_cache;
@@ -37,6 +36,9 @@ struct PassContext {
   DimBindings bindings;  // the bindings shapes were inferred with
   Int8Options int8;
   PruneOptions prune;
+  // Node names the precision passes (bf16, int8) leave in float32: a user's list or accuracy
+  // control's choice (compilers/passes/keep_fp32.h).
+  std::vector<std::string> keep_fp32;
   std::ostream* log = nullptr;  // where passes that make choices say what they chose
 };
 

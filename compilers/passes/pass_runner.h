@@ -24,6 +24,7 @@ struct PassRunOptions {
   uint32_t seed = 1;        // for the numeric check's inputs
   Int8Options int8;         // calibration data and policy for quantize_int8
   PruneOptions prune;       // how much prune_channels / prune_magnitude remove
+  std::vector<std::string> keep_fp32;  // layers the precision passes leave in float32
   std::ostream* log = nullptr;  // passes' reports of their choices (PassContext::log)
 };
 

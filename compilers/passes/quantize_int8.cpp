@@ -1,5 +1,7 @@
 #include "compilers/passes/quantize_int8.h"
 
+#include "compilers/passes/keep_fp32.h"
+
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -46,13 +48,10 @@ Result<bool> pass_quantize_int8(Graph& graph, const PassContext& ctx) {
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const Node& n = graph.nodes[i];
     if (!quantizable(graph, n)) continue;
-    if (std::find(opts.keep_fp32.begin(), opts.keep_fp32.end(), n.name) != opts.keep_fp32.end()) continue;
+    if (kept_in_fp32(ctx, n)) continue;
     chosen.push_back(static_cast<int>(i));
   }
-  for (const std::string& name : opts.keep_fp32) {
-    const bool known = std::any_of(graph.nodes.begin(), graph.nodes.end(), [&](const Node& n) { return n.name == name; });
-    KILN_REQUIRE(known, invalid_argument, "layer '", name, "' to keep in fp32 is not a node of the compiled graph");
-  }
+  KILN_TRY(check_kept_layers(graph, ctx));
   if (chosen.empty()) return false;
 
   std::vector<bool> is_int8(graph.nodes.size(), false);
@@ -110,9 +109,9 @@ Result<bool> pass_quantize_int8(Graph& graph, const PassContext& ctx) {
   }
   if (ctx.log) {
     *ctx.log << "  quantize_int8: " << chosen.size() << " layers in int8";
-    if (!opts.keep_fp32.empty()) {
+    if (!ctx.keep_fp32.empty()) {
       *ctx.log << "; kept in fp32:";
-      for (const std::string& name : opts.keep_fp32) *ctx.log << ' ' << name;
+      for (const std::string& name : ctx.keep_fp32) *ctx.log << ' ' << name;
     }
     *ctx.log << '\n';
   }

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <sstream>
 
 #include "compilers/lower/to_plan.h"
 #include "kernels/engine.h"
@@ -55,40 +56,62 @@ Tensor top1_labels(const Tensor& logits) {
   return labels;
 }
 
-std::vector<std::string> int8_layers(const Graph& g) {
+std::vector<std::string> reduced_layers(const Graph& g) {
   std::vector<std::string> names;
   for (const Node& n : g.nodes)
-    if (auto p = precision_from_attrs(n.attrs); p && *p == Precision::int8) names.push_back(n.name);
+    if (auto p = precision_from_attrs(n.attrs); p && *p != Precision::fp32) names.push_back(n.name);
   return names;
+}
+
+constexpr const char* kReducingPasses[] = {"quantize_int8", "mixed_precision_bf16"};
+
+bool reduces(const std::string& pass) {
+  return std::find(std::begin(kReducingPasses), std::end(kReducingPasses), pass) != std::end(kReducingPasses);
 }
 
 }  // namespace
 
-Result<AccuracyControlResult> quantize_within_accuracy(const Graph& imported, const std::vector<std::string>& pipeline,
-                                                       const PassRunOptions& options, const VerifyData& data,
-                                                       const AccuracyControlOptions& control) {
-  KILN_REQUIRE(control.max_accuracy_drop >= 0, invalid_argument, "max_accuracy_drop must be >= 0, got ",
-               control.max_accuracy_drop);
+Result<AccuracyControlResult> reduce_precision_within_accuracy(const Graph& imported,
+                                                               const std::vector<std::string>& pipeline,
+                                                               const PassRunOptions& options, const VerifyData& data,
+                                                               const AccuracyControlOptions& control) {
+  KILN_REQUIRE(control.max_accuracy_drop || control.min_cosine, invalid_argument,
+               "accuracy control needs a constraint: a largest accuracy drop or a smallest cosine");
+  KILN_REQUIRE(!control.max_accuracy_drop || *control.max_accuracy_drop >= 0, invalid_argument,
+               "max_accuracy_drop must be >= 0, got ", *control.max_accuracy_drop);
+  KILN_REQUIRE(!control.min_cosine || (*control.min_cosine >= -1 && *control.min_cosine <= 1), invalid_argument,
+               "min_cosine must be in [-1, 1], got ", *control.min_cosine);
   KILN_REQUIRE(!data.inputs.empty() && data.inputs[0].dim(0) > 0, invalid_argument, "accuracy data is empty");
-  KILN_REQUIRE(std::find(pipeline.begin(), pipeline.end(), "quantize_int8") != pipeline.end(), invalid_argument,
-               "accuracy control applies to int8: the pipeline has no quantize_int8");
+  const auto reducing = std::count_if(pipeline.begin(), pipeline.end(), reduces);
+  KILN_REQUIRE(reducing == 1, invalid_argument,
+               "accuracy control chooses the layers of one reduced precision: the pipeline needs exactly one of "
+               "quantize_int8 and mixed_precision_bf16 (it has ", reducing, ")");
   auto say = [&](const auto&... parts) {
     if (control.progress) ((*control.progress << parts), ...) << '\n' << std::flush;
   };
+  auto holds = [&](const OutputMetrics& m) {
+    return (!control.max_accuracy_drop || m.accuracy_drop <= *control.max_accuracy_drop) &&
+           (!control.min_cosine || m.cosine >= *control.min_cosine);
+  };
+  auto describe = [&](const OutputMetrics& m) {
+    std::ostringstream text;
+    text << "drop " << m.accuracy_drop * 100 << " points, cosine " << m.cosine;
+    return text.str();
+  };
 
-  // fp32: the same pipeline without the quantization.
+  // fp32: the same pipeline without the precision pass.
   std::vector<std::string> fp32_pipeline;
   for (const std::string& p : pipeline)
-    if (p != "quantize_int8") fp32_pipeline.push_back(p);
+    if (!reduces(p)) fp32_pipeline.push_back(p);
   Graph fp32 = imported;
   PassRunOptions fp32_options = options;
   fp32_options.log = nullptr;
   KILN_TRY(run_passes(fp32, fp32_pipeline, fp32_options).status());
   KILN_ASSIGN(fp32_out, run_over(fp32, data, control.threads));
   const Tensor labels = data.labels ? *data.labels : top1_labels(fp32_out);
-  if (!data.labels) say("  accuracy control: no labels, the fp32 model's top-1 serve as labels (drop = lost agreement)");
 
   AccuracyControlResult result;
+  result.precision = std::find(pipeline.begin(), pipeline.end(), "quantize_int8") != pipeline.end() ? "int8" : "bf16";
   result.samples = fp32_out.dim(0);
   // The calibration ranges do not depend on which layers stay fp32: calibrate once.
   PassRunOptions quiet = options;
@@ -98,7 +121,8 @@ Result<AccuracyControlResult> quantize_within_accuracy(const Graph& imported, co
   auto attempt = [&](const std::vector<std::string>& keep) -> Result<std::pair<Graph, OutputMetrics>> {
     Graph g = imported;
     PassRunOptions o = quiet;
-    o.int8.keep_fp32 = keep;
+    o.keep_fp32 = options.keep_fp32;  // the user's list stays; accuracy control adds to it
+    o.keep_fp32.insert(o.keep_fp32.end(), keep.begin(), keep.end());
     KILN_TRY(run_passes(g, pipeline, o).status());
     KILN_ASSIGN(out, run_over(g, data, control.threads));
     KILN_ASSIGN(m, compare(fp32_out, out, labels));
@@ -112,20 +136,24 @@ Result<AccuracyControlResult> quantize_within_accuracy(const Graph& imported, co
   KILN_ASSIGN(all_out, run_over(all, data, control.threads));
   KILN_ASSIGN(all_m, compare(fp32_out, all_out, labels));
   result.fp32_accuracy = all_m.reference_accuracy;
-  const std::vector<std::string> layers = int8_layers(all);
-  say("  accuracy control: fp32 ", all_m.reference_accuracy * 100, "%, all ", layers.size(), " layers int8 ",
-      all_m.compiled_accuracy * 100, "% (drop ", all_m.accuracy_drop * 100, " points, allowed ",
-      control.max_accuracy_drop * 100, ")");
+  if (!data.labels) say("  accuracy control: no labels, the fp32 model's top-1 serve as labels (drop = lost agreement)");
+  const std::vector<std::string> layers = reduced_layers(all);
+  say("  accuracy control: fp32 ", all_m.reference_accuracy * 100, "%; all ", layers.size(), " layers ",
+      result.precision, ": ", all_m.compiled_accuracy * 100, "%, ", describe(all_m), " (allowed: drop ",
+      control.max_accuracy_drop ? std::to_string(*control.max_accuracy_drop * 100) : std::string("any"),
+      ", cosine ", control.min_cosine ? std::to_string(*control.min_cosine) : std::string("any"), ")");
   result.passes = std::move(records);
-  if (all_m.accuracy_drop <= control.max_accuracy_drop) {
+  if (holds(all_m)) {
     result.met = true;
-    result.int8_accuracy = all_m.compiled_accuracy;
-    result.int8_layers = static_cast<int>(layers.size());
+    result.accuracy = all_m.compiled_accuracy;
+    result.cosine = all_m.cosine;
+    result.reduced_layers = static_cast<int>(layers.size());
     result.graph = std::move(all);
     return result;
   }
 
-  // Sensitivity: each layer alone in int8.
+  // Sensitivity: each layer alone reduced.
+  say("  accuracy control: measuring the sensitivity of ", layers.size(), " layers");
   for (const std::string& layer : layers) {
     std::vector<std::string> others;
     for (const std::string& l : layers)
@@ -141,13 +169,13 @@ Result<AccuracyControlResult> quantize_within_accuracy(const Graph& imported, co
     return keep;
   };
 
-  // Double the fallback count until the drop holds, then bisect for the fewest layers.
+  // Double the fallback count until the constraints hold, then bisect for the fewest layers.
   size_t lo = 0, hi = 0;  // lo: known to miss; hi: known to hold (0: none found yet)
   std::optional<std::pair<Graph, OutputMetrics>> best;
   for (size_t k = 1; k < layers.size(); k = std::min(k * 2, layers.size())) {
     KILN_ASSIGN(r, attempt(most_sensitive(k)));
-    say("  accuracy control: ", k, " layer(s) in fp32: drop ", r.second.accuracy_drop * 100, " points");
-    if (r.second.accuracy_drop <= control.max_accuracy_drop) {
+    say("  accuracy control: ", k, " layer(s) in fp32: ", describe(r.second));
+    if (holds(r.second)) {
       hi = k;
       best = std::move(r);
       break;
@@ -163,8 +191,8 @@ Result<AccuracyControlResult> quantize_within_accuracy(const Graph& imported, co
   while (hi - lo > 1) {
     const size_t mid = (lo + hi) / 2;
     KILN_ASSIGN(r, attempt(most_sensitive(mid)));
-    say("  accuracy control: ", mid, " layer(s) in fp32: drop ", r.second.accuracy_drop * 100, " points");
-    if (r.second.accuracy_drop <= control.max_accuracy_drop) {
+    say("  accuracy control: ", mid, " layer(s) in fp32: ", describe(r.second));
+    if (holds(r.second)) {
       hi = mid;
       best = std::move(r);
     } else {
@@ -173,8 +201,9 @@ Result<AccuracyControlResult> quantize_within_accuracy(const Graph& imported, co
   }
   result.met = true;
   result.kept_fp32 = most_sensitive(hi);
-  result.int8_accuracy = best->second.compiled_accuracy;
-  result.int8_layers = static_cast<int>(layers.size() - hi);
+  result.accuracy = best->second.compiled_accuracy;
+  result.cosine = best->second.cosine;
+  result.reduced_layers = static_cast<int>(layers.size() - hi);
   result.graph = std::move(best->first);
   return result;
 }

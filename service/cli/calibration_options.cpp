@@ -15,7 +15,7 @@ void CalibrationCli::add_to(CLI::App& cmd, bool with_normalization) {
   cmd.add_option("--calibration-method", method, "minmax (default), percentile or entropy (KL)");
   cmd.add_option("--calibration-percentile", percentile, "Percentile of |x| kept by the percentile method (default 99.99)")
       ->check(CLI::Range(50.0f, 100.0f));
-  cmd.add_option("--keep-fp32", keep_fp32, "Layers (node names, comma-separated) left in float32 by quantize_int8")
+  cmd.add_option("--keep-fp32", keep_fp32, "Layers (node names, comma-separated) left in float32 by quantize_int8 and mixed_precision_bf16")
       ->delimiter(',');
   if (with_normalization) {
     cmd.add_option("--mean", mean, "Mean subtracted from IDX pixels after /255 (default 0)");
@@ -41,9 +41,18 @@ DatasetOptions CalibrationCli::dataset_from_file(const std::string& path, const 
 
 void CalibrationCli::add_accuracy_control_to(CLI::App& cmd) {
   cmd.add_option("--max-accuracy-drop", max_accuracy_drop,
-                 "int8 accuracy control: keep the most sensitive layers in fp32 until the accuracy drop on "
-                 "--accuracy-data is at most this fraction (0.005 = half a point); fails when it cannot be met")
+                 "Accuracy control (int8 or bf16): keep the most sensitive layers in fp32 until the accuracy drop on "
+                 "the accuracy data is at most this fraction (0.005 = half a point); fails when it cannot be met")
       ->check(CLI::Range(0.0, 1.0));
+  cmd.add_option("--min-cosine", min_cosine,
+                 "Accuracy control: keep the most sensitive layers in fp32 until the output's cosine similarity "
+                 "with fp32 on the accuracy data is at least this (e.g. 0.99); int8 or bf16")
+      ->check(CLI::Range(-1.0, 1.0));
+  cmd.add_option("--accuracy-random", accuracy_random,
+                 "Accuracy control on this many seeded random samples instead of --accuracy-data (no labels: the "
+                 "drop is the top-1 agreement lost)")
+      ->check(CLI::PositiveNumber);
+  cmd.add_option("--accuracy-seed", accuracy_seed, "Seed of --accuracy-random (default 11)");
   cmd.add_option("--accuracy-data", accuracy_data,
                  "Data for --max-accuracy-drop: .npy/.npz (labels from a 'labels' entry) or IDX images (--accuracy-labels); "
                  "without labels the fp32 model's top-1 are the labels (the drop is the agreement lost)");
@@ -51,8 +60,11 @@ void CalibrationCli::add_accuracy_control_to(CLI::App& cmd) {
 }
 
 Result<VerifyData> CalibrationCli::load_accuracy_data(const Plan& plan) const {
-  KILN_REQUIRE(max_accuracy_drop >= 0 && !accuracy_data.empty(), invalid_argument,
-               "accuracy control needs both --max-accuracy-drop and --accuracy-data");
+  KILN_REQUIRE(max_accuracy_drop >= 0 || min_cosine >= -1, invalid_argument,
+               "accuracy control needs a constraint: --max-accuracy-drop and/or --min-cosine");
+  KILN_REQUIRE(accuracy_data.empty() != (accuracy_random == 0), invalid_argument,
+               "accuracy control needs data: give --accuracy-data FILE or --accuracy-random N (one of them)");
+  if (accuracy_random > 0) return verify_random_data(plan, accuracy_random, accuracy_seed);
   auto loaded = load_dataset(dataset_from_file(accuracy_data, accuracy_labels, 0), plan);
   if (!loaded) return loaded.status().with_context("accuracy data: ");
   return std::move(*loaded);
@@ -78,7 +90,6 @@ Result<Int8Options> CalibrationCli::options(const CalibrationSet* set) const {
   KILN_ASSIGN(m, calibration_method_from_name(method));
   o.calibration_options.method = m;
   o.calibration_options.percentile = percentile;
-  o.keep_fp32 = keep_fp32;
   return o;
 }
 

@@ -23,15 +23,20 @@ struct CalibrationCli {
   float percentile = kDefaultPercentile;
   std::vector<std::string> keep_fp32;
   float mean = 0.0f, std = 1.0f;  // IDX normalization (verify shares its own --mean/--std)
-  // Accuracy control (compile only): labelled data and the largest allowed accuracy drop.
+  // Accuracy control (compile, export): data (labelled or not) and the constraints.
   std::string accuracy_data, accuracy_labels;
-  double max_accuracy_drop = -1;  // < 0: not asked for
+  int64_t accuracy_random = 0;     // seeded random samples instead of a file (no labels)
+  uint32_t accuracy_seed = 11;     // differs from calibration's and verify's defaults
+  double max_accuracy_drop = -1;   // < 0: not asked for
+  double min_cosine = -2;          // < -1: not asked for
 
   // `with_normalization`: also --mean/--std (verify registers its own).
   void add_to(CLI::App& cmd, bool with_normalization);
   void add_accuracy_control_to(CLI::App& cmd);
   bool given() const { return !file.empty() || random > 0; }
-  bool accuracy_control() const { return max_accuracy_drop >= 0 || !accuracy_data.empty(); }
+  bool accuracy_control() const {
+    return max_accuracy_drop >= 0 || min_cosine >= -1 || !accuracy_data.empty() || accuracy_random > 0;
+  }
   Result<VerifyData> load_accuracy_data(const Plan& plan) const;
   // The samples for `plan`'s inputs, and the policy, as the quantize_int8 pass takes them.
   Result<CalibrationSet> load(const Plan& plan) const;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <sstream>
 
 #include "compilers/lower/to_plan.h"
 #include "compilers/passes/pipeline.h"
@@ -47,6 +48,7 @@ Result<CompiledModel> compile_model(const CompileRequest& request, std::ostream*
     }
     KILN_ASSIGN(int8, request.calibration->options(calibration_set ? &*calibration_set : nullptr));
     options.int8 = std::move(int8);
+    options.keep_fp32 = request.calibration->keep_fp32;
     options.int8.calibration_options.progress = request.log;
   }
   CompiledModel compiled;
@@ -55,25 +57,31 @@ Result<CompiledModel> compile_model(const CompileRequest& request, std::ostream*
   if (request.calibration != nullptr && request.calibration->accuracy_control()) {
     KILN_ASSIGN(data, request.calibration->load_accuracy_data(imported_plan()));
     AccuracyControlOptions control;
-    control.max_accuracy_drop = request.calibration->max_accuracy_drop;
+    if (request.calibration->max_accuracy_drop >= 0) control.max_accuracy_drop = request.calibration->max_accuracy_drop;
+    if (request.calibration->min_cosine >= -1) control.min_cosine = request.calibration->min_cosine;
     control.progress = request.log;
-    auto controlled = quantize_within_accuracy(model.graph, request.passes, options, data, control);
+    auto controlled = reduce_precision_within_accuracy(model.graph, request.passes, options, data, control);
     if (!controlled) return controlled.status().with_context(request.model + ": ");
+    const CalibrationCli& c = *request.calibration;
+    std::ostringstream wanted;  // the constraints as asked
+    if (c.max_accuracy_drop >= 0) wanted << "an accuracy drop of at most " << c.max_accuracy_drop * 100 << " points";
+    if (c.min_cosine >= -1) wanted << (c.max_accuracy_drop >= 0 ? " and " : "") << "a cosine of at least " << c.min_cosine;
     if (!controlled->met) {
       std::string sensitive;
       for (size_t i = 0; i < controlled->sensitivities.size() && i < 5; ++i)
         sensitive += (i ? ", " : "") + controlled->sensitivities[i].layer;
-      return make_error(ErrorCode::constraint_not_met, request.model, ": accuracy constraint not met: no int8 layer "
-                        "can be kept within a drop of ", request.calibration->max_accuracy_drop * 100, " points (fp32 ",
+      return make_error(ErrorCode::constraint_not_met, request.model, ": accuracy constraint not met: no ",
+                        controlled->precision, " layer can be kept within ", wanted.str(), " (fp32 ",
                         controlled->fp32_accuracy * 100, "% on ", controlled->samples, " samples); most sensitive: ",
                         sensitive);
     }
     if (request.log) {
-      *request.log << "  accuracy control: " << controlled->int8_layers << " layers int8, "
+      *request.log << "  accuracy control: " << controlled->reduced_layers << " layers " << controlled->precision << ", "
                    << controlled->kept_fp32.size() << " kept in fp32";
       for (const std::string& l : controlled->kept_fp32) *request.log << ' ' << l;
-      *request.log << "; accuracy " << controlled->int8_accuracy * 100 << "% vs fp32 " << controlled->fp32_accuracy * 100
-                   << "% on " << controlled->samples << " samples\n";
+      *request.log << "; accuracy " << controlled->accuracy * 100 << "% vs fp32 " << controlled->fp32_accuracy * 100
+                   << "%, cosine " << controlled->cosine << " on " << controlled->samples << " samples (asked: "
+                   << wanted.str() << ")\n";
     }
     model.graph = std::move(controlled->graph);
     records = std::move(controlled->passes);

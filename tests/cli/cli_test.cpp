@@ -251,3 +251,27 @@ TEST_CASE("int8 compile calibrates, reports its layers and meets a loose accurac
   CHECK(r.output.find("accuracy control:") != std::string::npos);
   CHECK(fs::exists(out));
 }
+
+TEST_CASE("bf16 accuracy control by cosine on seeded data keeps layers in fp32 and says so", "[cli][bf16]") {
+  const std::string model = KILN_EXAMPLES_DIR "/fashion-mnist/model.onnx";
+  const auto compile = [&](const fs::path& out) {
+    return "compile " + model + " -o " + out.string() + " --passes default+mixed_precision_bf16 ";
+  };
+  const Run met = run_kiln(compile(temp_dir() / "b16.kiln") + "--min-cosine 0.99 --accuracy-random 16");
+  INFO(met.output);
+  REQUIRE(met.exit_code == 0);
+  CHECK(met.output.find("layers bf16") != std::string::npos);
+  CHECK(met.output.find("a cosine of at least 0.99") != std::string::npos);
+  // Only fp32 itself has cosine 1: refused and nothing written, never a silently worse model.
+  const fs::path missed_out = temp_dir() / "b16-missed.kiln";
+  const Run missed = run_kiln(compile(missed_out) + "--min-cosine 1 --accuracy-random 16");
+  INFO(missed.output);
+  CHECK(missed.exit_code != 0);
+  CHECK(missed.output.find("kiln: error:") != std::string::npos);
+  CHECK(missed.output.find("accuracy constraint not met") != std::string::npos);
+  CHECK_FALSE(fs::exists(missed_out));
+  const std::string other = compile(temp_dir() / "b16-bad.kiln");
+  require_clean_error(run_kiln(other + "--accuracy-random 16"), "needs a constraint");
+  require_clean_error(run_kiln(other + "--min-cosine 0.99"), "--accuracy-random");
+  require_clean_error(run_kiln(other + "--keep-fp32 nope --min-cosine 0.99 --accuracy-random 4"), "'nope'");
+}

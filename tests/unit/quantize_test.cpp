@@ -116,9 +116,11 @@ CalibrationSet random_set(int64_t n, Shape sample, uint32_t seed) {
   return CalibrationSet{{GraphBuilder::random(shape, seed)}, "test"};
 }
 
-Result<std::vector<PassRecord>> quantize(Graph& g, const Int8Options& int8, std::ostream* log = nullptr) {
+Result<std::vector<PassRecord>> quantize(Graph& g, const Int8Options& int8, std::ostream* log = nullptr,
+                                         std::vector<std::string> keep_fp32 = {}) {
   PassRunOptions options;
   options.int8 = int8;
+  options.keep_fp32 = std::move(keep_fp32);
   options.log = log;
   return run_passes(g, {"quantize_int8"}, options);
 }
@@ -165,17 +167,15 @@ TEST_CASE("quantize_int8 keeps the named layers in fp32 and refuses unknown ones
   const CalibrationSet set = random_set(2, {3, 8, 8}, 11);
   Int8Options int8;
   int8.calibration = &set;
-  int8.keep_fp32 = {"c2_node"};
   Graph g = two_conv_graph();
-  REQUIRE(quantize(g, int8));
+  REQUIRE(quantize(g, int8, nullptr, {"c2_node"}));
   CHECK(precision_from_attrs(node_named(g, "c1_node").attrs).value() == Precision::int8);
   CHECK(precision_from_attrs(node_named(g, "c2_node").attrs).value() == Precision::fp32);
   // c2 reads c1's pooled output in float32 now: c1 must not write it quantized.
   CHECK_FALSE(quant_params_from_attrs(node_named(g, "c1_node").attrs, "output").value());
 
-  int8.keep_fp32 = {"no_such_layer"};
   Graph g2 = two_conv_graph();
-  const auto r = quantize(g2, int8);
+  const auto r = quantize(g2, int8, nullptr, {"no_such_layer"});
   REQUIRE_FALSE(r);
   CHECK_THAT(r.error().message, Catch::Contains("no_such_layer"));
 }
@@ -277,15 +277,15 @@ TEST_CASE("accuracy control: met when loose, 'not met' when only fp32 would do, 
 
   AccuracyControlOptions loose;
   loose.max_accuracy_drop = 1.0;
-  auto met = quantize_within_accuracy(g, pipeline, options, data, loose);
+  auto met = reduce_precision_within_accuracy(g, pipeline, options, data, loose);
   REQUIRE(met);
   CHECK(met->met);
-  CHECK(met->int8_layers == 1);
+  CHECK(met->reduced_layers == 1);
   CHECK(met->fp32_accuracy == Approx(1.0));
 
   AccuracyControlOptions strict;
   strict.max_accuracy_drop = 0.0;
-  auto missed = quantize_within_accuracy(g, pipeline, options, data, strict);
+  auto missed = reduce_precision_within_accuracy(g, pipeline, options, data, strict);
   REQUIRE(missed);
   CHECK_FALSE(missed->met);  // int8 flips some of the near ties; the one layer cannot fall back alone
   REQUIRE(missed->sensitivities.size() == 1);
@@ -294,19 +294,93 @@ TEST_CASE("accuracy control: met when loose, 'not met' when only fp32 would do, 
   // Without labels the fp32 top-1 are the labels: the same decisions, the same outcome.
   VerifyData unlabelled = data;
   unlabelled.labels.reset();
-  auto pseudo = quantize_within_accuracy(g, pipeline, options, unlabelled, strict);
+  auto pseudo = reduce_precision_within_accuracy(g, pipeline, options, unlabelled, strict);
   REQUIRE(pseudo);
   CHECK_FALSE(pseudo->met);
   CHECK(pseudo->fp32_accuracy == Approx(1.0));
-  auto pseudo_loose = quantize_within_accuracy(g, pipeline, options, unlabelled, loose);
+  auto pseudo_loose = reduce_precision_within_accuracy(g, pipeline, options, unlabelled, loose);
   REQUIRE(pseudo_loose);
   CHECK(pseudo_loose->met);
 
   AccuracyControlOptions negative;
   negative.max_accuracy_drop = -0.1;
-  auto refused = quantize_within_accuracy(g, pipeline, options, data, negative);
+  auto refused = reduce_precision_within_accuracy(g, pipeline, options, data, negative);
   REQUIRE_FALSE(refused);
   CHECK_THAT(refused.error().message, Catch::Contains(">= 0"));
+}
+
+}  // namespace kiln
+
+namespace kiln {
+
+TEST_CASE("accuracy control for bf16 by cosine; constraints and pipelines checked", "[quantize][accuracy]") {
+  const Graph g = near_tie_classifier();
+  VerifyData data = self_labelled(g, 64);
+  data.labels.reset();
+  PassRunOptions options;
+  const std::vector<std::string> bf16{"fold_constants", "mixed_precision_bf16"};
+
+  AccuracyControlOptions loose;
+  loose.min_cosine = 0.99;
+  auto met = reduce_precision_within_accuracy(g, bf16, options, data, loose);
+  REQUIRE(met);
+  CHECK(met->met);
+  CHECK(met->precision == "bf16");
+  CHECK(met->reduced_layers == 1);
+  CHECK(met->cosine >= 0.99);
+  CHECK(met->cosine < 1.0);  // bf16 really ran
+
+  AccuracyControlOptions exact;
+  exact.min_cosine = 1.0;  // bf16 rounding moves the output: only fp32 would do
+  auto missed = reduce_precision_within_accuracy(g, bf16, options, data, exact);
+  REQUIRE(missed);
+  CHECK_FALSE(missed->met);
+
+  // The user's own list is honoured: with the one layer kept there is nothing to reduce.
+  PassRunOptions kept = options;
+  kept.keep_fp32 = {"c_node"};
+  auto none = reduce_precision_within_accuracy(g, bf16, kept, data, loose);
+  REQUIRE(none);
+  CHECK(none->reduced_layers == 0);
+  CHECK(none->cosine == Approx(1.0));
+
+  AccuracyControlOptions unconstrained;
+  auto refused = reduce_precision_within_accuracy(g, bf16, options, data, unconstrained);
+  REQUIRE_FALSE(refused);
+  CHECK_THAT(refused.error().message, Catch::Contains("needs a constraint"));
+
+  AccuracyControlOptions wrong_cosine;
+  wrong_cosine.min_cosine = 1.5;
+  CHECK_FALSE(reduce_precision_within_accuracy(g, bf16, options, data, wrong_cosine));
+
+  const CalibrationSet set{{data.inputs[0]}, "test"};
+  options.int8.calibration = &set;
+  auto both = reduce_precision_within_accuracy(g, {"mixed_precision_bf16", "quantize_int8"}, options, data, loose);
+  REQUIRE_FALSE(both);
+  CHECK_THAT(both.error().message, Catch::Contains("exactly one"));
+}
+
+TEST_CASE("mixed_precision_bf16 leaves the named layers in fp32 and refuses unknown ones", "[quantize][passes]") {
+  Graph g = near_tie_classifier();
+  PassRunOptions options;
+  options.keep_fp32 = {"c_node"};
+  std::ostringstream log;
+  options.log = &log;
+  auto r = run_passes(g, {"mixed_precision_bf16"}, options);
+  REQUIRE(r);
+  CHECK(precision_from_attrs(node_named(g, "c_node").attrs).value() == Precision::fp32);
+
+  Graph g2 = near_tie_classifier();
+  options.keep_fp32 = {};
+  REQUIRE(run_passes(g2, {"mixed_precision_bf16"}, options));
+  CHECK(precision_from_attrs(node_named(g2, "c_node").attrs).value() == Precision::bf16);
+  CHECK_THAT(log.str(), Catch::Contains("1 layers in bf16"));
+
+  Graph g3 = near_tie_classifier();
+  options.keep_fp32 = {"no_such_layer"};
+  auto bad = run_passes(g3, {"mixed_precision_bf16"}, options);
+  REQUIRE_FALSE(bad);
+  CHECK_THAT(bad.error().message, Catch::Contains("no_such_layer"));
 }
 
 }  // namespace kiln
