@@ -19,6 +19,9 @@ namespace kiln {
 struct Int8Options {
   const CalibrationSet* calibration = nullptr;  // required by quantize_int8
   CalibrationOptions calibration_options;
+  // Layers quantize_int8 leaves at the precision they have: bf16 when mixed_precision_bf16 ran
+  // first (accuracy control's bf16 fallback), else fp32.
+  std::vector<std::string> keep;
   // Calibrated ranges by value name, shared by repeated compiles of one model (accuracy control
   // recompiles with other layers kept in fp32; the fp32 statistics do not change).
   std::shared_ptr<std::map<std::string, TensorRange>> range_cache;

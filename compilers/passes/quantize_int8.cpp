@@ -1,12 +1,11 @@
 #include "compilers/passes/quantize_int8.h"
 
-#include "compilers/passes/keep_fp32.h"
-
 #include <algorithm>
 #include <functional>
 #include <map>
 
 #include "compilers/ir/rewrite.h"
+#include "compilers/passes/keep_fp32.h"
 #include "kernels/post_ops.h"
 #include "kernels/precision.h"
 #include "kernels/quantization.h"
@@ -18,8 +17,9 @@ namespace {
 bool quantizable(const Graph& graph, const Node& n) {
   if (n.op != OpKind::Conv && n.op != OpKind::Gemm && n.op != OpKind::MatMul) return false;
   if (n.inputs.size() < 2 || n.outputs.empty() || n.outputs[0] == kNoValue) return false;
+  // bf16 too: after mixed_precision_bf16, int8 takes over and the layers it leaves stay bf16.
   auto precision = precision_from_attrs(n.attrs);
-  if (!precision || *precision != Precision::fp32) return false;
+  if (!precision || (*precision != Precision::fp32 && *precision != Precision::bf16)) return false;
   if (!graph_constant_value(graph, n.inputs[1])) return false;
   const ValueType& x = graph.value(n.inputs[0]).type;
   const ValueType& y = graph.value(n.outputs[0]).type;
@@ -48,10 +48,14 @@ Result<bool> pass_quantize_int8(Graph& graph, const PassContext& ctx) {
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const Node& n = graph.nodes[i];
     if (!quantizable(graph, n)) continue;
-    if (kept_in_fp32(ctx, n)) continue;
+    if (kept_in_fp32(ctx, n) || std::find(opts.keep.begin(), opts.keep.end(), n.name) != opts.keep.end()) continue;
     chosen.push_back(static_cast<int>(i));
   }
   KILN_TRY(check_kept_layers(graph, ctx));
+  for (const std::string& name : opts.keep) {
+    const bool known = std::any_of(graph.nodes.begin(), graph.nodes.end(), [&](const Node& n) { return n.name == name; });
+    KILN_REQUIRE(known, invalid_argument, "layer '", name, "' to leave out of int8 is not a node of the compiled graph");
+  }
   if (chosen.empty()) return false;
 
   std::vector<bool> is_int8(graph.nodes.size(), false);
@@ -112,6 +116,10 @@ Result<bool> pass_quantize_int8(Graph& graph, const PassContext& ctx) {
     if (!ctx.keep_fp32.empty()) {
       *ctx.log << "; kept in fp32:";
       for (const std::string& name : ctx.keep_fp32) *ctx.log << ' ' << name;
+    }
+    if (!opts.keep.empty()) {
+      *ctx.log << "; left out of int8:";
+      for (const std::string& name : opts.keep) *ctx.log << ' ' << name;
     }
     *ctx.log << '\n';
   }

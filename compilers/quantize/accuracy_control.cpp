@@ -56,14 +56,14 @@ Tensor top1_labels(const Tensor& logits) {
   return labels;
 }
 
-std::vector<std::string> reduced_layers(const Graph& g) {
+std::vector<std::string> layers_in(const Graph& g, Precision precision) {
   std::vector<std::string> names;
   for (const Node& n : g.nodes)
-    if (auto p = precision_from_attrs(n.attrs); p && *p != Precision::fp32) names.push_back(n.name);
+    if (auto p = precision_from_attrs(n.attrs); p && *p == precision) names.push_back(n.name);
   return names;
 }
 
-constexpr const char* kReducingPasses[] = {"quantize_int8", "mixed_precision_bf16"};
+constexpr const char* kReducingPasses[] = {"quantize_int8", "mixed_precision_bf16"};  // removed for the fp32 run
 
 bool reduces(const std::string& pass) {
   return std::find(std::begin(kReducingPasses), std::end(kReducingPasses), pass) != std::end(kReducingPasses);
@@ -82,10 +82,13 @@ Result<AccuracyControlResult> reduce_precision_within_accuracy(const Graph& impo
   KILN_REQUIRE(!control.min_cosine || (*control.min_cosine >= -1 && *control.min_cosine <= 1), invalid_argument,
                "min_cosine must be in [-1, 1], got ", *control.min_cosine);
   KILN_REQUIRE(!data.inputs.empty() && data.inputs[0].dim(0) > 0, invalid_argument, "accuracy data is empty");
-  const auto reducing = std::count_if(pipeline.begin(), pipeline.end(), reduces);
-  KILN_REQUIRE(reducing == 1, invalid_argument,
-               "accuracy control chooses the layers of one reduced precision: the pipeline needs exactly one of "
-               "quantize_int8 and mixed_precision_bf16 (it has ", reducing, ")");
+  const auto runs = [&](const char* pass) { return std::find(pipeline.begin(), pipeline.end(), pass) != pipeline.end(); };
+  KILN_REQUIRE(runs("quantize_int8") || runs("mixed_precision_bf16"), invalid_argument,
+               "accuracy control chooses which layers run in reduced precision: the pipeline has neither "
+               "quantize_int8 nor mixed_precision_bf16");
+  // int8 after bf16: the layers int8 leaves stay bf16 (the fallback), else fp32.
+  const Precision target = runs("quantize_int8") ? Precision::int8 : Precision::bf16;
+  const bool bf16_fallback = target == Precision::int8 && runs("mixed_precision_bf16");
   auto say = [&](const auto&... parts) {
     if (control.progress) ((*control.progress << parts), ...) << '\n' << std::flush;
   };
@@ -111,7 +114,8 @@ Result<AccuracyControlResult> reduce_precision_within_accuracy(const Graph& impo
   const Tensor labels = data.labels ? *data.labels : top1_labels(fp32_out);
 
   AccuracyControlResult result;
-  result.precision = std::find(pipeline.begin(), pipeline.end(), "quantize_int8") != pipeline.end() ? "int8" : "bf16";
+  result.precision = std::string(precision_name(target));
+  result.fallback = bf16_fallback ? "bf16" : "fp32";
   result.samples = fp32_out.dim(0);
   // The calibration ranges do not depend on which layers stay fp32: calibrate once.
   PassRunOptions quiet = options;
@@ -121,8 +125,9 @@ Result<AccuracyControlResult> reduce_precision_within_accuracy(const Graph& impo
   auto attempt = [&](const std::vector<std::string>& keep) -> Result<std::pair<Graph, OutputMetrics>> {
     Graph g = imported;
     PassRunOptions o = quiet;
-    o.keep_fp32 = options.keep_fp32;  // the user's list stays; accuracy control adds to it
-    o.keep_fp32.insert(o.keep_fp32.end(), keep.begin(), keep.end());
+    // The user's lists stay; accuracy control adds to them.
+    std::vector<std::string>& fallback = bf16_fallback ? o.int8.keep : o.keep_fp32;
+    fallback.insert(fallback.end(), keep.begin(), keep.end());
     KILN_TRY(run_passes(g, pipeline, o).status());
     KILN_ASSIGN(out, run_over(g, data, control.threads));
     KILN_ASSIGN(m, compare(fp32_out, out, labels));
@@ -137,7 +142,7 @@ Result<AccuracyControlResult> reduce_precision_within_accuracy(const Graph& impo
   KILN_ASSIGN(all_m, compare(fp32_out, all_out, labels));
   result.fp32_accuracy = all_m.reference_accuracy;
   if (!data.labels) say("  accuracy control: no labels, the fp32 model's top-1 serve as labels (drop = lost agreement)");
-  const std::vector<std::string> layers = reduced_layers(all);
+  const std::vector<std::string> layers = layers_in(all, target);
   say("  accuracy control: fp32 ", all_m.reference_accuracy * 100, "%; all ", layers.size(), " layers ",
       result.precision, ": ", all_m.compiled_accuracy * 100, "%, ", describe(all_m), " (allowed: drop ",
       control.max_accuracy_drop ? std::to_string(*control.max_accuracy_drop * 100) : std::string("any"),
@@ -172,9 +177,10 @@ Result<AccuracyControlResult> reduce_precision_within_accuracy(const Graph& impo
   // Double the fallback count until the constraints hold, then bisect for the fewest layers.
   size_t lo = 0, hi = 0;  // lo: known to miss; hi: known to hold (0: none found yet)
   std::optional<std::pair<Graph, OutputMetrics>> best;
-  for (size_t k = 1; k < layers.size(); k = std::min(k * 2, layers.size())) {
+  // k runs 1, 2, 4, ... up to every layer but one (all of them would be plain fp32 or bf16).
+  for (size_t k = 1; k < layers.size(); k = std::min(k * 2, layers.size() - 1)) {
     KILN_ASSIGN(r, attempt(most_sensitive(k)));
-    say("  accuracy control: ", k, " layer(s) in fp32: ", describe(r.second));
+    say("  accuracy control: ", k, " layer(s) in ", result.fallback, ": ", describe(r.second));
     if (holds(r.second)) {
       hi = k;
       best = std::move(r);
@@ -191,7 +197,7 @@ Result<AccuracyControlResult> reduce_precision_within_accuracy(const Graph& impo
   while (hi - lo > 1) {
     const size_t mid = (lo + hi) / 2;
     KILN_ASSIGN(r, attempt(most_sensitive(mid)));
-    say("  accuracy control: ", mid, " layer(s) in fp32: ", describe(r.second));
+    say("  accuracy control: ", mid, " layer(s) in ", result.fallback, ": ", describe(r.second));
     if (holds(r.second)) {
       hi = mid;
       best = std::move(r);

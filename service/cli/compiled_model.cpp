@@ -77,7 +77,7 @@ Result<CompiledModel> compile_model(const CompileRequest& request, std::ostream*
     }
     if (request.log) {
       *request.log << "  accuracy control: " << controlled->reduced_layers << " layers " << controlled->precision << ", "
-                   << controlled->kept_fp32.size() << " kept in fp32";
+                   << controlled->kept_fp32.size() << " kept in " << controlled->fallback;
       for (const std::string& l : controlled->kept_fp32) *request.log << ' ' << l;
       *request.log << "; accuracy " << controlled->accuracy * 100 << "% vs fp32 " << controlled->fp32_accuracy * 100
                    << "%, cosine " << controlled->cosine << " on " << controlled->samples << " samples (asked: "
