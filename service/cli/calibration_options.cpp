@@ -17,6 +17,9 @@ void CalibrationCli::add_to(CLI::App& cmd, bool with_normalization) {
       ->check(CLI::Range(50.0f, 100.0f));
   cmd.add_option("--keep-fp32", keep_fp32, "Layers (node names, comma-separated) left in float32 by quantize_int8 and mixed_precision_bf16")
       ->delimiter(',');
+  cmd.add_option("--keep-bf16", keep_bf16,
+                 "Layers quantize_int8 leaves in bf16 (the pipeline runs mixed_precision_bf16 before it)")
+      ->delimiter(',');
   if (with_normalization) {
     cmd.add_option("--mean", mean, "Mean subtracted from IDX pixels after /255 (default 0)");
     cmd.add_option("--std", std, "Divisor of IDX pixels after the mean (default 1)");
@@ -90,6 +93,7 @@ Result<Int8Options> CalibrationCli::options(const CalibrationSet* set) const {
   KILN_ASSIGN(m, calibration_method_from_name(method));
   o.calibration_options.method = m;
   o.calibration_options.percentile = percentile;
+  o.keep = keep_bf16;
   return o;
 }
 

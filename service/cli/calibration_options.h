@@ -22,6 +22,7 @@ struct CalibrationCli {
   std::string method = "minmax";
   float percentile = kDefaultPercentile;
   std::vector<std::string> keep_fp32;
+  std::vector<std::string> keep_bf16;  // left out of int8 after mixed_precision_bf16
   float mean = 0.0f, std = 1.0f;  // IDX normalization (verify shares its own --mean/--std)
   // Accuracy control (compile, export): data (labelled or not) and the constraints.
   std::string accuracy_data, accuracy_labels;

@@ -46,6 +46,11 @@ Result<CompiledModel> compile_model(const CompileRequest& request, std::ostream*
         return ok.with_context(request.model + ": calibration data (" + set.source + "): ");
       calibration_set = std::move(set);
     }
+    KILN_REQUIRE(request.calibration->keep_bf16.empty() ||
+                     std::find(request.passes.begin(), request.passes.end(), "mixed_precision_bf16") != request.passes.end(),
+                 invalid_argument,
+                 "--keep-bf16 leaves layers in bf16: the pipeline must run mixed_precision_bf16 before quantize_int8 "
+                 "(--passes default+mixed_precision_bf16+quantize_int8)");
     KILN_ASSIGN(int8, request.calibration->options(calibration_set ? &*calibration_set : nullptr));
     options.int8 = std::move(int8);
     options.keep_fp32 = request.calibration->keep_fp32;

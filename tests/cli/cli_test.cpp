@@ -274,4 +274,8 @@ TEST_CASE("bf16 accuracy control by cosine on seeded data keeps layers in fp32 a
   require_clean_error(run_kiln(other + "--accuracy-random 16"), "needs a constraint");
   require_clean_error(run_kiln(other + "--min-cosine 0.99"), "--accuracy-random");
   require_clean_error(run_kiln(other + "--keep-fp32 nope --min-cosine 0.99 --accuracy-random 4"), "'nope'");
+  // --keep-bf16 needs bf16 before int8: without it the layers would silently stay fp32.
+  const std::string int8_only = "compile " + model + " -o " + (temp_dir() / "b16-int8.kiln").string() +
+                                " --passes default+quantize_int8 --calibration-random 4 ";
+  require_clean_error(run_kiln(int8_only + "--keep-bf16 /fc/Gemm"), "mixed_precision_bf16");
 }
