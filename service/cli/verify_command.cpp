@@ -70,6 +70,7 @@ int run_verify(VerifyCliOptions opts) {
 
   Plan compiled, reference;
   std::string reference_what;
+  std::vector<std::string> pipeline;  // the passes an ONNX model is compiled with
   if (is_plan_file(opts.model)) {
     if (!opts.passes.empty() || opts.calibration.given() || opts.prune.channels_given || opts.prune.sparsity_given)
       return report_error("--passes and --calibration apply to ONNX models; '" + opts.model + "' is compiled already");
@@ -82,7 +83,8 @@ int run_verify(VerifyCliOptions opts) {
   } else {
     opts.calibration.mean = d.mean;  // IDX calibration images are normalized like the data
     opts.calibration.std = d.std;
-    CompileRequest request{opts.model, opts.dims, pipeline_parse(opts.passes.empty() ? "default" : opts.passes), {}, false, true};
+    pipeline = pipeline_parse(opts.passes.empty() ? "default" : opts.passes);
+    CompileRequest request{opts.model, opts.dims, pipeline, {}, false, true};
     request.calibration = &opts.calibration;
     request.prune = &opts.prune;
     request.log = &std::cerr;  // stdout carries the report (JSON with --json)
@@ -107,6 +109,8 @@ int run_verify(VerifyCliOptions opts) {
   options.reference_description = reference_what;
   auto report = verify_plans(compiled, reference, data, options);
   if (!report) return report_error(opts.model + ": " + report.error().message);
+  for (const std::string& pass : pipeline)
+    if (pass_prunes(pass)) report->pruned_by.push_back(pass);
   if (opts.json)
     std::cout << verify_report_json(*report) << '\n';
   else
