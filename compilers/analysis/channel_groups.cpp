@@ -43,8 +43,15 @@ bool known_ones_after_channel(const ValueType& t) {
   return true;
 }
 
-bool same_shape(const ValueType& a, const ValueType& b) {
-  return a.rank_known && b.rank_known && a.shape == b.shape;
+// `a` broadcasts to `out` keeping channel c at c: same rank and channel count, any other dim
+// equal or 1 (a squeeze-excite scale [N, C, 1, 1] times the map [N, C, H, W]).
+bool channel_aligned(const ValueType& a, const ValueType& out) {
+  if (!a.rank_known || !out.rank_known || a.rank() != out.rank() || a.rank() < 2 || !out.shape[1].known() ||
+      !(a.shape[1] == out.shape[1]))
+    return false;
+  for (size_t d = 0; d < a.shape.size(); ++d)
+    if (d != 1 && !(a.shape[d] == out.shape[d]) && a.shape[d].value != 1) return false;
+  return true;
 }
 
 class Analysis {
@@ -142,7 +149,7 @@ class Analysis {
         if (c->numel() == 1) continue;
         return "has a constant operand '" + g_.value(in).name + "' that is not a scalar";
       }
-      if (!same_shape(g_.value(in).type, out)) return "broadcasts operand '" + g_.value(in).name + "'";
+      if (!channel_aligned(g_.value(in).type, out)) return "broadcasts operand '" + g_.value(in).name + "' across channels";
       joined.push_back(in);
     }
     for (ValueId in : joined) unite(in, n.outputs[0]);

@@ -2,7 +2,8 @@
 // because an op maps channel c of its input to channel c of its output or adds two of them.
 // Union-find over values: a non-grouped Conv's, a Gemm's or a constant-B MatMul's output starts
 // a group; channel-wise ops join their inputs and outputs to it (unary activations,
-// BatchNormalization, same-shape Add/Sub/Mul/Div/Max/Min, pooling, depthwise Conv, Flatten and
+// BatchNormalization, Add/Sub/Mul/Div/Max/Min/Sum whose operands keep channel c at c (same shape,
+// or ones on other axes: a squeeze-excite scale), pooling, depthwise Conv, Flatten and
 // Reshape of [N, C, 1, ...] to [N, C]); Conv, Gemm and constant-B MatMul read it through a weight
 // axis. A group is prunable only when every op touching one of its values is one of those (with
 // constant float32 weights of matching sizes and no fused epilogue) and none of its values is a

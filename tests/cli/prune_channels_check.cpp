@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
 #include <string>
 
@@ -72,8 +73,8 @@ int check_macs(const fs::path& cache) {
   const double macs_before = before["totals"]["macs"], macs_after = after["totals"]["macs"];
   const double params_before = before["totals"]["params"], params_after = after["totals"]["params"];
   const double reduction = 1.0 - macs_after / macs_before;
-  std::cout << "ResNet-18 at ratio 0.3: MACs " << macs_before << " -> " << macs_after << " (-" << 100 * reduction
-            << "%), parameters " << params_before << " -> " << params_after << '\n';
+  std::cout << std::fixed << std::setprecision(0) << "ResNet-18 at ratio 0.3: MACs " << macs_before << " -> " << macs_after << " (-" << std::setprecision(1) << 100 * reduction
+            << std::setprecision(0) << "%), parameters " << params_before << " -> " << params_after << '\n';
   if (!(reduction >= 0.25)) return fail("MACs fell by " + std::to_string(100 * reduction) + "%, not >= 25%", log);
   if (!(params_after < params_before)) return fail("the weights did not shrink", log);
   return 0;

@@ -233,6 +233,27 @@ TEST_CASE("prune_channels prunes Gemm features and a depthwise Conv's channels a
     CHECK(input_of(g, "project_node", 1).shape() == Shape{4, 6, 1, 1});
     CHECK(shape_of(g, "project") == Shape{1, 4, 6, 6});
   }
+  SECTION("squeeze-excite: the [N, C, 1, 1] scale couples its expand Conv with the map it scales") {
+    GraphBuilder b;
+    const ValueId x = b.input("x", {1, 4, 6, 6});
+    const ValueId e = b.node(OpKind::Relu, "e", {b.node(OpKind::Conv, "expand", {x, b.weight("we", {8, 4, 1, 1})}, conv_attrs(1, 0))});
+    const ValueId dw = b.node(OpKind::Conv, "dw", {e, b.weight("wd", {8, 1, 3, 3})}, conv_attrs(1, 1, 8));
+    const ValueId squeeze = b.node(OpKind::Relu, "sq", {b.node(OpKind::Conv, "se_reduce",
+        {b.node(OpKind::GlobalAveragePool, "gap", {dw}), b.weight("wr", {2, 8, 1, 1}), b.weight("br", {2})}, conv_attrs(1, 0))});
+    const ValueId scale = b.node(OpKind::Sigmoid, "scale", {b.node(OpKind::Conv, "se_expand",
+        {squeeze, b.weight("wx", {8, 2, 1, 1}), b.weight("bx", {8})}, conv_attrs(1, 0))});
+    const ValueId m = b.node(OpKind::Mul, "m", {dw, scale});
+    b.output(b.node(OpKind::Conv, "project", {m, b.weight("wp", {4, 8, 1, 1})}, conv_attrs(1, 0)));
+    Graph& g = b.g;
+    prune(g, 0.25);
+    CHECK(input_of(g, "expand_node", 1).shape() == Shape{6, 4, 1, 1});
+    CHECK(input_of(g, "dw_node", 1).shape() == Shape{6, 1, 3, 3});
+    CHECK(input_of(g, "se_reduce_node", 1).shape() == Shape{1, 6, 1, 1});  // 2 -> 1: round(0.5) removed
+    CHECK(input_of(g, "se_expand_node", 1).shape() == Shape{6, 1, 1, 1});
+    CHECK(input_of(g, "se_expand_node", 2).shape() == Shape{6});
+    CHECK(input_of(g, "project_node", 1).shape() == Shape{4, 6, 1, 1});
+    CHECK(shape_of(g, "m") == Shape{1, 6, 6, 6});
+  }
 }
 
 TEST_CASE("prune_channels leaves groups it cannot follow, graph outputs, and everything at ratio 0", "[passes][prune]") {
