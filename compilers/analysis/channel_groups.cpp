@@ -3,6 +3,7 @@
 #include <cassert>
 #include <map>
 #include <numeric>
+#include <variant>
 
 #include "compilers/ir/rewrite.h"
 #include "compilers/ir/verify.h"
@@ -56,7 +57,8 @@ bool channel_aligned(const ValueType& a, const ValueType& out) {
 
 class Analysis {
  public:
-  explicit Analysis(const Graph& g) : g_(g), parent_(g.values.size()), blocked_(g.values.size()) {
+  explicit Analysis(const Graph& g)
+      : g_(g), consumers_(graph_consumers(g)), parent_(g.values.size()), blocked_(g.values.size()) {
     std::iota(parent_.begin(), parent_.end(), 0);
   }
 
@@ -96,8 +98,23 @@ class Analysis {
       if (v != kNoValue && blocked_[static_cast<size_t>(v)].empty()) blocked_[static_cast<size_t>(v)] = reason;
   }
 
-  void slice(ValueId v, int node, size_t input, int64_t axis, bool producer = false) {
-    pending_.push_back({v, {node, input, axis}, producer});
+  void slice(ValueId v, int node, size_t input, int64_t axis, bool producer = false, int64_t block = 1) {
+    pending_.push_back({v, {node, input, axis, block}, producer});
+  }
+
+  // The axis of B that a Gemm or MatMul reading A's features indexes them on, or why not.
+  std::variant<int64_t, std::string> reader_axis(const Node& n) {
+    const Tensor* b = f32_weight(g_, n, 1);
+    if (!b || b->rank() != 2) return std::string("has no constant 2-D float32 B");
+    if (n.op == OpKind::MatMul) {
+      const ValueType& a = g_.value(n.inputs[0]).type;
+      if (!a.rank_known || a.rank() != 2) return std::string("multiplies an A that is not 2-D");
+      return int64_t{0};
+    }
+    auto trans_a = n.attrs.get_int("transA", 0);
+    auto trans_b = n.attrs.get_int("transB", 0);
+    if (!trans_a || *trans_a != 0 || !trans_b) return std::string("transposes A");
+    return int64_t{*trans_b ? 1 : 0};
   }
 
   // Records what node i does to channels; returns why not when it is not understood (then
@@ -124,7 +141,7 @@ class Analysis {
       case OpKind::Add: case OpKind::Sub: case OpKind::Mul: case OpKind::Div: case OpKind::Max:
       case OpKind::Min: case OpKind::Sum:
         return elementwise(n);
-      case OpKind::Flatten: return flatten(n);
+      case OpKind::Flatten: return flatten(i);
       case OpKind::Reshape: return reshape(i);
       default: return "does not keep channels apart";
     }
@@ -156,11 +173,35 @@ class Analysis {
     return "";
   }
 
-  std::string flatten(const Node& n) {
+  std::string flatten(int i) {
+    const Node& n = g_.nodes[static_cast<size_t>(i)];
     auto axis = n.attrs.get_int("axis", 1);
     if (!axis || *axis != 1) return "flattens at another axis than 1";
-    if (!known_ones_after_channel(g_.value(n.inputs[0]).type)) return "flattens a spatial map";
-    unite(n.inputs[0], n.outputs[0]);
+    const ValueType& in = g_.value(n.inputs[0]).type;
+    if (known_ones_after_channel(in)) {
+      unite(n.inputs[0], n.outputs[0]);
+      return "";
+    }
+    // [N, C, H, W] -> [N, C*H*W] read only as A of Gemm/MatMul: channel c is B's H*W entries from c*H*W.
+    if (!in.rank_known || in.rank() < 3) return "flattens a map of unknown shape";
+    int64_t block = 1;
+    for (size_t d = 2; d < in.shape.size(); ++d) {
+      if (!in.shape[d].known()) return "flattens a map of unknown shape";
+      block *= in.shape[d].value;
+    }
+    const ValueId flat = n.outputs[0];
+    if (graph_is_output(g_, flat)) return "flattens a spatial map into a graph output";
+    std::vector<std::pair<int, int64_t>> readers;
+    for (int r : consumers_[static_cast<size_t>(flat)]) {
+      const Node& reader = g_.nodes[static_cast<size_t>(r)];
+      if ((reader.op != OpKind::Gemm && reader.op != OpKind::MatMul) || reader.inputs[0] != flat ||
+          (reader.inputs.size() > 1 && reader.inputs[1] == flat))
+        return "flattens a spatial map for a reader other than Gemm or MatMul";
+      auto k_axis = reader_axis(reader);
+      if (auto* why = std::get_if<std::string>(&k_axis)) return "flattens a spatial map for a reader that " + *why;
+      readers.emplace_back(r, std::get<int64_t>(k_axis));
+    }
+    for (const auto& [r, k_axis] : readers) slice(n.inputs[0], r, 1, k_axis, false, block);
     return "";
   }
 
@@ -212,14 +253,12 @@ class Analysis {
 
   std::string gemm(int i) {
     const Node& n = g_.nodes[static_cast<size_t>(i)];
-    const Tensor* b = f32_weight(g_, n, 1);
-    auto trans_a = n.attrs.get_int("transA", 0);
-    auto trans_b = n.attrs.get_int("transB", 0);
-    if (!b || b->rank() != 2 || !trans_b) return "has no constant 2-D float32 B";
-    if (!trans_a || *trans_a != 0) return "transposes A";
+    auto k = reader_axis(n);
+    if (auto* why = std::get_if<std::string>(&k)) return *why;
     if (!plain_compute(n)) return "carries a fused epilogue or residual";
+    const Tensor* b = f32_weight(g_, n, 1);
     const ValueId a = n.inputs[0], y = n.outputs[0];
-    const int64_t k_axis = *trans_b ? 1 : 0, n_axis = *trans_b ? 0 : 1, features = b->dim(n_axis);
+    const int64_t k_axis = std::get<int64_t>(k), n_axis = 1 - k_axis, features = b->dim(n_axis);
     if (!absent(n, 2)) {
       const Tensor* c = f32_weight(g_, n, 2);
       if (!c) return "has a C that is not a constant";
@@ -236,10 +275,8 @@ class Analysis {
 
   std::string matmul(int i) {
     const Node& n = g_.nodes[static_cast<size_t>(i)];
-    const Tensor* b = f32_weight(g_, n, 1);
-    const ValueType& a = g_.value(n.inputs[0]).type;
-    if (!b || b->rank() != 2) return "has no constant 2-D float32 B";
-    if (!a.rank_known || a.rank() != 2) return "multiplies an A that is not 2-D";
+    auto k = reader_axis(n);
+    if (auto* why = std::get_if<std::string>(&k)) return *why;
     if (!plain_compute(n)) return "carries a fused epilogue or residual";
     slice(n.inputs[0], i, 1, 0);
     slice(n.outputs[0], i, 1, 1, /*producer=*/true);
@@ -317,15 +354,16 @@ class Analysis {
     for (const ChannelSlice& s : group.slices) {
       const Node& n = g_.nodes[static_cast<size_t>(s.node)];
       const Tensor& t = g_.initializers.at(n.inputs[s.input]);
-      if (t.dim(s.axis) != group.channels)
+      if (t.dim(s.axis) != group.channels * s.block)
         return fail("node '" + n.name + "' input " + std::to_string(s.input) + " has " +
                     std::to_string(t.dim(s.axis)) + " entries on axis " + std::to_string(s.axis) + ", not " +
-                    std::to_string(group.channels));
+                    std::to_string(group.channels * s.block));
     }
     group.prunable = true;
   }
 
   const Graph& g_;
+  std::vector<std::vector<int>> consumers_;
   std::vector<ValueId> parent_;
   std::vector<std::string> blocked_;  // per value: why an op touching it is not understood
   std::vector<Pending> pending_;

@@ -5,7 +5,7 @@
 // BatchNormalization, Add/Sub/Mul/Div/Max/Min/Sum whose operands keep channel c at c (same shape,
 // or ones on other axes: a squeeze-excite scale), pooling, depthwise Conv, Flatten and
 // Reshape of [N, C, 1, ...] to [N, C]); Conv, Gemm and constant-B MatMul read it through a weight
-// axis. A group is prunable only when every op touching one of its values is one of those (with
+// axis, Gemm and MatMul also through a Flatten of the whole map (H*W weight rows per channel). A group is prunable only when every op touching one of its values is one of those (with
 // constant float32 weights of matching sizes and no fused epilogue) and none of its values is a
 // graph input or output; anything else (Concat, Split, Slice, Transpose, Softmax, a Reshape of a
 // spatial map...) keeps the whole group as it is.
@@ -25,6 +25,7 @@ struct ChannelSlice {
   int node = -1;    // node index
   size_t input = 0;  // which input of the node
   int64_t axis = 0;  // which axis of that (constant) input
+  int64_t block = 1;  // entries of the axis per channel (a Gemm reading a flattened [N, C, H, W]: H*W)
 };
 
 struct ChannelGroup {

@@ -82,7 +82,10 @@ void prune_group(Graph& graph, const ChannelGroup& group, const std::vector<int6
   for (const ChannelSlice& s : group.slices) {
     Node& node = graph.nodes[static_cast<size_t>(s.node)];
     const ValueId old = node.inputs[s.input];
-    Tensor sliced = slice_axis(graph.initializers.at(old), s.axis, keep);
+    std::vector<int64_t> entries;  // channel c owns entries [c * block, (c + 1) * block)
+    for (int64_t c : keep)
+      for (int64_t j = 0; j < s.block; ++j) entries.push_back(c * s.block + j);
+    Tensor sliced = slice_axis(graph.initializers.at(old), s.axis, entries);
     node.inputs[s.input] = graph_add_initializer(graph, graph.value(old).name + "_pruned", std::move(sliced));
     replaced.insert(old);
   }

@@ -1,6 +1,8 @@
 // kiln verify MODEL|model.kiln: runs the compiled model and the fp32 reference on the same data
 // and reports how far apart they are (and, with labels, both accuracies). Exits 1 when a stated
-// tolerance (--max-accuracy-drop, --min-cosine, --min-top1-agreement) is not met.
+// tolerance (--max-accuracy-drop, --min-cosine, --min-top1-agreement) is not met. When the pipeline
+// prunes (a prune_* pass), the report says it was done without fine-tuning and names the accuracy
+// drop against the unpruned model as its cost (JSON: "pruning").
 #include <cmath>
 #include <cstring>
 #include <filesystem>

@@ -218,6 +218,25 @@ TEST_CASE("prune_channels prunes Gemm features and a depthwise Conv's channels a
     CHECK(input_of(g, "fc2_node", 1).shape() == Shape{10, 5});
     CHECK(shape_of(g, "fc2") == Shape{2, 5});
   }
+  SECTION("Conv -> Relu -> Flatten of the map -> Gemm: H*W weight columns per channel, exactly") {
+    GraphBuilder b;
+    const ValueId x = b.input("x", {2, 3, 4, 4});
+    const ValueId w = b.weight("w", {8, 3, 3, 3}), bias = b.weight("b", {8});
+    for (int64_t c : {2, 5}) {  // all-zero channels: exactly the ones removed, so nothing changes
+      for (int64_t i = 0; i < 27; ++i) b.g.initializers.at(w).data<float>()[c * 27 + i] = 0.0f;
+      b.g.initializers.at(bias).data<float>()[c] = 0.0f;
+    }
+    const ValueId r = b.node(OpKind::Relu, "r", {b.node(OpKind::Conv, "c", {x, w, bias}, conv_attrs())});
+    Attrs trans_b;
+    trans_b.set("transB", int64_t{1});
+    b.output(b.node(OpKind::Gemm, "fc", {b.node(OpKind::Flatten, "flat", {r}), b.weight("wfc", {3, 128})}, trans_b));
+    Graph& g = b.g;
+    const Run run = prune(g, 0.25);
+    CHECK(record_of(run, "prune_channels").max_rel_error <= 1e-6);
+    CHECK(input_of(g, "c_node", 1).shape() == Shape{6, 3, 3, 3});
+    CHECK(input_of(g, "fc_node", 1).shape() == Shape{3, 96});
+    CHECK(shape_of(g, "flat") == Shape{2, 96});
+  }
   SECTION("1x1 -> depthwise -> 1x1") {
     GraphBuilder b;
     const ValueId x = b.input("x", {1, 4, 6, 6});
