@@ -16,6 +16,7 @@
 #include "compilers/passes/fuse_residual_add.h"
 #include "compilers/passes/merge_concats.h"
 #include "compilers/passes/mixed_precision_bf16.h"
+#include "compilers/passes/prune_channels.h"
 #include "compilers/passes/quantize_int8.h"
 #include "compilers/passes/reorder_pool_activation.h"
 
@@ -29,6 +30,10 @@ constexpr std::array kPasses = {
     PassInfo{"eliminate_dead_nodes", "remove nodes and weights nothing reads", pass_eliminate_dead_nodes},
     PassInfo{"fold_batchnorm", "fold BatchNormalization into a preceding Conv, ConvTranspose or Gemm",
              pass_fold_batchnorm},
+    // Optional, not exact (no fine-tuning): after fold_batchnorm so that it slices the folded
+    // weights, before the fusions so that it sees plain ONNX ops.
+    PassInfo{"prune_channels", "structured pruning: remove the lowest-L1 channels of each prunable channel group (no fine-tuning)",
+             pass_prune_channels, false, false},
     PassInfo{"fuse_layer_norm", "rebuild LayerNormalization from its ReduceMean/Sub/Pow/Sqrt/Div(/Mul/Add) decomposition",
              pass_fuse_layer_norm},
     PassInfo{"fuse_residual_add", "fold Add(op output, same-shape value) into Conv/Gemm/MatMul as its residual",
@@ -123,6 +128,12 @@ std::vector<std::string> pipeline_parse(const std::string& text) {
   while (std::getline(ss, item, ','))
     if (!item.empty() && item != "none") names.push_back(item);
   return names;
+}
+
+bool pass_prunes(std::string_view name) { return name.starts_with("prune_"); }
+
+bool pipeline_prunes(const std::vector<std::string>& names) {
+  return std::any_of(names.begin(), names.end(), [](const std::string& n) { return pass_prunes(n); });
 }
 
 std::span<const KilnOpPass> passes_making_kiln_ops() { return kKilnOpPasses; }

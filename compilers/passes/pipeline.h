@@ -22,6 +22,12 @@ Result<std::vector<const PassInfo*>> pipeline_from_names(const std::vector<std::
 // "default+x+y" -> the default pipeline with the optional passes x and y at their places in the table.
 std::vector<std::string> pipeline_parse(const std::string& text);
 
+// Pruning passes are named prune_*: they remove weights without fine-tuning, so the model's
+// function changes. The runner's numeric check measures them without a tolerance, and every
+// report of a pipeline that runs one states that no fine-tuning was done and its accuracy cost.
+bool pass_prunes(std::string_view name);
+bool pipeline_prunes(const std::vector<std::string>& names);
+
 // The passes whose output holds kiln's own fused ops (ops.def's last section), which ONNX cannot
 // express: each with the op it makes.
 struct KilnOpPass {

@@ -255,6 +255,28 @@ Result<VerifyReport> verify_plans(const Plan& compiled, const Plan& reference, c
   return report;
 }
 
+namespace {
+
+// "pruned by P without fine-tuning; accuracy cost: ..." (the reference is the unpruned model).
+std::string pruning_statement(const VerifyReport& report) {
+  std::ostringstream s;
+  s << "pruned by ";
+  for (size_t i = 0; i < report.pruned_by.size(); ++i) s << (i ? ", " : "") << report.pruned_by[i];
+  s << " without fine-tuning; accuracy cost: " << std::fixed << std::setprecision(2);
+  bool measured = false;
+  for (const OutputMetrics& m : report.outputs) {
+    if (!m.classifier || !m.has_labels) continue;
+    s << (measured ? "; " : "") << 100.0 * m.accuracy_drop << " points on '" << m.name << "' ("
+      << 100.0 * m.reference_accuracy << "% unpruned -> " << 100.0 * m.compiled_accuracy << "% pruned)";
+    measured = true;
+  }
+  if (!measured)
+    s << "not measured (no labelled classifier output; supply labels), top-1 agreement and cosine above show the change";
+  return s.str();
+}
+
+}  // namespace
+
 std::string verify_report_json(const VerifyReport& report) {
   nlohmann::json outputs = nlohmann::json::array();
   for (const OutputMetrics& m : report.outputs) {
@@ -293,7 +315,17 @@ std::string verify_report_json(const VerifyReport& report) {
       {"compiled_seconds", report.compiled_seconds},
       {"outputs", std::move(outputs)},
   };
-  return j.dump(2);
+  nlohmann::json out = j;
+  if (!report.pruned_by.empty()) {
+    nlohmann::json cost = nullptr;  // the first labelled classifier's accuracy drop
+    for (const OutputMetrics& m : report.outputs)
+      if (m.classifier && m.has_labels && cost.is_null()) cost = m.accuracy_drop;
+    out["pruning"] = {{"passes", report.pruned_by},
+                      {"fine_tuned", false},
+                      {"accuracy_cost", cost},
+                      {"statement", pruning_statement(report)}};
+  }
+  return out.dump(2);
 }
 
 void verify_report_print(std::ostream& os, const VerifyReport& report) {
@@ -324,6 +356,7 @@ void verify_report_print(std::ostream& os, const VerifyReport& report) {
            << std::setprecision(2) << 100.0 * m.accuracy_drop << " points\n";
     }
   }
+  if (!report.pruned_by.empty()) os << pruning_statement(report) << '\n';
   os.flags(flags);
 }
 

@@ -91,6 +91,9 @@ struct VerifyReport {
   double reference_seconds = 0;
   double compiled_seconds = 0;
   std::vector<OutputMetrics> outputs;
+  // The passes that removed weights without fine-tuning (set by the caller that compiled the
+  // model). The report then says so and names the accuracy drop as their cost.
+  std::vector<std::string> pruned_by;
 };
 
 // `compiled` runs on the engine, `reference` on the reference executor; both must have the same

@@ -1,6 +1,8 @@
 // kiln verify MODEL|model.kiln: runs the compiled model and the fp32 reference on the same data
 // and reports how far apart they are (and, with labels, both accuracies). Exits 1 when a stated
-// tolerance (--max-accuracy-drop, --min-cosine, --min-top1-agreement) is not met.
+// tolerance (--max-accuracy-drop, --min-cosine, --min-top1-agreement) is not met. When the pipeline
+// prunes (a prune_* pass), the report says it was done without fine-tuning and names the accuracy
+// drop against the unpruned model as its cost (JSON: "pruning").
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -70,6 +72,7 @@ int run_verify(VerifyCliOptions opts) {
 
   Plan compiled, reference;
   std::string reference_what;
+  std::vector<std::string> pipeline;  // the passes an ONNX model is compiled with
   if (is_plan_file(opts.model)) {
     if (!opts.passes.empty() || opts.calibration.given() || opts.prune.channels_given || opts.prune.sparsity_given)
       return report_error("--passes and --calibration apply to ONNX models; '" + opts.model + "' is compiled already");
@@ -82,7 +85,8 @@ int run_verify(VerifyCliOptions opts) {
   } else {
     opts.calibration.mean = d.mean;  // IDX calibration images are normalized like the data
     opts.calibration.std = d.std;
-    CompileRequest request{opts.model, opts.dims, pipeline_parse(opts.passes.empty() ? "default" : opts.passes), {}, false, true};
+    pipeline = pipeline_parse(opts.passes.empty() ? "default" : opts.passes);
+    CompileRequest request{opts.model, opts.dims, pipeline, {}, false, true};
     request.calibration = &opts.calibration;
     request.prune = &opts.prune;
     request.log = &std::cerr;  // stdout carries the report (JSON with --json)
@@ -107,6 +111,8 @@ int run_verify(VerifyCliOptions opts) {
   options.reference_description = reference_what;
   auto report = verify_plans(compiled, reference, data, options);
   if (!report) return report_error(opts.model + ": " + report.error().message);
+  for (const std::string& pass : pipeline)
+    if (pass_prunes(pass)) report->pruned_by.push_back(pass);
   if (opts.json)
     std::cout << verify_report_json(*report) << '\n';
   else

@@ -170,6 +170,7 @@ Status check_model(const fs::path& dir, const std::string& name, bool with_passe
   const CalibrationSet calibration{{testing_random(sample_shape, 7)}, "seeded random"};
   options.int8.calibration = &calibration;
   for (const std::string& pass : reduced) {
+    if (pass_prunes(pass)) continue;  // changes the function by design: tests/cli checks its MACs and report
     Graph optimized = graph;
     KILN_TRY(run_passes(optimized, pipeline_parse("default+" + pass), options).status());
     KILN_TRY(check_reduced_precision(optimized, input, name + " + default passes + " + pass,
