@@ -1,6 +1,6 @@
 // Dense vs CSR (kernels/cpu/sparse_gemm.cpp) on real layer shapes at several sparsities: the
 // same measurement prune_magnitude makes per node (sparse_timing_measure: the kernel the engine
-// would select without the mark vs the marked node, median of 9 runs after 3 warm-ups).
+// would select without the mark vs the marked node, 9 alternating runs after 3 warm-ups, medians).
 // Weights are random with a random `sparsity` of them zero. Prints a table; asserts nothing.
 // Usage: kiln_sparse_gemm_bench [THREADS]   (default: the CPU quota)
 #include <cstdio>
@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
       {"mbv2 1x1 960->160 @7x7, NHWC", OpKind::Conv, {1, 960, 7, 7}, {160, 960, 1, 1}, true},
       {"mbv2 1x1 320->1280 @7x7, NHWC", OpKind::Conv, {1, 320, 7, 7}, {1280, 320, 1, 1}, true},
   };
-  std::printf("threads %d; median of 9 runs after 3 warm-ups; ms\n", threads);
+  std::printf("threads %d; medians of 9 alternating runs after 3 warm-ups; ms\n", threads);
   std::printf("%-34s %8s  %-16s %9s %9s %8s\n", "layer", "sparsity", "dense kernel", "dense", "csr", "speedup");
   for (const Case& c : cases) {
     for (double sparsity : {0.5, 0.8, 0.9, 0.95}) {

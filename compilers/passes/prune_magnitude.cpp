@@ -138,53 +138,69 @@ Buffer buffer(size_t bytes, std::mt19937& rng) {
   return b;
 }
 
-// The kernel kernel_select picks for `b` and the median of its run times.
-Result<std::pair<std::string, double>> time_kernel(const KernelBuild& b) {
-  KILN_ASSIGN(choice, kernel_select(b));
-  std::mt19937 rng(7);
+// A kernel kernel_select picks for a build, with inputs (random, constants as given), outputs and
+// scratch to run it on.
+struct Runnable {
+  KernelChoice choice;
   std::vector<Buffer> owned;
   KernelArgs args;
+};
+
+Result<std::unique_ptr<Runnable>> runnable(const KernelBuild& b) {
+  KILN_ASSIGN(choice, kernel_select(b));
+  auto r = std::make_unique<Runnable>();
+  r->choice = std::move(choice);
+  std::mt19937 rng(7);
   for (const ValueDesc& v : b.inputs) {
-    if (!v.present) args.inputs.push_back(nullptr);
-    else if (v.constant) args.inputs.push_back(v.constant->raw());
-    else args.inputs.push_back((owned.emplace_back(buffer(v.bytes(), rng))).get());
+    if (!v.present) r->args.inputs.push_back(nullptr);
+    else if (v.constant) r->args.inputs.push_back(v.constant->raw());
+    else r->args.inputs.push_back((r->owned.emplace_back(buffer(v.bytes(), rng))).get());
   }
-  const std::vector<Layout> layouts = choice.kernel->output_layouts();
+  const std::vector<Layout> layouts = r->choice.kernel->output_layouts();
   for (size_t i = 0; i < b.outputs.size(); ++i) {
     ValueDesc v = b.outputs[i];
     if (!v.present) {
-      args.outputs.push_back(nullptr);
+      r->args.outputs.push_back(nullptr);
       continue;
     }
     if (i < layouts.size()) v.layout = layouts[i];
-    args.outputs.push_back((owned.emplace_back(buffer(v.bytes(), rng))).get());
+    r->args.outputs.push_back((r->owned.emplace_back(buffer(v.bytes(), rng))).get());
   }
-  if (choice.kernel->scratch_bytes() > 0) args.scratch = (owned.emplace_back(buffer(choice.kernel->scratch_bytes(), rng))).get();
-  constexpr int kWarm = 3, kRuns = 9;
-  std::vector<double> ms;
-  for (int r = 0; r < kWarm + kRuns; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    KILN_TRY(choice.kernel->run(args));
-    const auto t1 = std::chrono::steady_clock::now();
-    if (r >= kWarm) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-  }
-  std::nth_element(ms.begin(), ms.begin() + kRuns / 2, ms.end());
-  return std::pair<std::string, double>{std::string(choice.impl->name), ms[kRuns / 2]};
+  if (const size_t bytes = r->choice.kernel->scratch_bytes(); bytes > 0)
+    r->args.scratch = (r->owned.emplace_back(buffer(bytes, rng))).get();
+  return r;
+}
+
+Result<double> run_ms(Runnable& r) {
+  const auto t0 = std::chrono::steady_clock::now();
+  KILN_TRY(r.choice.kernel->run(r.args));
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
 }
 
 }  // namespace
 
 Result<SparseTiming> sparse_timing_measure(const KernelBuild& dense, const KernelBuild& sparse) {
-  SparseTiming t;
-  KILN_ASSIGN(d, time_kernel(dense));
-  KILN_ASSIGN(s, time_kernel(sparse));
-  KILN_REQUIRE(s.first.starts_with("cpu.sparse_gemm"), internal, "node '", sparse.node_name,
-               "': the marked node was given ", s.first, ", not the sparse kernel");
-  t.dense_kernel = d.first;
-  t.dense_ms = d.second;
-  t.sparse_kernel = s.first;
-  t.sparse_ms = s.second;
-  return t;
+  KILN_ASSIGN(d, runnable(dense));
+  KILN_ASSIGN(s, runnable(sparse));
+  const std::string_view sparse_name = s->choice.impl->name;
+  KILN_REQUIRE(sparse_name.starts_with("cpu.sparse_gemm"), internal, "node '", sparse.node_name,
+               "': the marked node was given ", sparse_name, ", not the sparse kernel");
+  // Alternating, so that both see the same load on shared cores; medians of the timed runs.
+  constexpr int kWarm = 3, kRuns = 9;
+  std::vector<double> dense_ms, sparse_ms;
+  for (int r = 0; r < kWarm + kRuns; ++r) {
+    KILN_ASSIGN(td, run_ms(*d));
+    KILN_ASSIGN(ts, run_ms(*s));
+    if (r < kWarm) continue;
+    dense_ms.push_back(td);
+    sparse_ms.push_back(ts);
+  }
+  return SparseTiming{std::string(d->choice.impl->name), std::string(sparse_name), median(dense_ms), median(sparse_ms)};
 }
 
 Result<bool> prune_magnitude_run(Graph& graph, const PassContext& ctx, const SparseTimer& timer) {

@@ -12,8 +12,8 @@
 // Then, per pruned node, it decides whether the sparse kernel (kernels/cpu/sparse_gemm.cpp, CSR)
 // runs it: when that kernel takes the node, both it and the dense kernel the engine would select
 // are built for the node's shapes (ctx.bindings; a Conv's input in the NHWC layout oneDNN
-// convolutions write here, plain when it is a graph input), timed on the spot (median of several
-// runs after warm-ups) and the node is marked sparse_kernel="csr" only when the sparse one was
+// convolutions write here, plain when it is a graph input), timed on the spot (alternating
+// runs, so both see the same load; medians of 9 after 3 warm-ups) and the node is marked sparse_kernel="csr" only when the sparse one was
 // faster. Each layer's sparsity and both times go to ctx.log, marked "(no fine-tuning)".
 // Not in the default pipeline, and not exact: it changes the model's function; its accuracy cost
 // must be measured (kiln verify with labels). Place: after the fusions whose epilogue a Conv/Gemm

@@ -42,6 +42,9 @@ namespace {
 #define KILN_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
 
 constexpr int64_t kBlock = 64;  // rows of A transposed at a time in the Gemm form (4 vectors)
+// Fewer multiply-adds than this run on one thread: a few microseconds of work, less than a fork
+// and join costs (and far less than an OpenMP barrier on cores shared with other processes).
+constexpr int64_t kMinParallelMacs = int64_t{1} << 18;
 
 struct Csr {
   int64_t rows = 0, cols = 0;
@@ -157,8 +160,41 @@ KILN_AVX512 void spmv_avx512(const Csr& s, int64_t r0, int64_t r1, const float* 
   }
 }
 
+// dst[j * ldd + i] = src[i * lds + j] for i < rows, j < cols, in 16x16 tiles in registers
+// (unpack, then 2x2 and 4x4 blocks of lanes; masked at the edges).
+KILN_AVX512 void transpose_avx512(const float* src, int64_t lds, int64_t rows, int64_t cols, float* dst, int64_t ldd) {
+  for (int64_t i0 = 0; i0 < rows; i0 += 16)
+    for (int64_t j0 = 0; j0 < cols; j0 += 16) {
+      const int64_t ni = std::min<int64_t>(16, rows - i0), nj = std::min<int64_t>(16, cols - j0);
+      const __mmask16 mj = lanes(nj), mi = lanes(ni);
+      __m512 r[16], t[16];
+      for (int i = 0; i < 16; ++i)
+        r[i] = i < ni ? _mm512_maskz_loadu_ps(mj, src + (i0 + i) * lds + j0) : _mm512_setzero_ps();
+      for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+      }
+      for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+      }
+      for (int h = 0; h < 16; h += 8)
+        for (int i = 0; i < 4; ++i) {
+          t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
+          t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xDD);
+        }
+      for (int i = 0; i < 8; ++i) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+        r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
+      }
+      for (int j = 0; j < nj; ++j) _mm512_mask_storeu_ps(dst + (j0 + j) * ldd + i0, mi, r[j]);
+    }
+}
+
 // dst[j * ldd + i] = src[i * lds + j] for i < rows, j < cols, in 16x16 tiles.
-void transpose(const float* src, int64_t lds, int64_t rows, int64_t cols, float* dst, int64_t ldd) {
+void transpose_portable(const float* src, int64_t lds, int64_t rows, int64_t cols, float* dst, int64_t ldd) {
   for (int64_t i0 = 0; i0 < rows; i0 += 16)
     for (int64_t j0 = 0; j0 < cols; j0 += 16) {
       const int64_t i1 = std::min(rows, i0 + 16), j1 = std::min(cols, j0 + 16);
@@ -192,6 +228,11 @@ class SparseGemmKernel final : public Kernel {
   static Result<std::unique_ptr<Kernel>> create(const KernelBuild& b, CpuIsa isa);
 
  private:
+  void transpose(const float* src, int64_t lds, int64_t rows, int64_t cols, float* dst, int64_t ldd) const {
+    if (isa_ == CpuIsa::avx512) transpose_avx512(src, lds, rows, cols, dst, ldd);
+    else transpose_portable(src, lds, rows, cols, dst, ldd);
+  }
+
   void spmm(int64_t r0, int64_t r1, const float* d, int64_t ldd, int64_t c, float* y, int64_t ldy) const {
     const float* bias = bias_.empty() ? nullptr : bias_.data();
     if (isa_ == CpuIsa::avx512) spmm_avx512(s_, r0, r1, d, ldd, c, y, ldy, bias);
@@ -201,7 +242,7 @@ class SparseGemmKernel final : public Kernel {
   // Rows of Y split evenly over the threads, `images` times.
   void run_rows_dense(const float* x, float* y) const {
     const int64_t rows = s_.rows, k = s_.cols, tasks = images_ * threads_;
-#pragma omp parallel for num_threads(threads_) schedule(static) if (threads_ > 1)
+#pragma omp parallel for num_threads(threads_) schedule(static) if (parallel_)
     for (int64_t t = 0; t < tasks; ++t) {
       const int64_t n = t / threads_, part = t % threads_;
       const int64_t r0 = rows * part / threads_, r1 = rows * (part + 1) / threads_;
@@ -214,7 +255,7 @@ class SparseGemmKernel final : public Kernel {
   void run_spmv(const float* x, float* y) const {
     const float* bias = bias_.empty() ? nullptr : bias_.data();
     const int64_t rows = s_.rows;
-#pragma omp parallel for num_threads(threads_) schedule(static) if (threads_ > 1)
+#pragma omp parallel for num_threads(threads_) schedule(static) if (parallel_)
     for (int64_t part = 0; part < threads_; ++part) {
       const int64_t r0 = rows * part / threads_, r1 = rows * (part + 1) / threads_;
       if (isa_ == CpuIsa::avx512) spmv_avx512(s_, r0, r1, x, y, bias);
@@ -230,7 +271,7 @@ class SparseGemmKernel final : public Kernel {
     const int64_t k = s_.cols, rows = s_.rows, blocks = (m_ + kBlock - 1) / kBlock;
     const int64_t per_thread = (k + rows) * kBlock;
     if (blocks >= threads_) {
-#pragma omp parallel for num_threads(threads_) schedule(static) if (threads_ > 1)
+#pragma omp parallel for num_threads(threads_) schedule(static) if (parallel_)
       for (int64_t blk = 0; blk < blocks; ++blk) {
         float* at = scratch + omp_get_thread_num() * per_thread;
         float* yt = at + k * kBlock;
@@ -247,7 +288,7 @@ class SparseGemmKernel final : public Kernel {
     for (int64_t m0 = 0; m0 < m_; m0 += kBlock) {
       const int64_t mb = std::min(kBlock, m_ - m0);
       transpose(a + m0 * k, k, mb, k, at, kBlock);
-#pragma omp parallel for num_threads(threads_) schedule(static) if (threads_ > 1)
+#pragma omp parallel for num_threads(threads_) schedule(static) if (parallel_)
       for (int64_t part = 0; part < threads_; ++part)
         spmm(rows * part / threads_, rows * (part + 1) / threads_, at, kBlock, mb, yt, kBlock);
       transpose(yt, kBlock, rows, mb, y + m0 * rows, rows);
@@ -257,6 +298,7 @@ class SparseGemmKernel final : public Kernel {
 
   CpuIsa isa_ = CpuIsa::portable;
   int64_t threads_ = 1;
+  bool parallel_ = false;  // threads_ > 1 and enough work (kMinParallelMacs)
   Form form_ = Form::gemm;
   Csr s_;
   std::vector<float> bias_;  // per row of S (output feature); empty for none
@@ -397,6 +439,8 @@ Result<std::unique_ptr<Kernel>> SparseGemmKernel::create(const KernelBuild& b, C
     k->s_ = csr_from_dense(wd, n, kk, 1, n, 1.0f);
     k->m_ = shape_numel(a) / kk;
   }
+  const int64_t columns = k->form_ == Form::rows_dense ? k->images_ * k->hw_ : k->m_;
+  k->parallel_ = k->threads_ > 1 && static_cast<int64_t>(k->s_.val.size()) * columns >= kMinParallelMacs;
   assert(k->s_.cols < (int64_t{1} << 31) && static_cast<int64_t>(k->s_.val.size()) < (int64_t{1} << 31));
   return std::unique_ptr<Kernel>(std::move(k));
 }
