@@ -239,13 +239,13 @@ class SparseGemmKernel final : public Kernel {
     else spmm_portable(s_, r0, r1, d, ldd, c, y, ldy, bias);
   }
 
-  // Rows of Y split evenly over the threads, `images` times.
+  // Rows of Y in one part per thread, `images` times.
   void run_rows_dense(const float* x, float* y) const {
     const int64_t rows = s_.rows, k = s_.cols, tasks = images_ * threads_;
 #pragma omp parallel for num_threads(threads_) schedule(static) if (parallel_)
     for (int64_t t = 0; t < tasks; ++t) {
       const int64_t n = t / threads_, part = t % threads_;
-      const int64_t r0 = rows * part / threads_, r1 = rows * (part + 1) / threads_;
+      const int64_t r0 = split_[static_cast<size_t>(part)], r1 = split_[static_cast<size_t>(part + 1)];
       float* yn = y + n * rows * hw_;
       spmm(r0, r1, x + n * k * hw_, hw_, hw_, yn, hw_);
       cpu::apply_activation(isa_, post_ops_, yn + r0 * hw_, (r1 - r0) * hw_);
@@ -254,10 +254,9 @@ class SparseGemmKernel final : public Kernel {
 
   void run_spmv(const float* x, float* y) const {
     const float* bias = bias_.empty() ? nullptr : bias_.data();
-    const int64_t rows = s_.rows;
 #pragma omp parallel for num_threads(threads_) schedule(static) if (parallel_)
     for (int64_t part = 0; part < threads_; ++part) {
-      const int64_t r0 = rows * part / threads_, r1 = rows * (part + 1) / threads_;
+      const int64_t r0 = split_[static_cast<size_t>(part)], r1 = split_[static_cast<size_t>(part + 1)];
       if (isa_ == CpuIsa::avx512) spmv_avx512(s_, r0, r1, x, y, bias);
       else spmv_portable(s_, r0, r1, x, y, bias);
       cpu::apply_activation(isa_, post_ops_, y + r0, r1 - r0);
@@ -290,7 +289,7 @@ class SparseGemmKernel final : public Kernel {
       transpose(a + m0 * k, k, mb, k, at, kBlock);
 #pragma omp parallel for num_threads(threads_) schedule(static) if (parallel_)
       for (int64_t part = 0; part < threads_; ++part)
-        spmm(rows * part / threads_, rows * (part + 1) / threads_, at, kBlock, mb, yt, kBlock);
+        spmm(split_[static_cast<size_t>(part)], split_[static_cast<size_t>(part + 1)], at, kBlock, mb, yt, kBlock);
       transpose(yt, kBlock, rows, mb, y + m0 * rows, rows);
       cpu::apply_activation(isa_, post_ops_, y + m0 * rows, mb * rows);
     }
@@ -299,6 +298,9 @@ class SparseGemmKernel final : public Kernel {
   CpuIsa isa_ = CpuIsa::portable;
   int64_t threads_ = 1;
   bool parallel_ = false;  // threads_ > 1 and enough work (kMinParallelMacs)
+  // The rows of S each thread's part begins with (threads_ + 1 entries), cut at equal shares of the
+  // nonzeros: a global threshold leaves rows of very different lengths.
+  std::vector<int64_t> split_;
   Form form_ = Form::gemm;
   Csr s_;
   std::vector<float> bias_;  // per row of S (output feature); empty for none
@@ -438,6 +440,12 @@ Result<std::unique_ptr<Kernel>> SparseGemmKernel::create(const KernelBuild& b, C
     const int64_t kk = a.back(), n = b.inputs[1].shape[1];
     k->s_ = csr_from_dense(wd, n, kk, 1, n, 1.0f);
     k->m_ = shape_numel(a) / kk;
+  }
+  const int64_t nnz = static_cast<int64_t>(k->s_.val.size());
+  for (int64_t part = 0, r = 0; part <= k->threads_; ++part) {
+    if (part == k->threads_) r = k->s_.rows;
+    while (r < k->s_.rows && k->s_.row_ptr[static_cast<size_t>(r)] < nnz * part / k->threads_) ++r;
+    k->split_.push_back(r);
   }
   const int64_t columns = k->form_ == Form::rows_dense ? k->images_ * k->hw_ : k->m_;
   k->parallel_ = k->threads_ > 1 && static_cast<int64_t>(k->s_.val.size()) * columns >= kMinParallelMacs;
