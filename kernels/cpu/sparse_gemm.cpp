@@ -447,8 +447,9 @@ Result<std::unique_ptr<Kernel>> SparseGemmKernel::create(const KernelBuild& b, C
     while (r < k->s_.rows && k->s_.row_ptr[static_cast<size_t>(r)] < nnz * part / k->threads_) ++r;
     k->split_.push_back(r);
   }
-  const int64_t columns = k->form_ == Form::rows_dense ? k->images_ * k->hw_ : k->m_;
-  k->parallel_ = k->threads_ > 1 && static_cast<int64_t>(k->s_.val.size()) * columns >= kMinParallelMacs;
+  // A gathered multiply-add (spmv) costs about what 16 vector lanes do.
+  const int64_t columns = k->form_ == Form::rows_dense ? k->images_ * k->hw_ : k->m_ == 1 ? 16 : k->m_;
+  k->parallel_ = k->threads_ > 1 && nnz * columns >= kMinParallelMacs;
   assert(k->s_.cols < (int64_t{1} << 31) && static_cast<int64_t>(k->s_.val.size()) < (int64_t{1} << 31));
   return std::unique_ptr<Kernel>(std::move(k));
 }
