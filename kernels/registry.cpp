@@ -10,6 +10,7 @@ namespace {
 
 // First match wins: fast kernels first, the reference kernel last.
 const std::array kKernels = {
+    &kCpuSparseGemmAvx512, &kCpuSparseGemmPortable,  // only nodes prune_magnitude marked sparse_kernel="csr"
     &kOneDnnConv,    &kOneDnnGemm,      &kOneDnnMatMul, &kOneDnnPool,      &kOneDnnEltwise, &kOneDnnBinary,
     &kOneDnnSoftmax, &kOneDnnBatchNorm, &kOneDnnLayerNorm, &kOneDnnConcat, &kOneDnnLrn,       &kOneDnnTranspose,
     &kOneDnnSlice,   &kOneDnnReduce,

@@ -17,6 +17,7 @@
 #include "compilers/passes/merge_concats.h"
 #include "compilers/passes/mixed_precision_bf16.h"
 #include "compilers/passes/prune_channels.h"
+#include "compilers/passes/prune_magnitude.h"
 #include "compilers/passes/quantize_int8.h"
 #include "compilers/passes/reorder_pool_activation.h"
 
@@ -50,6 +51,13 @@ constexpr std::array kPasses = {
     // After fuse_activation: what a Conv/Gemm/MatMul epilogue can take is taken first.
     PassInfo{"fuse_elementwise_chain", "run connected elementwise ops (bias, GELU written out, scales) as one ElementwiseChain",
              pass_fuse_elementwise_chain},
+    // Optional, not exact (pruning without fine-tuning changes the function): after the fusions a
+    // Conv/Gemm epilogue takes, so the kernels it times are the fused nodes; before the precision
+    // passes, whose nodes the float32 sparse kernel does not run.
+    PassInfo{"prune_magnitude",
+             "zero the smallest weights of Conv/Gemm/MatMul (global or per layer, no fine-tuning); CSR kernel where "
+             "measured faster",
+             pass_prune_magnitude, false, false},
     // Optional, before fuse_depth_first so that the convolutions it makes bf16 stay with oneDNN.
     PassInfo{"mixed_precision_bf16", "run every Conv, Gemm and MatMul in bfloat16 (activations between them too)",
              pass_mixed_precision_bf16, false, false},

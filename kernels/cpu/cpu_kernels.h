@@ -2,6 +2,8 @@
 // layout descriptors, nothing else of it).
 #pragma once
 
+#include <string_view>
+
 #include "kernels/kernel.h"
 
 namespace kiln {
@@ -17,5 +19,11 @@ extern const KernelImpl kCpuConcatAffinePortable;
 // ElementwiseChain chunk by chunk (each input read once, the output written once), per ISA
 extern const KernelImpl kCpuElementwiseChainAvx512;
 extern const KernelImpl kCpuElementwiseChainPortable;
+
+// Gemm, MatMul and 1x1 Conv with a pruned constant weight in CSR, only on nodes marked
+// sparse_kernel="csr" (prune_magnitude marks those where it measured this faster), per ISA
+inline constexpr std::string_view kSparseKernelAttr = "sparse_kernel";
+extern const KernelImpl kCpuSparseGemmAvx512;
+extern const KernelImpl kCpuSparseGemmPortable;
 
 }  // namespace kiln
