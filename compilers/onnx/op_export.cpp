@@ -11,6 +11,7 @@
 #include "compilers/onnx/export.h"
 #include "compilers/onnx/qdq_export.h"
 #include "compilers/onnx/tensor_proto.h"
+#include "compilers/passes/prune_2_4.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/post_ops.h"
 #include "kernels/precision.h"
@@ -77,7 +78,7 @@ namespace {
 // Attributes kiln's passes and importer add for its kernels; ONNX has no such attributes.
 bool is_kiln_attr(std::string_view name) {
   return name == "activation" || name.starts_with("activation_") || name == kPrecisionAttr ||
-         name.starts_with("int8_") || name == kSparseKernelAttr || name == "legacy_2d" || name == "legacy_axis";
+         name.starts_with("int8_") || name == kSparseKernelAttr || name == kSparsityPatternAttr || name == "legacy_2d" || name == "legacy_axis";
 }
 
 void write_attr(onnx::NodeProto& n, const std::string& name, const AttrValue& value) {

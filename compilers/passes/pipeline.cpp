@@ -17,6 +17,7 @@
 #include "compilers/passes/merge_concats.h"
 #include "compilers/passes/mixed_precision_bf16.h"
 #include "compilers/passes/prune_channels.h"
+#include "compilers/passes/prune_2_4.h"
 #include "compilers/passes/prune_magnitude.h"
 #include "compilers/passes/quantize_int8.h"
 #include "compilers/passes/reorder_pool_activation.h"
@@ -58,6 +59,8 @@ constexpr std::array kPasses = {
              "zero the smallest weights of Conv/Gemm/MatMul (global or per layer, no fine-tuning); CSR kernel where "
              "measured faster",
              pass_prune_magnitude, false, false},
+    PassInfo{"prune_2_4", "2:4 semi-structured sparsity of Conv/Gemm/MatMul weights for GPU sparse tensor cores (no fine-tuning)",
+             pass_prune_2_4, false, false},
     // Optional, before fuse_depth_first so that the convolutions it makes bf16 stay with oneDNN.
     PassInfo{"mixed_precision_bf16", "run every Conv, Gemm and MatMul in bfloat16 (activations between them too)",
              pass_mixed_precision_bf16, false, false},
