@@ -3,6 +3,10 @@
 // stay float32.
 #pragma once
 
+#include <string>
+#include <string_view>
+#include <vector>
+
 #include "compilers/passes/pass.h"
 
 namespace kiln {
@@ -10,6 +14,8 @@ namespace kiln {
 bool kept_in_fp32(const PassContext& ctx, const Node& node);
 
 // Every name must be a node of `graph`: a misspelt layer would otherwise silently run reduced.
-Status check_kept_layers(const Graph& graph, const PassContext& ctx);
+// `role` completes the error: "layer 'x' <role> is not a node of the compiled graph".
+Status check_layer_names(const Graph& graph, const std::vector<std::string>& names, std::string_view role);
+Status check_kept_layers(const Graph& graph, const PassContext& ctx);  // ctx.keep_fp32
 
 }  // namespace kiln

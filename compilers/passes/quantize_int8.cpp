@@ -52,10 +52,7 @@ Result<bool> pass_quantize_int8(Graph& graph, const PassContext& ctx) {
     chosen.push_back(static_cast<int>(i));
   }
   KILN_TRY(check_kept_layers(graph, ctx));
-  for (const std::string& name : opts.keep) {
-    const bool known = std::any_of(graph.nodes.begin(), graph.nodes.end(), [&](const Node& n) { return n.name == name; });
-    KILN_REQUIRE(known, invalid_argument, "layer '", name, "' to leave out of int8 is not a node of the compiled graph");
-  }
+  KILN_TRY(check_layer_names(graph, opts.keep, "to leave out of int8"));
   if (chosen.empty()) return false;
 
   std::vector<bool> is_int8(graph.nodes.size(), false);
