@@ -19,6 +19,7 @@ build_packages=(
   nlohmann-json3-dev catch2 libcli11-dev libzip-dev zlib1g-dev libdnnl-dev
   libarchive-dev libssl-dev libcurl4-openssl-dev
   libyaml-cpp-dev  # api/: descriptions and targets as YAML
+  libboost-dev  # Boost.Beast/Asio (header-only): kiln-runtime serve-model, later kiln serve
 )
 test_packages=(
   libonnx-testdata
