@@ -76,7 +76,11 @@ std::string metadata_json(const Bundle& b, uint64_t model_bytes) {
         {"tolerance", {{"abs", r.tolerance.abs}, {"rel", r.tolerance.rel}}},
         {"verified", {{"passed", passed}, {"checks", checks}, {"by", "compiled engine at bundle time"}}}}},
       {"runtime", {{"binary", "bin/kiln-runtime"}, {"libraries", libraries}, {"threads", r.threads}}},
-      {"target", {{"kind", "cpu"}, {"architecture", "amd64"}, {"os", "linux"}}},
+      {"target",
+       {{"name", r.target.name}, {"kind", r.target.kind}, {"scheduler", r.target.scheduler},
+        {"device", r.target.gpu_count > 0 ? "gpu" : "cpu"}, {"gpu", {{"model", r.target.gpu_model}, {"count", r.target.gpu_count}}},
+        // No GPU backend yet: the compiled plan runs on the node's CPUs even on a GPU target.
+        {"runs_on", "cpu"}, {"architecture", "amd64"}, {"os", "linux"}}},
       {"sbom", kBundleSbomFile}};
   return doc.dump();
 }
@@ -89,13 +93,18 @@ Result<Bundle> bundle_assemble(const BundleRequest& request) {
   bundle.request = request;
   const fs::path dir(request.dir);
   std::error_code ec;
-  for (const char* sub : {"model", "selftest"}) {
+  for (const char* sub : {"model", "selftest", "bin"}) {
     fs::create_directories(dir / sub, ec);
     KILN_REQUIRE(!ec, io, "cannot create '", (dir / sub).string(), "': ", ec.message());
   }
   const fs::path model = dir / kBundleModelFile;
   KILN_TRY(model_place(request.model_file, model));
   const uint64_t model_bytes = fs::file_size(model, ec);
+  const fs::path runtime = dir / "bin" / "kiln-runtime";
+  fs::copy_file(request.runtime_binary, runtime, fs::copy_options::overwrite_existing, ec);
+  KILN_REQUIRE(!ec, io, "cannot copy '", request.runtime_binary, "' to '", runtime.string(), "': ", ec.message());
+  fs::permissions(runtime, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                               fs::perms::others_exec, ec);
 
   // Self-test vectors: the reference executor gives the expected outputs, the compiled engine
   // must match them now, or the image is not built.
@@ -144,7 +153,7 @@ oci::ImageSpec bundle_image_spec(const Bundle& bundle, const ImageOptions& optio
   spec.layer_cache_dir = options.layer_cache_dir;
 
   oci::LayerSpec runtime{"runtime", {}, options.gzip_level};
-  runtime.entries.push_back(TarEntry::file(kImageRuntime, r.runtime_binary, 0755));
+  runtime.entries.push_back(TarEntry::file(kImageRuntime, (dir / "bin" / "kiln-runtime").string(), 0755));
   for (const SharedLibrary& lib : bundle.libraries)
     runtime.entries.push_back(TarEntry::file(lib.path.substr(1), lib.path, lib.interpreter ? 0755 : 0644));
 
@@ -165,6 +174,10 @@ oci::ImageSpec bundle_image_spec(const Bundle& bundle, const ImageOptions& optio
   spec.cmd = {"selftest"};  // the health check until serve-model lands
   spec.env = {"PATH=/kiln/bin", "KILN_BUNDLE=/kiln", "KILN_THREADS=" + std::to_string(r.threads)};
   if (r.threads > 0) spec.env.push_back("OMP_NUM_THREADS=" + std::to_string(r.threads));
+  if (r.target.gpu_count > 0) {  // what the NVIDIA container toolkit reads to expose the GPUs
+    spec.env.push_back("NVIDIA_VISIBLE_DEVICES=all");
+    spec.env.push_back("NVIDIA_DRIVER_CAPABILITIES=compute,utility");
+  }
   spec.user = kImageUser;
   spec.working_dir = "/" + root;
   spec.exposed_ports = {std::to_string(options.port) + "/tcp"};
@@ -181,7 +194,10 @@ oci::ImageSpec bundle_image_spec(const Bundle& bundle, const ImageOptions& optio
                  {"kiln.model.source", fs::path(r.source).filename().string()},
                  {"kiln.batch", std::to_string(r.batch)},
                  {"kiln.passes", r.passes},
-                 {"kiln.target", "cpu"},
+                 {"kiln.target", r.target.name},
+                 {"kiln.target.kind", r.target.kind},
+                 {"kiln.target.scheduler", r.target.scheduler},
+                 {"kiln.target.device", r.target.gpu_count > 0 ? "gpu" : "cpu"},
                  {"kiln.threads", std::to_string(r.threads)},
                  {"kiln.selftest", passed ? "passed" : "failed"}};
   spec.manifest_annotations = {{"org.opencontainers.image.created", created},

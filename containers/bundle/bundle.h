@@ -21,6 +21,15 @@ inline constexpr const char* kImageBundleDir = "kiln";  // /kiln
 inline constexpr const char* kImageRuntime = "kiln/bin/kiln-runtime";
 inline constexpr const char* kImageUser = "65532:65532";  // distroless' "nonroot"
 
+// Where the image is meant to run (from the target description; "this machine" without one).
+struct BundleTarget {
+  std::string name = "local";
+  std::string kind = "local";       // hpc | cloud | local
+  std::string scheduler = "none";   // slurm | kubernetes | none
+  std::string gpu_model;            // empty: a CPU target
+  int64_t gpu_count = 0;            // per node
+};
+
 struct BundleRequest {
   std::string dir;             // the bundle folder to write (created)
   std::string model_file;      // the compiled .kiln; copied to DIR/model/model.kiln unless it is already there
@@ -34,6 +43,7 @@ struct BundleRequest {
   std::string passes;
   int64_t batch = 1;
   int threads = 0;                  // 0: the container's CPU quota at run time
+  BundleTarget target;
   std::string kiln_version;
   int64_t created = 0;              // SOURCE_DATE_EPOCH
   SelftestTolerance tolerance;
@@ -48,7 +58,8 @@ struct Bundle {
   std::string sbom_json;
 };
 
-// Writes the bundle folder and verifies the self-test. A failed verification is an error: an
+// Writes the bundle folder (model/, selftest/, bin/kiln-runtime, metadata.json, sbom.spdx.json:
+// what a Dockerfile build copies to /kiln) and verifies the self-test. A failed verification is an error: an
 // image whose self-test fails would only fail later, at deployment.
 Result<Bundle> bundle_assemble(const BundleRequest& request);
 

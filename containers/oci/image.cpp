@@ -55,23 +55,7 @@ Result<uint64_t> archive_write_layout(const fs::path& layout, const std::vector<
   std::sort(entries.begin(), entries.end(), [](const TarEntry& a, const TarEntry& b) { return a.path < b.path; });
   entries.erase(std::unique(entries.begin(), entries.end(), [](const TarEntry& a, const TarEntry& b) { return a.path == b.path; }),
                 entries.end());
-  const std::string tmp = archive_path + ".incoming";
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(tmp.c_str(), "wb"), std::fclose);
-  KILN_REQUIRE(f, io, "cannot create '", tmp, "': ", std::strerror(errno));
-  ByteSink sink = [&](std::span<const uint8_t> bytes) -> Status {
-    KILN_REQUIRE(std::fwrite(bytes.data(), 1, bytes.size(), f.get()) == bytes.size(), io, "cannot write '", tmp, "'");
-    return Status::ok();
-  };
-  auto written = tar_write(std::move(entries), mtime, sink);
-  const bool closed = std::fclose(f.release()) == 0;
-  std::error_code ec;
-  if (written && closed) fs::rename(tmp, archive_path, ec);
-  if (!written || !closed || ec) {
-    fs::remove(tmp, ec);
-    if (!written) return written.status();
-    return make_error(ErrorCode::io, "cannot write '", archive_path, "'");
-  }
-  return *written;
+  return tar_write_file(std::move(entries), mtime, archive_path);
 }
 
 }  // namespace

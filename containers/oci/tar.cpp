@@ -182,4 +182,25 @@ std::string rfc3339_utc(int64_t seconds) {
   return buf;
 }
 
+Result<uint64_t> tar_write_file(std::vector<TarEntry> entries, int64_t mtime, const std::string& path) {
+  namespace fs = std::filesystem;
+  const std::string tmp = path + ".incoming";
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(tmp.c_str(), "wb"), std::fclose);
+  KILN_REQUIRE(f, io, "cannot create '", tmp, "': ", std::strerror(errno));
+  ByteSink sink = [&](std::span<const uint8_t> bytes) -> Status {
+    KILN_REQUIRE(std::fwrite(bytes.data(), 1, bytes.size(), f.get()) == bytes.size(), io, "cannot write '", tmp, "'");
+    return Status::ok();
+  };
+  auto written = tar_write(std::move(entries), mtime, sink);
+  const bool closed = std::fclose(f.release()) == 0;
+  std::error_code ec;
+  if (written && closed) fs::rename(tmp, path, ec);
+  if (!written || !closed || ec) {
+    fs::remove(tmp, ec);
+    if (!written) return written.status();
+    return make_error(ErrorCode::io, "cannot write '", path, "'");
+  }
+  return *written;
+}
+
 }  // namespace kiln::oci

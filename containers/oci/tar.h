@@ -31,6 +31,9 @@ using ByteSink = std::function<Status(std::span<const uint8_t>)>;
 // Writes the archive; returns the bytes written. Errors name the entry.
 Result<uint64_t> tar_write(std::vector<TarEntry> entries, int64_t mtime, const ByteSink& sink);
 
+// tar_write into a file, atomically: written as PATH.incoming and renamed when complete.
+Result<uint64_t> tar_write_file(std::vector<TarEntry> entries, int64_t mtime, const std::string& path);
+
 // SOURCE_DATE_EPOCH when set (an integer), else 0 (1970-01-01T00:00:00Z).
 Result<int64_t> source_date_epoch();
 

@@ -1,18 +1,24 @@
-// kiln image MODEL.onnx|model.kiln -o DIR [--batch N]: compiles (or loads) the model, assembles
-// the bundle (runtime + library closure + verified self-test vectors + metadata + SBOM) in
-// DIR/bundle and writes the OCI image layout DIR/oci and the oci-archive DIR/image.oci.tar.
+// kiln image MODEL.onnx|model.kiln -o DIR [--target TARGET.yaml] [--batch N]: compiles (or loads)
+// the model, assembles the bundle (runtime + library closure + verified self-test vectors +
+// metadata + SBOM) in DIR/bundle and writes the OCI image layout DIR/oci, the oci-archive
+// DIR/image.oci.tar and the docker-archive DIR/image.docker.tar, for the target (default: this
+// machine).
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
+#include "api/description.h"
 #include "compilers/passes/pipeline.h"
 #include "containers/bundle/bundle.h"
+#include "containers/oci/docker_archive.h"
 #include "kernels/plan_file.h"
 #include "service/cli/commands.h"
 #include "service/cli/compiled_model.h"
@@ -30,8 +36,9 @@ struct ImageCmdOptions {
   std::string passes = "default";
   std::string name;
   std::string tag = "latest";
+  std::string target;
   std::string runtime;
-  int threads = 0;
+  std::optional<int> threads;
   int model_gzip_level = 0;
   int gzip_level = 6;
   std::string cache;
@@ -107,6 +114,30 @@ std::string human_bytes(uint64_t n) {
   return buf;
 }
 
+// The image's target: the description's name, kind, scheduler and GPUs; threads default to the
+// node's cores.
+Result<BundleTarget> bundle_target(const api::TargetInfrastructure& t) {
+  BundleTarget target;
+  target.name = t.name;
+  target.kind = api::target_kind_name(t.kind);
+  target.scheduler = api::scheduler_name(t.scheduler);
+  for (const api::Gpu& g : t.node.gpus) {
+    if (target.gpu_model.empty()) target.gpu_model = g.model;
+    target.gpu_count += g.count;
+  }
+  return target;
+}
+
+// "kiln-<name>" lower-cased to the characters image references allow.
+std::string image_repository(const std::string& model_name) {
+  std::string repo = "kiln-";
+  for (char c : model_name) {
+    const char lc = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    repo += (std::isalnum(static_cast<unsigned char>(lc)) || lc == '.' || lc == '_' || lc == '-') ? lc : '-';
+  }
+  return repo;
+}
+
 int run_image(const ImageCmdOptions& opts) {
   const auto start = Clock::now();
   if (opts.output.empty()) return report_error("image needs -o DIR");
@@ -114,6 +145,12 @@ int run_image(const ImageCmdOptions& opts) {
   if (!created) return report_error(created.error().message);
   auto runtime = find_runtime(opts.runtime);
   if (!runtime) return report_error(runtime.error().message);
+  std::optional<api::TargetInfrastructure> target;
+  if (!opts.target.empty()) {
+    auto loaded = api::target_load(opts.target);
+    if (!loaded) return report_error("target '" + opts.target + "': " + loaded.message());
+    target = std::move(loaded).value();
+  }
   const fs::path out(opts.output);
   if (Status usable = oci::image_layout_check((out / "oci").string()); !usable) return report_error(usable.message());
   const fs::path bundle_dir = out / "bundle";
@@ -137,7 +174,12 @@ int run_image(const ImageCmdOptions& opts) {
   request.source = opts.model;
   request.passes = model->reference ? opts.passes : model->compiled.info.passes;
   request.batch = model->batch;
-  request.threads = opts.threads;
+  request.threads = opts.threads ? *opts.threads : target ? static_cast<int>(target->node.cpu.cores) : 0;
+  if (target) {
+    auto t = bundle_target(*target);
+    if (!t) return report_error(t.error().message);
+    request.target = *t;
+  }
   request.kiln_version = KILN_VERSION;
   request.created = *created;
   auto bundle = bundle_assemble(request);
@@ -153,6 +195,11 @@ int run_image(const ImageCmdOptions& opts) {
   auto image = oci::image_write(bundle_image_spec(*bundle, image_options), (out / "oci").string(),
                                 (out / "image.oci.tar").string());
   if (!image) return report_error(image.error().message);
+  std::string repository = image_repository(request.model_name);
+  if (target && !target->registry.empty()) repository = target->registry + "/" + repository;
+  const std::string repo_tag = repository + ":" + opts.tag;
+  auto docker_size = oci::docker_archive_write(*image, repo_tag, *created, (out / "image.docker.tar").string());
+  if (!docker_size) return report_error(docker_size.error().message);
   const double image_s = seconds_since(image_start);
   const double total_s = seconds_since(start);
 
@@ -170,6 +217,8 @@ int run_image(const ImageCmdOptions& opts) {
     const nlohmann::json doc = {{"manifest_digest", image->manifest.digest}, {"config_digest", image->config.digest},
                                 {"layout", image->layout_dir}, {"archive", image->archive_path},
                                 {"archive_size", image->archive_size}, {"compressed_size", compressed},
+                                {"docker_archive", (out / "image.docker.tar").string()}, {"docker_archive_size", *docker_size},
+                                {"image", repo_tag}, {"target", request.target.name}, {"threads", request.threads},
                                 {"tag", opts.tag}, {"layers", layers}, {"selftest", checks},
                                 {"seconds", {{"compile", compile_s}, {"bundle", bundle_s}, {"image", image_s}, {"total", total_s}}}};
     std::cout << doc.dump(2) << '\n';
@@ -185,8 +234,15 @@ int run_image(const ImageCmdOptions& opts) {
                 l.descriptor.annotations.at("kiln.compression").c_str());
   std::printf("  config   %s\n", image->config.digest.c_str());
   std::printf("manifest %s (tag %s)\n", image->manifest.digest.c_str(), opts.tag.c_str());
-  std::printf("wrote %s (image %s compressed) and %s (%s)\n", image->layout_dir.c_str(), human_bytes(compressed).c_str(),
-              image->archive_path.c_str(), human_bytes(image->archive_size).c_str());
+  std::printf("wrote %s (image %s compressed), %s (%s) and %s (%s, loads as %s)\n", image->layout_dir.c_str(),
+              human_bytes(compressed).c_str(), image->archive_path.c_str(), human_bytes(image->archive_size).c_str(),
+              (out / "image.docker.tar").c_str(), human_bytes(*docker_size).c_str(), repo_tag.c_str());
+  std::string gpus;
+  if (request.target.gpu_count > 0)
+    gpus = ", " + std::to_string(request.target.gpu_count) + "x " + request.target.gpu_model +
+           ": no GPU backend yet, the model runs on the CPUs";
+  std::printf("target %s (%s, scheduler %s%s), %d threads\n", request.target.name.c_str(), request.target.kind.c_str(),
+              request.target.scheduler.c_str(), gpus.c_str(), request.threads);
   std::printf("took %.2f s (compile %.2f s, bundle + self-test %.2f s, image %.2f s)\n", total_s, compile_s, bundle_s, image_s);
   return kExitOk;
 }
@@ -202,8 +258,12 @@ void add_image_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--passes", opts->passes, "Pass list for an ONNX model: 'default', 'none' or comma-separated names");
   cmd->add_option("--name", opts->name, "Model name in labels and metadata (default: the file's stem)");
   cmd->add_option("--tag", opts->tag, "Tag in the layout's index.json (default: latest)");
+  cmd->add_option("--target", opts->target,
+                  "Target infrastructure (YAML/JSON, see examples/targets): threads, GPU environment, registry in the "
+                  "image name and the recipes (default: this machine)");
   cmd->add_option("--runtime", opts->runtime, "kiln-runtime binary to bundle (default: the one beside kiln)");
-  cmd->add_option("--threads", opts->threads, "Thread count set in the image (default 0: the container's CPU quota)")
+  cmd->add_option("--threads", opts->threads,
+                  "Thread count set in the image (default: the target node's cores; without a target 0: the CPU quota)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--model-gzip-level", opts->model_gzip_level, "gzip level of the model layer (default 0: uncompressed)")
       ->check(CLI::Range(0, 9));

@@ -279,3 +279,22 @@ TEST_CASE("bf16 accuracy control by cosine on seeded data keeps layers in fp32 a
                                 " --passes default+quantize_int8 --calibration-random 4 ";
   require_clean_error(run_kiln(int8_only + "--keep-bf16 /fc/Gemm"), "mixed_precision_bf16");
 }
+
+TEST_CASE("kiln image refuses a bad target description before any work", "[cli][image][bad-input]") {
+  const fs::path model = write_file("image_bad_target.onnx", kiln::test::relu_add_model().bytes());
+  const fs::path target = write_file("bad_target.yaml", "name: moon-base\nkind: moon\nscheduler: none\n");
+  const fs::path out = temp_dir() / "image-bad-target";
+  Run r = run_kiln("image " + model.string() + " -o " + out.string() + " --target " + target.string());
+  INFO(r.output);
+  REQUIRE_FALSE(r.crashed);
+  REQUIRE(r.exit_code == 1);
+  REQUIRE(r.output.rfind("kiln: error: target '" + target.string() + "': ", 0) == 0);
+  REQUIRE(r.output.find("/kind: expected one of \"hpc\", \"cloud\", \"local\", got \"moon\"") != std::string::npos);
+  REQUIRE(r.output.find("/node: missing required field") != std::string::npos);
+  REQUIRE_FALSE(fs::exists(out));
+
+  r = run_kiln("image " + model.string() + " -o " + out.string() + " --target " + (temp_dir() / "absent.yaml").string());
+  REQUIRE(r.exit_code == 1);
+  REQUIRE(r.output.find("absent.yaml: cannot open file") != std::string::npos);
+  REQUIRE_FALSE(fs::exists(out));
+}

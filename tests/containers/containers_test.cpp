@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <sstream>
 
@@ -19,6 +20,7 @@
 #include "containers/bundle/sbom.h"
 #include "containers/bundle/selftest.h"
 #include "containers/oci/digest.h"
+#include "containers/oci/docker_archive.h"
 #include "containers/oci/image.h"
 
 namespace fs = std::filesystem;
@@ -174,6 +176,47 @@ TEST_CASE("the same spec gives the same image in another folder; a new model kee
   size_t blobs = 0;
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(b / "oci" / "blobs" / "sha256")) ++blobs;
   REQUIRE(blobs == 5);  // three layers, config, manifest: nothing left from the replaced image
+}
+
+TEST_CASE("the docker-archive names the layout's config and layers and is reproducible", "[containers]") {
+  const fs::path a = temp_dir("docker-a");
+  const fs::path b = temp_dir("docker-b");
+  auto first = image_write(small_spec("weights"), (a / "oci").string(), "");
+  auto second = image_write(small_spec("weights"), (b / "oci").string(), "");
+  REQUIRE(first);
+  REQUIRE(second);
+  REQUIRE(docker_archive_write(*first, "kiln-model:v1", 0, (a / "image.docker.tar").string()));
+  REQUIRE(docker_archive_write(*second, "kiln-model:v1", 0, (b / "image.docker.tar").string()));
+  REQUIRE(read_all(a / "image.docker.tar") == read_all(b / "image.docker.tar"));
+
+  const auto manifest = nlohmann::json::parse(docker_archive_manifest_json(*first, "kiln-model:v1"));
+  REQUIRE(manifest.size() == 1);
+  REQUIRE(manifest[0]["Config"] == std::string(digest_hex(first->config.digest)) + ".json");
+  REQUIRE(manifest[0]["RepoTags"] == nlohmann::json::array({"kiln-model:v1"}));
+  REQUIRE(manifest[0]["Layers"].size() == 3);
+  REQUIRE(manifest[0]["Layers"][1] == std::string(digest_hex(first->layers[1].diff_id)) + ".tar");
+
+  // Every file the manifest names is in the tarball, with the blob's bytes.
+  std::map<std::string, std::string> files;
+  archive* ar = archive_read_new();
+  archive_read_support_format_tar(ar);
+  REQUIRE(archive_read_open_filename(ar, (a / "image.docker.tar").c_str(), 1 << 16) == ARCHIVE_OK);
+  archive_entry* entry = nullptr;
+  while (archive_read_next_header(ar, &entry) == ARCHIVE_OK) {
+    std::string bytes(static_cast<size_t>(archive_entry_size(entry)), '\0');
+    archive_read_data(ar, bytes.data(), bytes.size());
+    files[archive_entry_pathname(entry)] = bytes;
+  }
+  archive_read_free(ar);
+  REQUIRE(files.size() == 5);
+  REQUIRE(nlohmann::json::parse(files.at("manifest.json")) == manifest);
+  REQUIRE(files.at(manifest[0]["Config"].get<std::string>()) ==
+          read_all(a / "oci" / "blobs" / "sha256" / std::string(digest_hex(first->config.digest))));
+  REQUIRE(files.at(manifest[0]["Layers"][2].get<std::string>()) ==
+          read_all(a / "oci" / "blobs" / "sha256" / std::string(digest_hex(first->layers[2].descriptor.digest))));
+
+  REQUIRE_FALSE(docker_archive_write(*first, "no-tag", 0, (a / "bad.tar").string()));
+  REQUIRE_FALSE(fs::exists(a / "bad.tar"));
 }
 
 TEST_CASE("image JSON is sorted, compact and dated from the spec", "[containers]") {

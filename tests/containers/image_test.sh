@@ -3,7 +3,8 @@
 #   reproducible  two builds (other folders, other times) give one manifest digest; another
 #                 model (batch 2) re-uses the runtime layer and changes the model layer
 #   umoci         `umoci unpack` (checks layer contents against diff_ids) reads the layout
-#   skopeo        `skopeo inspect` reads the layout and the oci-archive
+#   skopeo        `skopeo inspect` reads the layout, the oci-archive and the docker-archive (same
+#                 config digest and diff_ids); a target description sets threads, GPU env and labels
 #   selftest      the unpacked rootfs runs `kiln-runtime selftest` under chroot, with an empty
 #                 environment and as the image's non-root user: nothing comes from the host
 # Usage: image_test.sh CASE KILN MODEL. Exit 77 = skipped (ctest SKIP_RETURN_CODE), with a reason.
@@ -39,6 +40,7 @@ case "$case_name" in
     a=$(manifest_digest "$work/a") b=$(manifest_digest "$work/other/b")
     [ "$a" = "$b" ] || fail "manifest digests differ: $a vs $b"
     cmp "$work/a/image.oci.tar" "$work/other/b/image.oci.tar" || fail "oci-archives differ"
+    cmp "$work/a/image.docker.tar" "$work/other/b/image.docker.tar" || fail "docker-archives differ"
     echo "same manifest digest twice: $a"
     build "$work/c" --batch 2  # its runtime layer comes from the cache
     [ "$(layer_digest "$work/a" runtime)" = "$(layer_digest "$work/c" runtime)" ] || fail "another model changed the runtime layer"
@@ -73,9 +75,19 @@ PY
     skopeo inspect "oci:$work/a/oci:latest" > "$work/inspect.json" || fail "skopeo inspect oci: failed"
     skopeo inspect --config "oci:$work/a/oci:latest" > "$work/config.json" || fail "skopeo inspect --config failed"
     skopeo inspect "oci-archive:$work/a/image.oci.tar:latest" > "$work/inspect-archive.json" || fail "skopeo inspect oci-archive: failed"
+    skopeo inspect --raw "docker-archive:$work/a/image.docker.tar:kiln-model:latest" > "$work/docker-manifest.json" ||
+      fail "skopeo inspect docker-archive: failed"
+    skopeo inspect --config "docker-archive:$work/a/image.docker.tar" > "$work/docker-config.json" ||
+      fail "skopeo inspect --config docker-archive: failed"
     python3 - "$work" "$digest" <<'PY'
 import json, sys
 w, digest = sys.argv[1], sys.argv[2]
+oci_manifest = json.load(open(w + "/a/oci/blobs/sha256/" + digest.split(":")[1]))
+docker_manifest = json.load(open(w + "/docker-manifest.json"))
+# The docker-archive carries the same config blob (hence the image ID) and as many layers.
+assert docker_manifest["config"]["digest"] == oci_manifest["config"]["digest"], (docker_manifest, oci_manifest)
+assert len(docker_manifest["layers"]) == len(oci_manifest["layers"]), docker_manifest
+assert json.load(open(w + "/docker-config.json"))["rootfs"] == json.load(open(w + "/config.json"))["rootfs"]
 i = json.load(open(w + "/inspect.json"))
 assert i["Digest"] == digest, (i["Digest"], digest)
 assert len(i["Layers"]) == 3, i["Layers"]
@@ -85,7 +97,21 @@ c = json.load(open(w + "/config.json"))
 assert c["config"]["Entrypoint"] == ["/kiln/bin/kiln-runtime"], c["config"]
 assert c["config"]["User"] == "65532:65532"
 assert "8080/tcp" in c["config"]["ExposedPorts"]
-print("skopeo:", i["Digest"], i["Architecture"], i["Os"], len(i["Layers"]), "layers")
+print("skopeo:", i["Digest"], i["Architecture"], i["Os"], len(i["Layers"]), "layers; docker-archive: same config and diff_ids")
+PY
+    # A GPU target: threads from its nodes, the NVIDIA environment, labels, the registry in the tag.
+    build "$work/gpu" --target "$(dirname "$model")/../targets/hpc-gpu-slurm.yaml"
+    skopeo inspect --config "oci:$work/gpu/oci:latest" > "$work/gpu-config.json" || fail "skopeo inspect (GPU target) failed"
+    skopeo inspect --raw "docker-archive:$work/gpu/image.docker.tar:registry.example.org/team/kiln-model:latest" > /dev/null ||
+      fail "the docker-archive is not tagged with the target's registry"
+    python3 - "$work/gpu-config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))["config"]
+env = dict(e.split("=", 1) for e in c["Env"])
+assert env["KILN_THREADS"] == "96" and env["NVIDIA_VISIBLE_DEVICES"] == "all", env
+assert "compute" in env["NVIDIA_DRIVER_CAPABILITIES"], env
+assert c["Labels"]["kiln.target"] == "hpc-gpu" and c["Labels"]["kiln.target.device"] == "gpu", c["Labels"]
+print("GPU target: threads", env["KILN_THREADS"], "NVIDIA env set, labels", c["Labels"]["kiln.target"])
 PY
     ;;
   selftest)
