@@ -20,6 +20,7 @@ build_packages=(
   libarchive-dev libssl-dev libcurl4-openssl-dev
   libyaml-cpp-dev  # api/: descriptions and targets as YAML
   libboost-dev  # Boost.Beast/Asio (header-only): kiln-runtime serve-model, later kiln serve
+  libsqlite3-dev  # perfmodel/: the benchmark store
 )
 test_packages=(
   libonnx-testdata
