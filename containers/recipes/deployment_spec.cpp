@@ -86,7 +86,8 @@ int64_t deployment_gpus(const DeploymentSpec& spec) {
 
 uint64_t deployment_memory_bytes(const DeploymentSpec& spec) {
   if (spec.memory_bytes > 0) return spec.memory_bytes;
-  const uint64_t need = 2 * spec.model_bytes + spec.arena_bytes + 256 * kMiB;
+  const uint64_t gpu = deployment_gpus(spec) > 0 ? 1024 * kMiB : 0;
+  const uint64_t need = 2 * spec.model_bytes + spec.arena_bytes + 256 * kMiB + gpu;
   const uint64_t step = 64 * kMiB;
   return (need + step - 1) / step * step;
 }

@@ -55,7 +55,8 @@ std::string dockerfile_text(const DeploymentSpec& spec) {
   std::set<std::string> packages(spec.debian_packages.begin(), spec.debian_packages.end());
   if (!packages.empty()) {
     line(out, "RUN apt-get update \\");
-    line(out, " && apt-get install -y --no-install-recommends \\");
+    // --allow-downgrades: the base image may already carry a later point release of a pin (libc6).
+    line(out, " && apt-get install -y --no-install-recommends --allow-downgrades \\");
     for (const std::string& p : packages) line(out, "      " + p + " \\");
     line(out, " && rm -rf /var/lib/apt/lists/*");
   } else {
@@ -90,9 +91,9 @@ std::string dockerfile_text(const DeploymentSpec& spec) {
   line(out, "COPY --from=libs /rootfs/ /");
   if (gpu && !spec.cuda_libraries.empty()) {
     // Into a directory the loader searches by default, so no LD_LIBRARY_PATH (which --nv rewrites).
-    std::string copy = "COPY --from=cuda";
-    for (const std::string& lib : spec.cuda_libraries) copy += " /usr/local/cuda/lib64/" + lib;
-    line(out, copy + " /usr/lib/x86_64-linux-gnu/");
+    line(out, "COPY --from=cuda \\");
+    for (const std::string& lib : spec.cuda_libraries) line(out, "      /usr/local/cuda/lib64/" + lib + " \\");
+    line(out, "      /usr/lib/x86_64-linux-gnu/");
   }
   line(out, "# Owned by root: read-only for the runtime's user.");
   line(out, "COPY [\"" + bundle + "/\", \"/kiln/\"]");

@@ -35,7 +35,7 @@ void resources_write(std::string& out, int indent, const DeploymentSpec& spec) {
   const std::string memory = yaml_scalar(std::to_string(deployment_memory_bytes(spec) / kMiB) + "Mi");
   const int64_t gpus = deployment_gpus(spec);
   line(out, indent, "resources:");
-  line(out, indent + 2, "# memory = 2 x model.kiln + activation arena + 256 MiB, rounded up to 64 MiB");
+  line(out, indent + 2, "# memory = 2 x model.kiln + activation arena + 256 MiB (+ 1 GiB with GPUs), rounded up to 64 MiB");
   line(out, indent + 2, "requests:");
   line(out, indent + 4, "cpu: " + cpu);
   line(out, indent + 4, "memory: " + memory);

@@ -61,9 +61,10 @@ int64_t deployment_threads(const DeploymentSpec& spec);
 // GPUs per pod / job: spec.gpus, else the sum of the node's GPU counts.
 int64_t deployment_gpus(const DeploymentSpec& spec);
 // Memory request = limit: spec.memory_bytes, else
-//   2 × model_bytes + arena_bytes + 256 MiB, rounded up to 64 MiB
+//   2 × model_bytes + arena_bytes + 256 MiB (+ 1 GiB with GPUs), rounded up to 64 MiB
 // (the mapped plan, a second copy for weights repacked into blocked layouts, the activation
-// arena, and the runtime, HTTP server and self-test vectors).
+// arena, the runtime, HTTP server and self-test vectors; with GPUs, the CUDA context and
+// library workspaces in host memory).
 uint64_t deployment_memory_bytes(const DeploymentSpec& spec);
 // Kubernetes CPUs (request = limit, so one thread per allotted CPU): spec.threads, else the
 // physical cores; without SMT siblings to spare, one core less for the kubelet and system pods.

@@ -21,7 +21,11 @@ std::string slurm_script_text(const DeploymentSpec& spec) {
   const int64_t gpus = deployment_gpus(spec);
   const int64_t threads = deployment_threads(spec);
   const std::string tool = t.container_runtime == api::ContainerRuntime::singularity ? "singularity" : "apptainer";
-  const std::string sif = resource + ".sif";
+  // Named after the image's digest: a new image gets a new SIF, never a stale one.
+  const std::string& digest = spec.image_digest;
+  std::string sif = resource;
+  if (digest.size() >= 19) sif.append("-").append(digest, 7, 12);
+  sif += ".sif";
 
   std::string out;
   line(out, "#!/bin/bash");
