@@ -1,5 +1,8 @@
 // The Apptainer / Singularity definition: a SIF built from the oci-archive kiln wrote, so the SIF
 // runs the very bytes the other recipes deploy. No %post: the build needs no root or fakeroot.
+// Apptainer runs %runscript and %test with the container's /bin/sh (its built-in interpreter
+// covers only the action scripts and the runscript it derives from an OCI image's ENTRYPOINT/CMD),
+// and kiln's image has no shell: a first stage provides a static busybox as /bin/sh.
 #include "containers/recipes/recipes.h"
 
 namespace kiln::recipes {
@@ -33,10 +36,21 @@ std::string apptainer_definition_text(const DeploymentSpec& spec) {
   line(out, "#   " + tool + " run" + nv + " " + sif + "        serve-model: KServe v2 HTTP on port " + port);
   line(out, "#   " + tool + " run" + nv + " --bind \"$PWD\" " + sif + " run /kiln/model/model.kiln --input \"$PWD/x.npz\" --output \"$PWD/y.npz\"");
   line(out, "#   " + tool + " test" + nv + " " + sif + "       the self-test");
-  line(out, "# The image has no shell: " + tool + " runs %environment, %runscript and %test with its built-in");
-  line(out, "# shell interpreter, so they stay plain POSIX sh.");
+  line(out, "# kiln's image has no shell, but " + tool + " runs %runscript and %test with /bin/sh: the first");
+  line(out, "# stage lends a static busybox (pulled from Docker Hub or your mirror). Offline, or to keep the");
+  line(out, "# SIF shell-less, skip this file: `" + tool + " build " + sif + " oci-archive://" + spec.oci_archive +
+                "` runs the");
+  line(out, "# image's ENTRYPOINT/CMD the same way (what job.slurm does).");
+  line(out, "Bootstrap: docker");
+  line(out, "From: " + spec.shell_image);
+  line(out, "Stage: shell");
+  line(out);
   line(out, "Bootstrap: oci-archive");
   line(out, "From: " + spec.oci_archive);
+  line(out, "Stage: final");
+  line(out);
+  line(out, "%files from shell");
+  line(out, "    /bin/busybox /bin/sh");
   line(out);
 
   line(out, "%labels");

@@ -127,6 +127,8 @@ Status deployment_spec_check(const DeploymentSpec& spec) {
                  "' must be a file name ([A-Za-z0-9._+-])");
   KILN_REQUIRE(chars_in(spec.cuda_image, "._/:@-") && !spec.cuda_image.empty(), invalid_argument,
                "deployment spec: cuda_image '", spec.cuda_image, "' must be an image reference");
+  KILN_REQUIRE(chars_in(spec.shell_image, "._/:@-") && !spec.shell_image.empty(), invalid_argument,
+               "deployment spec: shell_image '", spec.shell_image, "' must be an image reference");
   KILN_REQUIRE(spec.port >= 1 && spec.port <= 65535, invalid_argument, "deployment spec: port ", spec.port,
                " is not in 1..65535");
   KILN_REQUIRE(spec.threads >= 0, invalid_argument, "deployment spec: threads ", spec.threads, " is negative (0: all cores)");

@@ -120,4 +120,11 @@ std::string dockerfile_text(const DeploymentSpec& spec) {
   return out;
 }
 
+std::string dockerignore_text(const DeploymentSpec& spec) {
+  std::string bundle = spec.bundle_dir;
+  while (!bundle.empty() && bundle.back() == '/') bundle.pop_back();
+  return "# The Dockerfile copies " + bundle + "/ only: leave the archives and the OCI layout out of the build context.\n*\n!" +
+         bundle + "\n";
+}
+
 }  // namespace kiln::recipes

@@ -36,6 +36,8 @@ struct DeploymentSpec {
   // GPU targets: the image the CUDA runtime libraries are taken from, and which of them.
   std::string cuda_image = "nvidia/cuda:12.4.1-runtime-ubuntu22.04";
   std::vector<std::string> cuda_libraries = {"libcudart.so.12", "libcublas.so.12", "libcublasLt.so.12"};
+  // The Apptainer definition: a static shell for %runscript and %test (the image has none).
+  std::string shell_image = "busybox:1.36.1-musl";
   api::TargetInfrastructure target;
 };
 
@@ -73,12 +75,15 @@ int64_t kubernetes_cpu(const DeploymentSpec& spec);
 // ---- the recipes (one file each) ----
 
 std::string dockerfile_text(const DeploymentSpec& spec);
+// The build context is the output folder, which also holds the archives (the image twice over):
+// .dockerignore keeps the context to the bundle.
+std::string dockerignore_text(const DeploymentSpec& spec);
 std::string apptainer_definition_text(const DeploymentSpec& spec);  // also for Singularity
 std::string slurm_script_text(const DeploymentSpec& spec);
 std::string kubernetes_service_yaml(const DeploymentSpec& spec);  // Deployment + Service
 std::string kubernetes_job_yaml(const DeploymentSpec& spec);      // batch inference Job
 
-// Checks the spec, then writes Dockerfile, kiln.def, job.slurm (mode 0755),
+// Checks the spec, then writes Dockerfile, .dockerignore, kiln.def, job.slurm (mode 0755),
 // kubernetes/deployment.yaml and kubernetes/job.yaml into `dir` (created when missing);
 // returns the relative paths written, in that order.
 Result<std::vector<std::string>> recipes_write(const DeploymentSpec& spec, const std::string& dir);

@@ -39,6 +39,7 @@ Result<std::vector<std::string>> recipes_write(const DeploymentSpec& spec, const
   };
   const Recipe recipes[] = {
       {"Dockerfile", dockerfile_text(spec), kFile},
+      {".dockerignore", dockerignore_text(spec), kFile},
       {"kiln.def", apptainer_definition_text(spec), kFile},
       {"job.slurm", slurm_script_text(spec), kScript},
       {"kubernetes/deployment.yaml", kubernetes_service_yaml(spec), kFile},

@@ -436,14 +436,15 @@ TEST_CASE("Apptainer definition: header and sections", "[recipes]") {
       const DeploymentSpec spec = spec_for(c.target);
       const std::string def = apptainer_definition_text(spec);
       INFO(def);
-      // The header: the first two lines that are not comments.
+      // The stages' headers: a static shell first, then the final image from the oci-archive.
       std::vector<std::string> header;
       std::istringstream in(def);
-      for (std::string line; std::getline(in, line) && header.size() < 2;)
+      for (std::string line; std::getline(in, line) && !(!line.empty() && line[0] == '%');)
         if (!line.empty() && line[0] != '#') header.push_back(line);
-      REQUIRE(header.size() == 2);
-      CHECK(header[0] == "Bootstrap: oci-archive");
-      CHECK(header[1] == "From: image.oci.tar");
+      const std::vector<std::string> expected = {"Bootstrap: docker", "From: busybox:1.36.1-musl", "Stage: shell",
+                                                 "Bootstrap: oci-archive", "From: image.oci.tar", "Stage: final"};
+      CHECK(header == expected);
+      CHECK(def_section(def, "files from shell") == std::vector<std::string>{"    /bin/busybox /bin/sh"});
       for (const char* s : {"labels", "environment", "runscript", "test", "help"}) {
         INFO(s);
         CHECK_FALSE(def_section(def, s).empty());
@@ -608,15 +609,17 @@ TEST_CASE("deployment_spec_check names what is wrong", "[recipes]") {
   }
 }
 
-TEST_CASE("recipes_write writes the five recipes, the same bytes every time", "[recipes]") {
+TEST_CASE("recipes_write writes the six recipes, the same bytes every time", "[recipes]") {
   const DeploymentSpec spec = spec_for(target_example("hpc-gpu-slurm.yaml"));
   const fs::path a = scratch_dir("write-a"), b = scratch_dir("write-b");
   auto wa = recipes_write(spec, (a / "out").string());
   REQUIRE(wa);
-  const std::vector<std::string> expected = {"Dockerfile", "kiln.def", "job.slurm", "kubernetes/deployment.yaml",
+  const std::vector<std::string> expected = {"Dockerfile", ".dockerignore", "kiln.def", "job.slurm", "kubernetes/deployment.yaml",
                                              "kubernetes/job.yaml"};
   CHECK(*wa == expected);
   CHECK(file_read(a / "out/Dockerfile") == dockerfile_text(spec));
+  CHECK(file_read(a / "out/.dockerignore") == dockerignore_text(spec));
+  CHECK(lines_starting(dockerignore_text(spec), "!") == std::vector<std::string>{"!bundle"});
   CHECK(file_read(a / "out/kiln.def") == apptainer_definition_text(spec));
   CHECK(file_read(a / "out/job.slurm") == slurm_script_text(spec));
   CHECK(file_read(a / "out/kubernetes/deployment.yaml") == kubernetes_service_yaml(spec));
