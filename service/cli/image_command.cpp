@@ -5,13 +5,15 @@
 // machine).
 #include <unistd.h>
 
-#include <cctype>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <optional>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -19,6 +21,7 @@
 #include "compilers/passes/pipeline.h"
 #include "containers/bundle/bundle.h"
 #include "containers/oci/docker_archive.h"
+#include "containers/recipes/recipes.h"
 #include "kernels/plan_file.h"
 #include "service/cli/commands.h"
 #include "service/cli/compiled_model.h"
@@ -128,14 +131,45 @@ Result<BundleTarget> bundle_target(const api::TargetInfrastructure& t) {
   return target;
 }
 
-// "kiln-<name>" lower-cased to the characters image references allow.
-std::string image_repository(const std::string& model_name) {
-  std::string repo = "kiln-";
-  for (char c : model_name) {
-    const char lc = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    repo += (std::isalnum(static_cast<unsigned char>(lc)) || lc == '.' || lc == '_' || lc == '-') ? lc : '-';
+// "This machine" when no target is given: a local node with its CPUs and memory, no scheduler.
+api::TargetInfrastructure local_target() {
+  api::TargetInfrastructure t;
+  t.name = "local";
+  t.description = "the machine kiln image ran on";
+  t.node.cpu.cores = std::max(1u, std::thread::hardware_concurrency());
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) t.node.memory_gb = static_cast<double>(pages) * static_cast<double>(page) / (1024.0 * 1024.0 * 1024.0);
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("model name", 0) != 0) continue;
+    if (const size_t colon = line.find(':'); colon != std::string::npos) t.node.cpu.model = line.substr(line.find_first_not_of(' ', colon + 1));
+    break;
   }
-  return repo;
+  return t;
+}
+
+// The recipes for the image just built: the bundle's libraries and their Debian packages, the
+// manifest digest Kubernetes pins, the target's nodes.
+recipes::DeploymentSpec deployment_spec(const Bundle& bundle, const oci::BuiltImage& image, const std::string& repo_tag,
+                                        const api::TargetInfrastructure& target, uint64_t model_bytes) {
+  recipes::DeploymentSpec spec;
+  spec.name = bundle.request.model_name;
+  spec.image = repo_tag;
+  spec.image_digest = image.manifest.digest;
+  for (const SharedLibrary& lib : bundle.libraries) {
+    spec.library_paths.push_back(lib.path);
+    const DebianPackage& pkg = bundle.packages.at(lib.path);
+    const std::string pin = pkg.name + "=" + pkg.version;
+    if (!pkg.name.empty() && !pkg.version.empty() &&
+        std::find(spec.debian_packages.begin(), spec.debian_packages.end(), pin) == spec.debian_packages.end())
+      spec.debian_packages.push_back(pin);
+  }
+  spec.threads = bundle.request.threads;
+  spec.batch = bundle.request.batch;
+  spec.model_bytes = model_bytes;
+  spec.kiln_version = bundle.request.kiln_version;
+  spec.target = target;
+  return spec;
 }
 
 int run_image(const ImageCmdOptions& opts) {
@@ -195,12 +229,17 @@ int run_image(const ImageCmdOptions& opts) {
   auto image = oci::image_write(bundle_image_spec(*bundle, image_options), (out / "oci").string(),
                                 (out / "image.oci.tar").string());
   if (!image) return report_error(image.error().message);
-  std::string repository = image_repository(request.model_name);
-  if (target && !target->registry.empty()) repository = target->registry + "/" + repository;
-  const std::string repo_tag = repository + ":" + opts.tag;
+  const std::string repo_tag =
+      recipes::deployment_image_reference(target ? target->registry : "", request.model_name, opts.tag);
   auto docker_size = oci::docker_archive_write(*image, repo_tag, *created, (out / "image.docker.tar").string());
   if (!docker_size) return report_error(docker_size.error().message);
   const double image_s = seconds_since(image_start);
+
+  std::error_code size_ec;
+  const uint64_t model_bytes = fs::file_size(model->model_file, size_ec);
+  auto recipes = recipes::recipes_write(
+      deployment_spec(*bundle, *image, repo_tag, target ? *target : local_target(), size_ec ? 0 : model_bytes), out.string());
+  if (!recipes) return report_error("recipes: " + recipes.error().message);
   const double total_s = seconds_since(start);
 
   uint64_t compressed = image->manifest.size + image->config.size;
@@ -219,6 +258,7 @@ int run_image(const ImageCmdOptions& opts) {
                                 {"archive_size", image->archive_size}, {"compressed_size", compressed},
                                 {"docker_archive", (out / "image.docker.tar").string()}, {"docker_archive_size", *docker_size},
                                 {"image", repo_tag}, {"target", request.target.name}, {"threads", request.threads},
+                                {"recipes", *recipes},
                                 {"tag", opts.tag}, {"layers", layers}, {"selftest", checks},
                                 {"seconds", {{"compile", compile_s}, {"bundle", bundle_s}, {"image", image_s}, {"total", total_s}}}};
     std::cout << doc.dump(2) << '\n';
@@ -237,6 +277,9 @@ int run_image(const ImageCmdOptions& opts) {
   std::printf("wrote %s (image %s compressed), %s (%s) and %s (%s, loads as %s)\n", image->layout_dir.c_str(),
               human_bytes(compressed).c_str(), image->archive_path.c_str(), human_bytes(image->archive_size).c_str(),
               (out / "image.docker.tar").c_str(), human_bytes(*docker_size).c_str(), repo_tag.c_str());
+  std::printf("recipes in %s:", out.c_str());
+  for (const std::string& r : *recipes) std::printf(" %s", r.c_str());
+  std::printf("\n");
   std::string gpus;
   if (request.target.gpu_count > 0)
     gpus = ", " + std::to_string(request.target.gpu_count) + "x " + request.target.gpu_model +

@@ -113,6 +113,16 @@ assert "compute" in env["NVIDIA_DRIVER_CAPABILITIES"], env
 assert c["Labels"]["kiln.target"] == "hpc-gpu" and c["Labels"]["kiln.target.device"] == "gpu", c["Labels"]
 print("GPU target: threads", env["KILN_THREADS"], "NVIDIA env set, labels", c["Labels"]["kiln.target"])
 PY
+    # The recipes come with the image and pin what was just built.
+    gpu_digest=$(manifest_digest "$work/gpu")
+    for f in Dockerfile .dockerignore kiln.def job.slurm kubernetes/deployment.yaml kubernetes/job.yaml; do
+      [ -s "$work/gpu/$f" ] || fail "kiln image did not write $f"
+    done
+    grep -q "registry.example.org/team/kiln-model@$gpu_digest" "$work/gpu/kubernetes/deployment.yaml" ||
+      fail "deployment.yaml does not reference the image by its digest $gpu_digest"
+    grep -q '^#SBATCH --gres=gpu:4' "$work/gpu/job.slurm" || fail "job.slurm does not ask for the target's 4 GPUs"
+    grep -q '^#SBATCH --partition=gpu' "$work/gpu/job.slurm" || fail "job.slurm does not use the target's partition"
+    bash -n "$work/gpu/job.slurm" || fail "job.slurm is not valid bash"
     ;;
   selftest)
     build "$work/a"
