@@ -29,6 +29,7 @@ test_packages=(
   umoci skopeo
   dataset-fashion-mnist  # `kiln verify` on the Fashion-MNIST example (tests/cli)
   docker-registry apache2-utils  # registry push tests: a local registry, htpasswd for Basic auth
+  munge slurmctld slurmd slurm-client  # tests/containers/slurm_test.sh: job.slurm on a one-node Slurm cluster
 )
 
 packages=("${build_packages[@]}")
