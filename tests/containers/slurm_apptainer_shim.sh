@@ -19,11 +19,12 @@
 #     by every exec of it (bind mount points are created in it);
 #   - any other subcommand or option fails with exit 2 and names it, so a change in job.slurm
 #     shows up here instead of being ignored.
-# APPTAINER_SHIM_LOG, when set, is a file each call appends one line to (the tests count builds).
+# APPTAINER_SHIM_LOG, when set, is a file each call appends one line to: its arguments and the
+# CUDA_VISIBLE_DEVICES it was given (what --nv would pass on); the test counts builds and GPUs.
 set -euo pipefail
 
 die() { echo "apptainer (kiln test shim): $*" >&2; exit 2; }
-[ -n "${APPTAINER_SHIM_LOG:-}" ] && echo "$*" >> "$APPTAINER_SHIM_LOG"
+[ -n "${APPTAINER_SHIM_LOG:-}" ] && echo "$* CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES-unset}" >> "$APPTAINER_SHIM_LOG"
 [ $# -ge 1 ] || die "usage: apptainer build SIF oci-archive://ARCHIVE | exec [options] SIF CMD ARGS..."
 cmd=$1
 shift

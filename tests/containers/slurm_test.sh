@@ -5,13 +5,16 @@
 #     and pid, state, spool, logs) under one temp folder, SLURM_CONF pointing at it; stopped by
 #     PID on exit, whatever happens;
 #   - `kiln image` for a CPU target written here (scheduler slurm, container_runtime apptainer)
-#     whose partition, account, time limit, constraint, cores and memory fit the cluster;
+#     whose partition, account, time limit, constraint, cores and memory fit the cluster (read
+#     from `slurmd -C` and the slurm.conf written here);
 #   - Apptainer is not packaged in Debian 12: slurm_apptainer_shim.sh stands in for it, first on
 #     the job's PATH (its limits are at its top), so job.slurm runs unchanged: SIF build, self-test
 #     on the node, `srun ... run` over an input .npz;
 #   - job 1 (output in another folder) builds the SIF; its output must match the bundle's
-#     selftest/expected.npz and `kiln-runtime run` on the host; job 2 (output beside the input)
-#     re-uses the SIF; job 3 (missing input) must fail with a clear message.
+#     selftest/expected.npz and `kiln-runtime run` on the host; job 2 (output beside the input,
+#     relative paths) re-uses the SIF; job 3 (missing input) must fail, naming the file; job 4,
+#     for an SMT node with a GPU (a pretend one, /dev/null in gres.conf), adds
+#     --hint=nomultithread, --gres=gpu:1 and --nv, and must be granted the GPU.
 # Usage: slurm_test.sh KILN KILN_RUNTIME MODEL. Exit 77 = skipped (ctest SKIP_RETURN_CODE), with a reason.
 set -euo pipefail
 kiln=$1 kiln_runtime=$2 model=$3
@@ -51,7 +54,7 @@ cleanup() {
     wait "${pids[i]}" 2> /dev/null || true
   done
   if [ "$rc" != 0 ] && [ "$rc" != 77 ]; then
-    for f in "$work"/log/*.log; do [ -f "$f" ] && { echo "--- $f (last 30 lines)"; tail -30 "$f"; }; done
+    for f in "$work"/log/*.log; do [ -f "$f" ] && { echo "--- $f (last 40 lines)"; tail -40 "$f"; }; done
   fi
   rm -rf "$work"
 }
@@ -136,21 +139,25 @@ JobCompType=jobcomp/filetxt
 JobCompLoc=$work/log/jobcomp.txt
 MailProg=/bin/true
 ReturnToService=2
-NodeName=localhost $node_hw Features=$feature State=UNKNOWN
+GresTypes=gpu
+NodeName=localhost $node_hw Features=$feature Gres=gpu:1 State=UNKNOWN
 PartitionName=$partition Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 CONF
+# One pretend GPU for --gres=gpu:1 (slurmd drops a GPU without a device file; with task/none no
+# device cgroup uses /dev/null). The shim ignores --nv, and kiln runs the model on the CPUs.
+echo "NodeName=localhost Name=gpu File=/dev/null" > "$work/gres.conf"
 daemon slurmctld -D -i -f "$SLURM_CONF" > "$work/log/slurmctld.out" 2>&1 &
 pids+=($!)
 daemon slurmd -D -N localhost -f "$SLURM_CONF" > "$work/log/slurmd.out" 2>&1 &
 pids+=($!)
-node_idle() { [ "$(sinfo -h -n localhost -o %t 2> /dev/null)" = idle ]; }
+node_idle() { [ "$(timeout 3 sinfo -h -n localhost -o %t 2> /dev/null)" = idle ]; }
 wait_for 30 "the node to be idle ($work/log/slurmctld.log)" node_idle
 echo "slurm up in $((SECONDS - start)) s: partition $partition, node localhost with $cpus CPUs ($cores cores), $memory_mb MB"
 
 # --- the image and its recipes ---------------------------------------------------------------
-# This test's one-node cluster as a kiln target: CPU only, every Slurm option kiln writes but qos
-# (a QOS needs the accounting database).
-target() {  # FILE CORES THREADS_PER_CORE
+# This test's one-node cluster as a kiln target, with every Slurm option kiln writes but qos (a
+# QOS needs the accounting database); GPUS (default none) for job 4.
+target() {  # FILE CORES THREADS_PER_CORE [GPUS]
   cat > "$1" << YAML
 name: slurm-loopback
 kind: hpc
@@ -160,6 +167,7 @@ nodes: 1
 node:
   cpu: {model: "test node", cores: $2, threads_per_core: $3, isa: [avx2, fma]}
   memory_gb: $((memory_mb / 1024))
+  gpus: [$([ "${4:-0}" -gt 0 ] && echo "{model: test-gpu, count: $4, memory_gb: 1}")]
 slurm:
   partition: $partition
   account: $account
@@ -183,6 +191,7 @@ mkdir -p "$work/bin"
 install -m 755 "$here/slurm_apptainer_shim.sh" "$work/bin/apptainer"
 export PATH="$work/bin:$PATH"
 export APPTAINER_SHIM_LOG="$work/apptainer-calls.log"
+unset CUDA_VISIBLE_DEVICES  # only Slurm's gres should set it
 
 # Inputs and outputs in folders of their own; the container runs as 65532 and writes there.
 mkdir -p "$work/io/in" "$work/io/out"
@@ -190,24 +199,24 @@ cp "$img/bundle/selftest/inputs.npz" "$work/io/in/inputs.npz"
 chown -R 65532:65532 "$work/io"
 
 # Submits job.slurm from the image folder with ARGS and waits (at most 120 s) for it to end;
-# sets job_id, job_state, job_exit and job_log.
+# sets job_id, job_state, job_exit, job_log and job_info (`scontrol -o show job`).
 submit() {  # ARGS...
-  local t0=$SECONDS deadline=$((SECONDS + 120)) info=""
+  local t0=$SECONDS deadline=$((SECONDS + 120))
   job_id=$(cd "$img" && timeout 20 sbatch --parsable job.slurm "$@" 2> "$work/sbatch.err") ||
     { cat "$work/sbatch.err"; fail "sbatch refused job.slurm $*"; }
   job_id=${job_id%%;*}
   [ -s "$work/sbatch.err" ] && { cat "$work/sbatch.err"; fail "sbatch warned about job.slurm"; }
   while :; do
-    info=$(timeout 10 scontrol -o show job "$job_id" 2> /dev/null || true)
-    job_state=$(sed -n 's/.* JobState=\([A-Z_]*\).*/\1/p' <<< "$info")
+    job_info=$(timeout 10 scontrol -o show job "$job_id" 2> /dev/null || true)
+    job_state=$(sed -n 's/.* JobState=\([A-Z_]*\).*/\1/p' <<< "$job_info")
     case "$job_state" in
       COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE | PREEMPTED) break ;;
     esac
-    [ "$SECONDS" -lt "$deadline" ] || { echo "$info"; fail "job $job_id did not end within 120 s (state '$job_state')"; }
+    [ "$SECONDS" -lt "$deadline" ] || { echo "$job_info"; fail "job $job_id did not end within 120 s (state '$job_state')"; }
     sleep 0.2
   done
-  job_exit=$(sed -n 's/.* ExitCode=\([0-9:]*\).*/\1/p' <<< "$info")
-  job_log=$(sed -n 's/.* StdOut=\([^ ]*\).*/\1/p' <<< "$info")
+  job_exit=$(sed -n 's/.* ExitCode=\([0-9:]*\).*/\1/p' <<< "$job_info")
+  job_log=$(sed -n 's/.* StdOut=\([^ ]*\).*/\1/p' <<< "$job_info")
   echo "--- job $job_id ($*): $job_state, exit $job_exit in $((SECONDS - t0)) s, log $job_log"
   [ -f "$job_log" ] && cat "$job_log"
   return 0
@@ -258,14 +267,21 @@ grep -q "missing.npz: No such file or directory" "$job_log" || fail "the job wit
 [ ! -e "$work/io/out/never.npz" ] || fail "the failed job wrote an output"
 grep -q "selftest" "$job_log" && fail "the job with a missing input ran the self-test"
 
-# Job 4: a target with SMT nodes (one core, two threads) adds --hint=nomultithread, which sbatch
-# exports to the job's srun: it must run as well.
-img="$work/img-smt"
-target "$work/target-smt.yaml" 1 2
-image "$img" "$work/target-smt.yaml"
+# Job 4: a target with SMT nodes (one core, two threads) and a GPU adds --hint=nomultithread,
+# --gres=gpu:1 and --nv; sbatch passes the first two on to the job's srun: it must run as well.
+img="$work/img-gpu"
+target "$work/target-gpu.yaml" 1 2 1
+image "$img" "$work/target-gpu.yaml"
 grep -q '^#SBATCH --hint=nomultithread$' "$img/job.slurm" || fail "an SMT target's job.slurm has no --hint=nomultithread"
-submit "$work/io/in/inputs.npz" "$work/io/out/smt.npz"
+grep -q '^#SBATCH --gres=gpu:1$' "$img/job.slurm" || fail "a GPU target's job.slurm has no --gres=gpu:1"
+grep -q 'exec --cleanenv --nv ' "$img/job.slurm" || fail "a GPU target's job.slurm does not pass --nv"
+submit "$work/io/in/inputs.npz" "$work/io/out/gpu.npz"
 expect_completed
-check_output "$work/io/out/smt.npz"
+# Slurm tells the job its GPU in CUDA_VISIBLE_DEVICES (what --nv passes on): the batch step and srun's.
+grep "^exec " "$APPTAINER_SHIM_LOG" | tail -2 > "$work/gpu-calls.log"
+[ "$(grep -c ' CUDA_VISIBLE_DEVICES=0$' "$work/gpu-calls.log")" = 2 ] || { cat "$work/gpu-calls.log"; fail "job 4 was not granted the GPU"; }
+check_output "$work/io/out/gpu.npz"
 
+echo "--- apptainer calls"
+cat "$APPTAINER_SHIM_LOG"
 echo "PASS: slurm ($((SECONDS - start)) s)"
