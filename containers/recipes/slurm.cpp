@@ -71,6 +71,10 @@ std::string slurm_script_text(const DeploymentSpec& spec) {
   line(out, "  exit 2");
   line(out, "fi");
   line(out, "cd \"${SLURM_SUBMIT_DIR:-.}\"");
+  line(out, "if [[ ! -f $1 ]]; then");
+  line(out, "  echo \"job.slurm: input '$1': No such file or directory (run from $(pwd))\" >&2");
+  line(out, "  exit 1");
+  line(out, "fi");
   line(out, "INPUT=$(realpath -e -- \"$1\")");
   line(out, "OUTPUT=$(realpath -m -- \"$2\")");
   line(out, "IN_DIR=$(dirname -- \"$INPUT\")");

@@ -263,7 +263,7 @@ check_output "$work/io/in/result2.npz"
 # Job 3: a missing input fails the job early, saying which file.
 submit "$work/io/in/missing.npz" "$work/io/out/never.npz"
 [ "$job_state" = FAILED ] || fail "the job with a missing input ended $job_state, expected FAILED"
-grep -q "missing.npz: No such file or directory" "$job_log" || fail "the job with a missing input did not name it"
+grep -q "job.slurm: input '.*missing.npz': No such file or directory" "$job_log" || fail "the job with a missing input did not name it"
 [ ! -e "$work/io/out/never.npz" ] || fail "the failed job wrote an output"
 grep -q "selftest" "$job_log" && fail "the job with a missing input ran the self-test"
 
