@@ -140,6 +140,10 @@ void number_append(std::string& out, T v) {
       out += "null";
       return;
     }
+    if (f == 0 && std::signbit(f)) {  // "-0" would read back as the integer 0
+      out += "-0.0";
+      return;
+    }
     const auto r = std::to_chars(buf.data(), buf.data() + buf.size(), f);
     out.append(buf.data(), r.ptr);
   } else {
