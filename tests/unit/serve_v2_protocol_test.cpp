@@ -174,6 +174,15 @@ TEST_CASE("v2 request errors name the problem", "[serve]") {
                ErrorCode::invalid_argument, "input 'x' is given twice");
   expect_error(R"({"inputs":[],"outputs":[{"nam":"y"}]})", ErrorCode::invalid_argument, "'outputs' entries");
   expect_error(R"({"inputs":[],"outputs":"y"})", ErrorCode::invalid_argument, "'outputs' must be an array");
+  expect_error(one_input(R"("name":"x","shape":[1],"datatype":"FP32","data":[1e39])"), ErrorCode::invalid_argument,
+               "value 1e+39 is out of range");
+  // Hostile nesting is refused without recursing once per level (no stack overflow).
+  const std::string nested = std::string(200000, '[') + std::string(200000, ']');
+  expect_error(R"({"inputs":[],"outputs":[)" + nested + "]}", ErrorCode::invalid_argument, "got an array");
+  expect_error(one_input(R"("name":"x","shape":[1],"datatype":"FP32","data":[{"a":)" + nested + "}]"), ErrorCode::invalid_argument,
+               "expects numbers, got an object");
+  expect_error(one_input(R"("name":"x","shape":[1],"datatype":"FP32","data":)" + nested), ErrorCode::invalid_argument,
+               "nested deeper");
 }
 
 // ----- model signature -----

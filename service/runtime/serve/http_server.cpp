@@ -1,5 +1,6 @@
 #include "service/runtime/serve/http_server.h"
 
+#include <atomic>
 #include <csignal>
 #include <iostream>
 #include <mutex>
@@ -93,11 +94,18 @@ class Session : public std::enable_shared_from_this<Session> {
     HttpRequest request{std::string(req.method_string()), std::string(req.target()), std::move(req.body())};
     stream_.expires_never();  // inference may wait in the batcher's queue; the write sets its own deadline
     auto guard = std::make_shared<net::executor_work_guard<net::io_context::executor_type>>(server_.ioc.get_executor());
+    auto replied = std::make_shared<std::atomic<bool>>(false);
     auto self = shared_from_this();
-    server_.handler(request, [self, guard](HttpResponse response) {
+    auto reply = [self, guard, replied](HttpResponse response) {
+      if (replied->exchange(true)) return;
       net::post(self->stream_.get_executor(),
                 [self, response = std::move(response)]() mutable { self->write(std::move(response), false); });
-    });
+    };
+    try {
+      server_.handler(request, reply);
+    } catch (const std::exception& e) {  // out of memory while parsing: answer, keep serving
+      reply({500, v2_error_write(std::string("internal error: ") + e.what()), {}});
+    }
   }
 
   void write(HttpResponse response, bool close) {

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -33,6 +34,14 @@ std::string quoted(std::string_view s) {
   return json(std::string(s)).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+// A value for an error message: scalars as JSON, containers by kind only (printing a hostile,
+// deeply nested value would recurse once per level).
+std::string brief(const json& v) {
+  if (v.is_array()) return "an array";
+  if (v.is_object()) return "an object";
+  return v.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 // Counts the leaves of a nested `data` array (numbers or booleans), refusing nesting deeper than
 // the rank allows and counts beyond the limits before anything is allocated.
 Status data_count(const json& v, int depth, int max_depth, int64_t& count, const std::string& where) {
@@ -52,15 +61,19 @@ Status data_count(const json& v, int depth, int max_depth, int64_t& count, const
 template <typename T>
 Status element_read(const json& v, T& dst) {
   if constexpr (std::is_same_v<T, bool>) {
-    if (!v.is_boolean()) return make_error(ErrorCode::invalid_argument, "expects true/false, got ", v.dump());
+    if (!v.is_boolean()) return make_error(ErrorCode::invalid_argument, "expects true/false, got ", brief(v));
     dst = v.get<bool>();
   } else if constexpr (std::is_same_v<T, float> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    if (!v.is_number()) return make_error(ErrorCode::invalid_argument, "expects numbers, got ", v.dump());
-    const float f = static_cast<float>(v.get<double>());
+    if (!v.is_number()) return make_error(ErrorCode::invalid_argument, "expects numbers, got ", brief(v));
+    const double d = v.get<double>();
+    // Beyond FLT_MAX + half an ulp the value would round to infinity (and the cast is undefined).
+    if (!(std::abs(d) < 0x1.ffffffp127))
+      return make_error(ErrorCode::invalid_argument, "value ", brief(v), " is out of range");
+    const float f = static_cast<float>(d);
     if constexpr (std::is_same_v<T, float>) dst = f;
     else dst = T(f);
   } else {
-    if (!v.is_number_integer()) return make_error(ErrorCode::invalid_argument, "expects integers, got ", v.dump());
+    if (!v.is_number_integer()) return make_error(ErrorCode::invalid_argument, "expects integers, got ", brief(v));
     if (v.is_number_unsigned()) {
       const uint64_t u = v.get<uint64_t>();
       if (u > static_cast<uint64_t>(std::numeric_limits<T>::max()))
@@ -105,10 +118,10 @@ Result<std::pair<std::string, Tensor>> tensor_parse(const json& in, size_t index
   int64_t numel = 1;
   for (const json& d : *shape_it) {
     KILN_REQUIRE(d.is_number_integer() && d.get<int64_t>() >= 0, invalid_argument, where,
-                 "'shape' must hold non-negative integers, got ", shape_it->dump());
+                 "'shape' must hold non-negative integers, got ", brief(d));
     const int64_t dim = d.get<int64_t>();
     KILN_REQUIRE(dim <= limits::kMaxTensorElements && (dim == 0 || numel <= limits::kMaxTensorElements / dim), limit_exceeded,
-                 where, "'shape' ", shape_it->dump(), " has more than ", limits::kMaxTensorElements, " elements");
+                 where, "'shape' has more than ", limits::kMaxTensorElements, " elements");
     numel *= dim;
     shape.push_back(dim);
   }
@@ -218,17 +231,17 @@ Result<V2InferRequest> v2_infer_request_parse(std::string_view body) {
   }
   const auto inputs = doc.find("inputs");
   KILN_REQUIRE(inputs != doc.end() && inputs->is_array(), invalid_argument, "'inputs' is missing or not an array");
+  std::set<std::string> seen;
   for (size_t i = 0; i < inputs->size(); ++i) {
     KILN_ASSIGN(named, tensor_parse((*inputs)[i], i));
-    for (const auto& [seen, t] : request.inputs)
-      KILN_REQUIRE(seen != named.first, invalid_argument, "input '", seen, "' is given twice");
+    KILN_REQUIRE(seen.insert(named.first).second, invalid_argument, "input '", named.first, "' is given twice");
     request.inputs.push_back(std::move(named));
   }
   if (const auto outputs = doc.find("outputs"); outputs != doc.end()) {
     KILN_REQUIRE(outputs->is_array(), invalid_argument, "'outputs' must be an array of {\"name\": ...}");
     for (const json& o : *outputs) {
       KILN_REQUIRE(o.is_object() && o.contains("name") && o["name"].is_string(), invalid_argument,
-                   "'outputs' entries must be objects with a string 'name', got ", o.dump());
+                   "'outputs' entries must be objects with a string 'name', got ", brief(o));
       request.outputs.push_back(o["name"].get<std::string>());
     }
   }
