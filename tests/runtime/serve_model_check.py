@@ -174,6 +174,23 @@ if r.status != 413 or "exceeds the limit" not in doc.get("error", ""):
     fail(f"2 MiB body: {r.status} {doc}")
 print("2 MiB body: 413", doc["error"])
 
+# Expect: 100-continue: the server asks for the body once the header is accepted
+import socket
+body = infer_body(good, inp["name"], "continue").encode()
+with socket.create_connection(("127.0.0.1", int(port)), timeout=60) as sock:
+    sock.sendall(f"POST /v2/models/{name}/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n".encode())
+    first = sock.recv(25)
+    if not first.startswith(b"HTTP/1.1 100 Continue"):
+        fail(f"Expect: 100-continue got {first!r}")
+    sock.sendall(body)
+    answer = b""
+    while chunk := sock.recv(65536):
+        answer += chunk
+if b" 200 OK" not in answer or b'"id":"continue"' not in answer:
+    fail(f"after 100 Continue: {answer[:200]!r}")
+print("Expect: 100-continue answered")
+
 # keep-alive: several requests on one connection
 conn = http.client.HTTPConnection("127.0.0.1", int(port), timeout=60)
 conn.request("GET", "/v2/health/live")

@@ -73,6 +73,24 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->body_limit(server_.options.max_body_bytes);
     parser_->header_limit(server_.options.max_header_bytes);
     stream_.expires_after(server_.options.read_timeout);
+    http::async_read_header(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::on_header, shared_from_this()));
+  }
+
+  // Clients that ask (curl does for large bodies) are told to send the body only once the header
+  // has passed its checks; a body over the limit has already failed above.
+  void on_header(beast::error_code ec, size_t) {
+    if (ec) return on_read(ec, 0);
+    if (beast::iequals(parser_->get()[http::field::expect], "100-continue")) {
+      static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      return net::async_write(stream_, net::buffer(kContinue), [self = shared_from_this()](beast::error_code write_ec, size_t) {
+        if (write_ec) return self->do_close();
+        self->read_body();
+      });
+    }
+    read_body();
+  }
+
+  void read_body() {
     http::async_read(stream_, buffer_, *parser_, beast::bind_front_handler(&Session::on_read, shared_from_this()));
   }
 
