@@ -209,7 +209,7 @@ if call("GET", "/v2/health/ready")[0] != 200:
 # --- SIGTERM with a request in flight: it is answered, then the server exits (the shell checks 0) ---
 conn = http.client.HTTPConnection("127.0.0.1", int(port), timeout=60)
 conn.request("POST", f"/v2/models/{name}/infer", infer_body(x[2:3], inp["name"], "last"))
-time.sleep(0.1)  # the server has read it; it waits in the batcher for --max-batch-delay-ms
+time.sleep(0.25)  # the server has read it; it waits in the batcher for --max-batch-delay-ms (500)
 os.kill(pid, signal.SIGTERM)
 r = conn.getresponse()
 doc = json.loads(r.read())

@@ -25,7 +25,7 @@ done
 "$kiln" compile "$model" -o "$work/fashion.kiln" --batch 4 > "$work/compile.log" 2>&1 || { cat "$work/compile.log"; fail "compile failed"; }
 # A long batch delay keeps the in-flight request of the SIGTERM check waiting in the queue.
 "$runtime" serve-model --model "$work/fashion.kiln" --name fashion --host 127.0.0.1 --port 0 --port-file "$work/port" \
-  --threads 1 --max-batch-delay-ms 300 --max-body-mb 1 > "$work/serve.log" 2>&1 &
+  --threads 1 --max-batch-delay-ms 500 --max-body-mb 1 > "$work/serve.log" 2>&1 &
 pid=$!
 for _ in $(seq 300); do
   [ -s "$work/port" ] && break
@@ -34,7 +34,7 @@ for _ in $(seq 300); do
 done
 [ -s "$work/port" ] || fail "no port file after 30 s"
 port=$(cat "$work/port")
-grep -q "model 'fashion' on http://127.0.0.1:$port/v2/models/fashion (batch 4, max batch 4" "$work/serve.log" || fail "no ready line"
+grep -q "model 'fashion' on http://127.0.0.1:$port/v2/models/fashion (batch 4, max batch 4, max delay 500 ms" "$work/serve.log" || fail "no ready line"
 
 "$py" "$here/serve_model_check.py" "$port" "$pid" "$runtime" "$work/fashion.kiln" "$work" fashion || fail "client checks failed"
 
