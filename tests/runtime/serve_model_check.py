@@ -174,8 +174,28 @@ if r.status != 413 or "exceeds the limit" not in doc.get("error", ""):
     fail(f"2 MiB body: {r.status} {doc}")
 print("2 MiB body: 413", doc["error"])
 
-# Expect: 100-continue: the server asks for the body once the header is accepted
+# malformed HTTP and oversized headers: an answer, then the connection closes
 import socket
+
+
+def raw(data):
+    with socket.create_connection(("127.0.0.1", int(port)), timeout=60) as sock:
+        sock.sendall(data)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+for data, expected_status in [(b"GARBAGE\r\n\r\n", b"400 Bad Request"),
+                   (b"GET /v2/health/live HTTP/1.1\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n", b"431 Request Header Fields Too Large"),
+                   (b"POST /v2 HTTP/1.1\r\nContent-Length: abc\r\n\r\n", b"400 Bad Request")]:
+    answer = raw(data)
+    if expected_status not in answer or b'{"error":' not in answer:
+        fail(f"{data[:40]!r}: {answer[:200]!r}")
+print("malformed HTTP: 400, oversized header: 431")
+
+# Expect: 100-continue: the server asks for the body once the header is accepted
 body = infer_body(good, inp["name"], "continue").encode()
 with socket.create_connection(("127.0.0.1", int(port)), timeout=60) as sock:
     sock.sendall(f"POST /v2/models/{name}/infer HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
