@@ -80,6 +80,13 @@ TEST_CASE("v2 router: unknown paths, models and methods", "[serve]") {
   const HttpResponse get_infer = f.call("GET", "/v2/models/m/infer");
   CHECK(get_infer.status == 405);
   CHECK(header_of(get_infer, "Allow") == "POST");
+  const HttpResponse version = f.call("GET", "/v2/models/m/versions/2/ready");
+  CHECK(version.status == 404);
+  CHECK(error_of(version) == "model 'm' has no version '2' (it has version '1')");
+  CHECK(f.call("GET", "/v2/models/m/versions/1/ready").status == 200);
+  CHECK(json::parse(f.call("GET", "/v2/models/m/versions/1").body)["name"] == "m");
+  CHECK(f.call("GET", "/v2/models/m/versions/1/ready/x").status == 404);
+  CHECK(f.call("GET", "/v2/models/m/versions").status == 404);
   CHECK(f.call("POST", "/v2/health/live").status == 405);
   CHECK(header_of(f.call("DELETE", "/v2/models/m"), "Allow") == "GET");
 }

@@ -109,10 +109,17 @@ void V2Router::handle(const HttpRequest& request, ReplyFn reply) const {
     if (parts[2] == "ready" && !ready_.load()) return reply(error_response(503, "the server is shutting down"));
     return reply(json_response(200, "{}"));
   }
-  if (parts[1] != "models" || parts.size() < 3 || parts.size() > 4) return reply(not_found());
+  if (parts[1] != "models" || parts.size() < 3) return reply(not_found());
   if (parts[2] != model_.name)
     return reply(error_response(404, "unknown model '" + parts[2] + "' (this server serves '" + model_.name + "')"));
-  const std::string action = parts.size() == 4 ? parts[3] : "";
+  size_t rest = 3;  // /v2/models/NAME[/versions/V][/ACTION]: the one version is "1"
+  if (parts.size() >= 5 && parts[3] == "versions") {
+    if (parts[4] != "1")
+      return reply(error_response(404, "model '" + model_.name + "' has no version '" + parts[4] + "' (it has version '1')"));
+    rest = 5;
+  }
+  if (parts.size() > rest + 1) return reply(not_found());
+  const std::string action = parts.size() == rest + 1 ? parts[rest] : "";
   if (action == "infer") {
     if (request.method != "POST") return reply(method_not_allowed(request.method, path, "POST"));
     return infer(request, std::move(reply));

@@ -3,6 +3,7 @@
 //   GET  /v2/models/{name}, /v2/models/{name}/ready                   model metadata, readiness
 //   POST /v2/models/{name}/infer                                      inference (through the batcher)
 //   GET  /v2/models/{name}/stats                                      Triton statistics subset
+// /v2/models/{name}/versions/1/... is the same model (a plan has one version).
 // Every error is {"error": "..."}; errors map to HTTP status here and nowhere else.
 #pragma once
 
