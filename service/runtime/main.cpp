@@ -30,11 +30,12 @@ int report_error(const std::string& message) {
 
 int main(int argc, char** argv) {
   using namespace kiln::runtime;
-  CLI::App app{"kiln-runtime: runs compiled kiln plans (.kiln) and checks an image's self-test"};
+  CLI::App app{"kiln-runtime: runs compiled kiln plans (.kiln), checks an image's self-test and serves the model over HTTP"};
   app.require_subcommand(1);
   VerbRunner run;
   add_run_verb(app, run);
   add_selftest_verb(app, run);
+  add_serve_model_verb(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

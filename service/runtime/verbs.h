@@ -18,6 +18,7 @@ inline constexpr int kExitUsage = 2;
 
 void add_run_verb(CLI::App& app, VerbRunner& run);
 void add_selftest_verb(CLI::App& app, VerbRunner& run);
+void add_serve_model_verb(CLI::App& app, VerbRunner& run);
 
 // Defaults the image sets in its environment: KILN_THREADS (0 or unset: the CPU quota) and
 // KILN_BUNDLE (unset: /kiln). Command-line options override them.

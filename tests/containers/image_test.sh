@@ -7,6 +7,9 @@
 #                 config digest and diff_ids); a target description sets threads, GPU env and labels
 #   selftest      the unpacked rootfs runs `kiln-runtime selftest` under chroot, with an empty
 #                 environment and as the image's non-root user: nothing comes from the host
+#   serve         the same chroot runs `kiln-runtime serve-model` (environment: the image's KILN_*
+#                 variables only); one KServe v2 request with the self-test inputs must give the
+#                 self-test's expected outputs, and SIGTERM must end it with exit 0
 # Usage: image_test.sh CASE KILN MODEL. Exit 77 = skipped (ctest SKIP_RETURN_CODE), with a reason.
 set -euo pipefail
 case_name=$1 kiln=$2 model=$3
@@ -30,6 +33,17 @@ build() { mkdir -p "$(dirname "$1")"; "$kiln" image "$model" -o "$1" "${@:2}" > 
 unpack() {  # DIR -> DIR/unpacked/rootfs
   command -v umoci > /dev/null || skip "umoci is not installed (apt-get install umoci)"
   umoci unpack --image "$1/oci:latest" "$1/unpacked" > "$1/umoci.log" 2>&1 || { cat "$1/umoci.log"; fail "umoci unpack failed"; }
+}
+
+# Sets `runner` to run a command inside the rootfs $1 as the image's user, or skips.
+chroot_runner() {
+  if [ "$(id -u)" = 0 ]; then
+    runner=("$(command -v chroot)" --userspec=65532:65532 "$1")
+  elif unshare -r true 2> /dev/null; then
+    runner=("$(command -v unshare)" -r "$(command -v chroot)" "$1")
+  else
+    skip "needs root (chroot) or unprivileged user namespaces (unshare -r); neither is available here"
+  fi
 }
 
 case "$case_name" in
@@ -128,13 +142,7 @@ PY
     build "$work/a"
     unpack "$work/a"
     root="$work/a/unpacked/rootfs"
-    if [ "$(id -u)" = 0 ]; then
-      runner=("$(command -v chroot)" --userspec=65532:65532 "$root")
-    elif unshare -r true 2> /dev/null; then
-      runner=("$(command -v unshare)" -r "$(command -v chroot)" "$root")
-    else
-      skip "needs root (chroot) or unprivileged user namespaces (unshare -r); neither is available here"
-    fi
+    chroot_runner "$root"
     # The rootfs has no shell, no /proc and no host libraries; the environment is empty.
     env -i "${runner[@]}" /kiln/bin/kiln-runtime selftest > "$work/selftest.log" 2>&1 || { cat "$work/selftest.log"; fail "selftest failed inside the image"; }
     cat "$work/selftest.log"
@@ -158,6 +166,60 @@ PY
     cat "$work/bad.log"
     [ "$rc" = 1 ] || fail "a mismatching self-test exited $rc, expected 1"
     grep -q "kiln-runtime: error: self-test failed: output 'logits'" "$work/bad.log" || fail "no clear mismatch message"
+    ;;
+  serve)
+    py=
+    for candidate in python3 /usr/bin/python3; do
+      if "$candidate" -c 'import numpy' 2> /dev/null; then py=$candidate; break; fi
+    done
+    [ -n "$py" ] || skip "needs python3 with numpy (apt-get install python3-numpy)"
+    build "$work/a"
+    unpack "$work/a"
+    root="$work/a/unpacked/rootfs"
+    chroot_runner "$root"
+    # The image's own KILN_* variables (KILN_BUNDLE, KILN_THREADS) and nothing else from any host.
+    mapfile -t kiln_env < <("$py" -c 'import json,sys; [print(e) for e in json.load(open(sys.argv[1]))["process"]["env"] if e.startswith("KILN_")]' \
+      "$work/a/unpacked/config.json")
+    [ "${#kiln_env[@]}" -gt 0 ] || fail "the image sets no KILN_* variables"
+    env -i "${kiln_env[@]}" "${runner[@]}" /kiln/bin/kiln-runtime serve-model --host 127.0.0.1 --port 0 --port-file /tmp/port \
+      > "$work/serve.log" 2>&1 &
+    pid=$!
+    trap 'kill -9 $pid 2> /dev/null || true; rm -rf "$work"' EXIT
+    for _ in $(seq 300); do
+      [ -s "$root/tmp/port" ] && break
+      kill -0 "$pid" 2> /dev/null || { cat "$work/serve.log"; fail "serve-model exited inside the image"; }
+      sleep 0.1
+    done
+    [ -s "$root/tmp/port" ] || { cat "$work/serve.log"; fail "serve-model wrote no port file"; }
+    "$py" - "$(cat "$root/tmp/port")" "$root/kiln" <<'PY' || { cat "$work/serve.log"; fail "inference inside the image failed"; }
+import json, sys, urllib.request
+import numpy as np
+port, bundle = sys.argv[1], sys.argv[2]
+meta = json.load(open(bundle + "/metadata.json"))
+name, tol = meta["model"]["name"], meta["selftest"]["tolerance"]
+kinds = {"float32": "FP32", "float16": "FP16", "int8": "INT8", "uint8": "UINT8", "int32": "INT32", "int64": "INT64", "bool": "BOOL"}
+inputs = np.load(bundle + "/selftest/inputs.npz")
+expected = np.load(bundle + "/selftest/expected.npz")
+body = {"id": "selftest", "inputs": [{"name": k, "shape": list(v.shape), "datatype": kinds[str(v.dtype)], "data": v.ravel().tolist()}
+                                     for k, v in inputs.items()]}
+req = urllib.request.Request(f"http://127.0.0.1:{port}/v2/models/{name}/infer", data=json.dumps(body).encode(), method="POST")
+doc = json.load(urllib.request.urlopen(req, timeout=60))
+got = {o["name"]: np.array(o["data"], np.float64).reshape(o["shape"]) for o in doc["outputs"]}
+assert doc["model_name"] == name and doc["id"] == "selftest", doc.get("model_name")
+assert sorted(got) == sorted(expected.keys()), (sorted(got), sorted(expected.keys()))
+for k in expected.keys():
+    want = expected[k].astype(np.float64)
+    err, limit = np.abs(got[k] - want).max(), tol["abs"] + tol["rel"] * np.abs(want).max()
+    print(f"output {k}: max |error| {err:.3g} (limit {limit:.3g})")
+    assert got[k].shape == want.shape and err <= limit, k
+PY
+    kill -TERM "$pid"
+    set +e
+    wait "$pid"
+    rc=$?
+    set -e
+    cat "$work/serve.log"
+    [ "$rc" = 0 ] || fail "serve-model exited $rc after SIGTERM inside the image, expected 0"
     ;;
   *) fail "unknown case '$case_name'" ;;
 esac
