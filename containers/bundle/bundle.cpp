@@ -171,7 +171,7 @@ oci::ImageSpec bundle_image_spec(const Bundle& bundle, const ImageOptions& optio
   spec.layers = {std::move(runtime), std::move(model), std::move(config)};
 
   spec.entrypoint = {"/" + std::string(kImageRuntime)};
-  spec.cmd = {"selftest"};  // the health check until serve-model lands
+  spec.cmd = {"serve-model"};  // KServe v2 on the exposed port; `selftest` and `run` are the other verbs
   spec.env = {"PATH=/kiln/bin", "KILN_BUNDLE=/kiln", "KILN_THREADS=" + std::to_string(r.threads)};
   if (r.threads > 0) spec.env.push_back("OMP_NUM_THREADS=" + std::to_string(r.threads));
   if (r.target.gpu_count > 0) {  // what the NVIDIA container toolkit reads to expose the GPUs

@@ -77,7 +77,7 @@ case "$case_name" in
     python3 - "$work/a/unpacked/config.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
-assert c["process"]["args"][:2] == ["/kiln/bin/kiln-runtime", "selftest"], c["process"]["args"]
+assert c["process"]["args"][:2] == ["/kiln/bin/kiln-runtime", "serve-model"], c["process"]["args"]
 assert c["process"]["user"]["uid"] == 65532, c["process"]["user"]
 print("runtime config:", c["process"]["args"], "uid", c["process"]["user"]["uid"])
 PY
