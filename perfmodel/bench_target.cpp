@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 
 #include "perfmodel/microbench/bandwidth.h"
 #include "perfmodel/microbench/kernel_sweep.h"
@@ -26,7 +27,7 @@ std::string result_text(const Measurement& m) {
   if (m.kind == kKindBandwidth) std::snprintf(buf, sizeof buf, "%.1f GB/s", m.throughput);
   else if (m.kind == kKindPeak)
     std::snprintf(buf, sizeof buf, "%.3f ms, %.0f %s", m.median_ms, m.throughput, m.dtype == "int8" ? "Gop/s" : "GFLOP/s");
-  else std::snprintf(buf, sizeof buf, "%.3f ms", m.median_ms);
+  else std::snprintf(buf, sizeof buf, m.median_ms < 0.1 ? "%.4f ms" : "%.3f ms", m.median_ms);
   return buf;
 }
 
@@ -64,9 +65,21 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
   if (wants(options, kSectionBandwidth)) sections.push_back({kSectionBandwidth, bandwidth_points(fp, plan)});
   if (wants(options, kSectionSweep)) sections.push_back({kSectionSweep, sweep_points(fp, plan, &summary.skipped)});
 
+  KILN_ASSIGN(stored, store.measurement_identities(fp.id));
+  if (options.dry_run) {
+    for (const Section& section : sections)
+      for (const BenchPoint& p : section.points) {
+        const bool have = !options.force && stored.count(measurement_identity(p.record));
+        ++summary.planned;
+        ++(have ? summary.already_stored : summary.to_measure);
+        if (options.progress)
+          *options.progress << "[" << section.name << "] " << p.record.key << " " << p.record.dtype << " t" << p.record.threads
+                            << (have ? ": stored\n" : ": to measure\n");
+      }
+    return summary;
+  }
   KILN_TRY(store.target_put(fp, "measured"));
   for (const SkippedBenchmark& s : summary.skipped) KILN_TRY(store.skipped_put(fp.id, s));
-  KILN_ASSIGN(stored, store.measurement_identities(fp.id));
   KILN_ASSIGN(run_id, store.run_begin(fp.id, options.options_text));
   summary.run_id = run_id;
   if (options.progress) {
@@ -93,6 +106,8 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
         break;
       }
       Measurement m = todo[i]->record;
+      double load[1] = {0};
+      if (getloadavg(load, 1) == 1) m.load_avg = load[0];
       Status ok = todo[i]->measure(m);
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - section_start).count();
       const double eta = elapsed / static_cast<double>(i + 1) * static_cast<double>(todo.size() - i - 1);

@@ -24,6 +24,7 @@ struct BenchTargetOptions {
   std::vector<std::string> only;  // sections to run (kSection*); empty: all
   std::vector<int> threads;       // empty: 1 and every usable core
   bool force = false;             // re-measure points already stored
+  bool dry_run = false;           // list the plan (each point, stored or to measure) without measuring or writing
   std::string options_text;       // recorded with the run
   std::ostream* progress = nullptr;
   const std::atomic<bool>* stop = nullptr;  // set (by a signal handler) to stop after the current point
@@ -36,6 +37,7 @@ struct BenchTargetSummary {
   int64_t measured = 0;        // measured and stored by this run
   int64_t already_stored = 0;  // skipped: stored before (incremental)
   int64_t failed = 0;
+  int64_t to_measure = 0;      // dry run: points not stored yet
   bool interrupted = false;
   double seconds = 0;
   std::vector<SkippedBenchmark> skipped;  // dtypes this CPU cannot run natively

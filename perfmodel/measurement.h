@@ -38,6 +38,7 @@ struct Measurement {
   double total_median_ms = 0;  // kernel: the whole one-op graph including the layout conversions at its borders
   double throughput = 0;       // peak: GFLOP/s (Gop/s for int8); bandwidth: GB/s; kernel: GFLOP/s from macs
   std::string measured_at;     // UTC, ISO 8601
+  double load_avg = 0;         // the 1-minute load average when measured: more than the threads used means a shared, noisy core
 };
 
 // Every field of Measurement, in one list: the store's columns and the JSON profile's keys are
@@ -46,6 +47,6 @@ struct Measurement {
   X(kind) X(key) X(op) X(dtype) X(threads) X(batch) X(in_c) X(in_h) X(in_w) X(out_c) X(out_h) X(out_w)    \
   X(kernel_h) X(kernel_w) X(stride) X(pad) X(groups) X(m) X(n) X(k) X(working_set_bytes) X(macs) X(bytes) \
   X(backend) X(kernel) X(layout) X(median_ms) X(p10_ms) X(p90_ms) X(runs) X(total_median_ms)           \
-  X(throughput) X(measured_at)
+  X(throughput) X(measured_at) X(load_avg)
 
 }  // namespace kiln::perf

@@ -25,6 +25,7 @@ struct BenchTargetCli {
   std::vector<std::string> only;
   std::vector<int> threads;
   bool force = false;
+  bool dry_run = false;
   std::string export_path;
   std::string import_path;
   bool list = false;
@@ -137,6 +138,7 @@ int run_bench_target(const BenchTargetCli& o) {
   options.only = o.only;
   options.threads = o.threads;
   options.force = o.force;
+  options.dry_run = o.dry_run;
   options.options_text = options_text(o);
   options.progress = &std::cerr;
   options.stop = &g_stop;
@@ -152,10 +154,14 @@ int run_bench_target(const BenchTargetCli& o) {
     for (const perf::SkippedBenchmark& k : s.skipped) skipped.push_back({{"kind", k.kind}, {"dtype", k.dtype}, {"reason", k.reason}});
     std::cout << nlohmann::json{{"db", db_path},           {"target", s.fingerprint.id}, {"cpu_model", s.fingerprint.cpu_model},
                                 {"run", s.run_id},         {"planned", s.planned},       {"measured", s.measured},
-                                {"already_stored", s.already_stored}, {"failed", s.failed}, {"failures", s.failures},
+                                {"already_stored", s.already_stored}, {"failed", s.failed}, {"to_measure", s.to_measure}, {"dry_run", o.dry_run}, {"failures", s.failures},
                                 {"interrupted", s.interrupted}, {"seconds", s.seconds},  {"skipped", skipped}}
                      .dump(2)
               << '\n';
+  } else if (o.dry_run) {
+    std::printf("target %s (%s): %lld points planned, %lld to measure, %lld already stored; %s\n", s.fingerprint.id.c_str(),
+                s.fingerprint.cpu_model.c_str(), static_cast<long long>(s.planned), static_cast<long long>(s.to_measure),
+                static_cast<long long>(s.already_stored), db_path.c_str());
   } else {
     std::printf("target %s (%s): %lld points planned, %lld measured, %lld already stored, %lld failed in %.1f s; %s\n",
                 s.fingerprint.id.c_str(), s.fingerprint.cpu_model.c_str(), static_cast<long long>(s.planned),
@@ -183,6 +189,7 @@ void add_bench_target_command(CLI::App& app, CommandRunner& run) {
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--force", o->force, "Re-measure points already stored for this machine (default: skip them)");
+  cmd->add_flag("--dry-run", o->dry_run, "List the points that would be measured (and those already stored); measure nothing");
   cmd->add_option("--export", o->export_path, "Write every stored target to this JSON profile (does not measure)");
   cmd->add_option("--import", o->import_path, "Read a JSON profile into the store (does not measure)");
   cmd->add_flag("--list", o->list, "List stored targets (measured/imported) and the built-in spec priors");

@@ -111,6 +111,8 @@ TEST_CASE("kiln bench-target --quick measures, then skips what is stored, export
       CHECK(m["bytes"].get<double>() > 0);
       CHECK_FALSE(m["kernel"].get<std::string>().empty());
       if (m["op"] == "conv" || m["op"] == "gemm") CHECK(m["macs"].get<double>() > 0);
+      // The bf16 pipeline really ran the convolution in bf16 (its output layout says so).
+      if (m["op"] == "conv" && m["dtype"] == "bf16") CHECK_THAT(m["layout"].get<std::string>(), Catch::Contains("bf16"));
     }
   }
   CHECK(kernels > 5);
@@ -131,4 +133,30 @@ TEST_CASE("kiln bench-target: bad input is one clean error", "[perfmodel][cli]")
   const Run junk = run_kiln(dir, "--list --db " + dir.file("junk.sqlite"));
   CHECK(junk.exit_code == 1);
   CHECK_THAT(junk.err, Catch::Contains("not a kiln benchmark store"));
+}
+
+TEST_CASE("kiln bench-target: Ctrl-C keeps what was measured and the next run continues", "[perfmodel][cli]") {
+  TempDir dir;
+  const std::string db = dir.file("a.sqlite");
+  // The full sweep takes minutes: interrupted after 2 s with SIGINT, as Ctrl-C would.
+  const std::string cmd = "timeout --preserve-status -s INT 2 " KILN_BINARY " bench-target --only sweep --threads 1 --json --db " +
+                          db + " 2>" + dir.file("err.txt");
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  INFO(out);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  const nlohmann::json j = nlohmann::json::parse(out);
+  CHECK(j["interrupted"] == true);
+  const int measured = j["measured"].get<int>();
+  CHECK(measured > 0);
+  CHECK(measured < j["planned"].get<int>());
+
+  const nlohmann::json plan = parse(run_kiln(dir, "--only sweep --threads 1 --dry-run --json --db " + db));
+  CHECK(plan["already_stored"] == measured);
+  CHECK(plan["to_measure"].get<int>() == plan["planned"].get<int>() - measured);
 }
