@@ -1,6 +1,8 @@
 #include "perfmodel/profile_json.h"
 
+#include <cstdint>
 #include <fstream>
+#include <utility>
 #include <sstream>
 #include <type_traits>
 
@@ -42,8 +44,11 @@ Status read_field(const json& j, const char* name, T& v, const std::string& wher
     KILN_REQUIRE(it->is_string(), parse, where, ".", name, ": expected a string");
     v = it->template get<std::string>();
   } else if constexpr (std::is_integral_v<T>) {
-    KILN_REQUIRE(it->is_number_integer(), parse, where, ".", name, ": expected an integer");
-    v = it->template get<T>();
+    KILN_REQUIRE(it->is_number_integer() && !(it->is_number_unsigned() && it->template get<uint64_t>() > INT64_MAX), parse,
+                 where, ".", name, ": expected an integer");
+    const int64_t x = it->template get<int64_t>();
+    KILN_REQUIRE(std::in_range<T>(x), parse, where, ".", name, ": ", x, " is out of range");
+    v = static_cast<T>(x);
   } else {
     KILN_REQUIRE(it->is_number(), parse, where, ".", name, ": expected a number");
     v = it->template get<T>();
