@@ -1,0 +1,137 @@
+#include "perfmodel/bench_target.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+
+#include "perfmodel/microbench/bandwidth.h"
+#include "perfmodel/microbench/kernel_sweep.h"
+#include "perfmodel/microbench/peak.h"
+
+namespace kiln::perf {
+namespace {
+
+bool wants(const BenchTargetOptions& o, const char* section) {
+  return o.only.empty() || std::find(o.only.begin(), o.only.end(), section) != o.only.end();
+}
+
+std::string duration_text(double seconds) {
+  const int s = static_cast<int>(seconds + 0.5);
+  return s >= 60 ? std::to_string(s / 60) + "m" + (s % 60 < 10 ? "0" : "") + std::to_string(s % 60) + "s"
+                 : std::to_string(s) + "s";
+}
+
+std::string result_text(const Measurement& m) {
+  char buf[96];
+  if (m.kind == kKindBandwidth) std::snprintf(buf, sizeof buf, "%.1f GB/s", m.throughput);
+  else if (m.kind == kKindPeak)
+    std::snprintf(buf, sizeof buf, "%.3f ms, %.0f %s", m.median_ms, m.throughput, m.dtype == "int8" ? "Gop/s" : "GFLOP/s");
+  else std::snprintf(buf, sizeof buf, m.median_ms < 0.1 ? "%.4f ms" : "%.3f ms", m.median_ms);
+  return buf;
+}
+
+}  // namespace
+
+Status bench_target_check_sections(const std::vector<std::string>& only) {
+  for (const std::string& s : only)
+    KILN_REQUIRE(s == kSectionPeak || s == kSectionBandwidth || s == kSectionSweep, invalid_argument, "--only: unknown section '",
+                 s, "' (known: peak, bandwidth, sweep)");
+  return Status::ok();
+}
+
+Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTargetOptions& options) {
+  KILN_TRY(bench_target_check_sections(options.only));
+  const auto start = std::chrono::steady_clock::now();
+  BenchTargetSummary summary;
+  summary.fingerprint = fingerprint_local();
+  const TargetFingerprint& fp = summary.fingerprint;
+
+  BenchPlanOptions plan;
+  plan.quick = options.quick;
+  plan.threads = options.threads;
+  if (plan.threads.empty()) {
+    plan.threads = {1};
+    if (fp.usable_threads > 1) plan.threads.push_back(fp.usable_threads);
+  }
+  if (options.quick) plan.timing = {1, 3, 50, 10};
+
+  struct Section {
+    const char* name;
+    std::vector<BenchPoint> points;
+  };
+  std::vector<Section> sections;
+  if (wants(options, kSectionPeak)) sections.push_back({kSectionPeak, peak_points(fp, plan, &summary.skipped)});
+  if (wants(options, kSectionBandwidth)) sections.push_back({kSectionBandwidth, bandwidth_points(fp, plan)});
+  if (wants(options, kSectionSweep)) sections.push_back({kSectionSweep, sweep_points(fp, plan, &summary.skipped)});
+
+  KILN_ASSIGN(stored, store.measurement_identities(fp.id));
+  if (options.dry_run) {
+    for (const Section& section : sections)
+      for (const BenchPoint& p : section.points) {
+        const bool have = !options.force && stored.count(measurement_identity(p.record));
+        ++summary.planned;
+        ++(have ? summary.already_stored : summary.to_measure);
+        if (options.progress)
+          *options.progress << "[" << section.name << "] " << p.record.key << " " << p.record.dtype << " t" << p.record.threads
+                            << (have ? ": stored\n" : ": to measure\n");
+      }
+    return summary;
+  }
+  KILN_TRY(store.target_put(fp, "measured"));
+  for (const SkippedBenchmark& s : summary.skipped) KILN_TRY(store.skipped_put(fp.id, s));
+  KILN_ASSIGN(run_id, store.run_begin(fp.id, options.options_text));
+  summary.run_id = run_id;
+  if (options.progress) {
+    *options.progress << "kiln: target " << fp.id << " (" << fp.cpu_model << ", " << fp.logical_cpus << " CPUs, "
+                      << fp.memory_bytes / (int64_t{1} << 20) << " MiB, oneDNN " << fp.onednn_version << ")\n";
+    for (const SkippedBenchmark& s : summary.skipped)
+      *options.progress << "kiln: skipping " << s.kind << " " << s.dtype << ": " << s.reason << '\n';
+  }
+
+  for (Section& section : sections) {
+    summary.planned += static_cast<int64_t>(section.points.size());
+    std::vector<BenchPoint*> todo;
+    for (BenchPoint& p : section.points) {
+      if (!options.force && stored.count(measurement_identity(p.record))) ++summary.already_stored;
+      else todo.push_back(&p);
+    }
+    if (options.progress && todo.size() < section.points.size())
+      *options.progress << "[" << section.name << "] " << section.points.size() - todo.size() << " of "
+                        << section.points.size() << " points already stored for this target (--force re-measures)\n";
+    const auto section_start = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < todo.size(); ++i) {
+      if (options.stop && options.stop->load()) {
+        summary.interrupted = true;
+        break;
+      }
+      Measurement m = todo[i]->record;
+      double load[1] = {0};
+      if (getloadavg(load, 1) == 1) m.load_avg = load[0];
+      Status ok = todo[i]->measure(m);
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - section_start).count();
+      const double eta = elapsed / static_cast<double>(i + 1) * static_cast<double>(todo.size() - i - 1);
+      std::string line("[");
+      line.append(section.name).append(" ").append(std::to_string(i + 1)).append("/").append(std::to_string(todo.size()));
+      line.append("] ").append(m.key).append(" ").append(m.dtype).append(" t").append(std::to_string(m.threads)).append(": ");
+      if (ok) {
+        m.measured_at = utc_now();
+        KILN_TRY(store.measurement_put(fp.id, run_id, m));
+        ++summary.measured;
+        line += result_text(m);
+      } else {
+        ++summary.failed;
+        summary.failures.push_back(ok.message());
+        line += "failed: " + ok.message();
+      }
+      if (options.progress) *options.progress << line << " (ETA " << duration_text(eta) << ")\n" << std::flush;
+    }
+    if (summary.interrupted) break;
+  }
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  KILN_TRY(store.run_finish(run_id, summary.interrupted ? "interrupted" : summary.failed ? "failed" : "complete",
+                            summary.measured, summary.already_stored));
+  return summary;
+}
+
+}  // namespace kiln::perf

@@ -1,0 +1,52 @@
+// `kiln bench-target` as a library call: fingerprints this machine, plans the peak, bandwidth and
+// kernel-sweep points, skips those already stored for this fingerprint (unless forced), measures
+// the rest with a progress line each and stores every point as soon as it is measured, so an
+// interrupted run keeps its work and the next run continues where it stopped.
+#pragma once
+
+#include <atomic>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "kernels/core/status.h"
+#include "perfmodel/fingerprint.h"
+#include "perfmodel/store.h"
+
+namespace kiln::perf {
+
+inline constexpr const char* kSectionPeak = "peak";
+inline constexpr const char* kSectionBandwidth = "bandwidth";
+inline constexpr const char* kSectionSweep = "sweep";
+
+struct BenchTargetOptions {
+  bool quick = false;
+  std::vector<std::string> only;  // sections to run (kSection*); empty: all
+  std::vector<int> threads;       // empty: 1 and every usable core
+  bool force = false;             // re-measure points already stored
+  bool dry_run = false;           // list the plan (each point, stored or to measure) without measuring or writing
+  std::string options_text;       // recorded with the run
+  std::ostream* progress = nullptr;
+  const std::atomic<bool>* stop = nullptr;  // set (by a signal handler) to stop after the current point
+};
+
+struct BenchTargetSummary {
+  TargetFingerprint fingerprint;
+  int64_t run_id = 0;
+  int64_t planned = 0;         // points in the plan
+  int64_t measured = 0;        // measured and stored by this run
+  int64_t already_stored = 0;  // skipped: stored before (incremental)
+  int64_t failed = 0;
+  int64_t to_measure = 0;      // dry run: points not stored yet
+  bool interrupted = false;
+  double seconds = 0;
+  std::vector<SkippedBenchmark> skipped;  // dtypes this CPU cannot run natively
+  std::vector<std::string> failures;      // one line per failed point
+};
+
+// Refuses unknown section names (naming the known ones).
+Status bench_target_check_sections(const std::vector<std::string>& only);
+
+Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTargetOptions& options);
+
+}  // namespace kiln::perf

@@ -1,0 +1,52 @@
+// One benchmark record: what was measured (kind, op, every shape parameter, dtype, threads),
+// the features a latency predictor needs (MACs, bytes moved, backend, kernel, layout) and the
+// timing (median, p10, p90, run count). Shared by the micro-benchmarks, the store and the JSON
+// profile.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace kiln::perf {
+
+// Which micro-benchmark produced a record.
+inline constexpr const char* kKindPeak = "peak";            // compute-bound oneDNN matmul
+inline constexpr const char* kKindBandwidth = "bandwidth";  // streaming read of a working set
+inline constexpr const char* kKindKernel = "kernel";        // a one-op graph on the compiled engine
+
+struct Measurement {
+  std::string kind;   // kKindPeak, kKindBandwidth, kKindKernel
+  std::string key;    // the point's identity within (kind, dtype, threads): "conv k3 s1 64->64 56x56 b1"
+  std::string op;     // "conv", "depthwise_conv", "gemm", "maxpool", "avgpool", "global_avgpool", "add",
+                      // "matmul" (peak), "read" (bandwidth)
+  std::string dtype;  // "f32", "bf16", "int8"
+  int threads = 1;
+  int64_t batch = 1;
+  // Shape parameters (0 where they do not apply): activations NCHW in and out, the kernel window,
+  // stride, padding per side, groups; a Gemm is M (= batch) x K -> N.
+  int64_t in_c = 0, in_h = 0, in_w = 0, out_c = 0, out_h = 0, out_w = 0;
+  int64_t kernel_h = 0, kernel_w = 0, stride = 0, pad = 0, groups = 0;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t working_set_bytes = 0;  // bandwidth: the buffer read
+  double macs = 0;                // multiply-accumulates (peak, conv, gemm); comparisons/adds for pooling
+  double bytes = 0;               // inputs + weights + outputs in the dtype they are stored in
+  std::string backend;            // "onednn", "cpu" (kiln's own), "reference"
+  std::string kernel;             // the engine's implementation name(s), "+"-joined
+  std::string layout;             // the main step's output layout
+  double median_ms = 0, p10_ms = 0, p90_ms = 0;
+  int runs = 0;
+  double total_median_ms = 0;  // kernel: the whole one-op graph including the layout conversions at its borders
+  double throughput = 0;       // peak: GFLOP/s (Gop/s for int8); bandwidth: GB/s; kernel: GFLOP/s from macs
+  std::string measured_at;     // UTC, ISO 8601
+  double load_avg = 0;         // the 1-minute load average when measured: more than the threads used means a shared, noisy core
+};
+
+// Every field of Measurement, in one list: the store's columns and the JSON profile's keys are
+// generated from it, so a field added here is stored and exported everywhere.
+#define KILN_MEASUREMENT_FIELDS(X)                                                                         \
+  X(kind) X(key) X(op) X(dtype) X(threads) X(batch) X(in_c) X(in_h) X(in_w) X(out_c) X(out_h) X(out_w)    \
+  X(kernel_h) X(kernel_w) X(stride) X(pad) X(groups) X(m) X(n) X(k) X(working_set_bytes) X(macs) X(bytes) \
+  X(backend) X(kernel) X(layout) X(median_ms) X(p10_ms) X(p90_ms) X(runs) X(total_median_ms)           \
+  X(throughput) X(measured_at) X(load_avg)
+
+}  // namespace kiln::perf

@@ -1,0 +1,262 @@
+#include "perfmodel/microbench/kernel_sweep.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <set>
+
+#include "compilers/lower/to_plan.h"
+#include "compilers/passes/pass_runner.h"
+#include "compilers/passes/pipeline.h"
+#include "kernels/engine.h"
+#include "kernels/precision.h"
+
+namespace kiln::perf {
+namespace {
+
+// Uniform values in [lo, hi) from a fixed-seed LCG: cheap for the multi-million-weight layers.
+Tensor random_tensor(Shape shape, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  Tensor t = Tensor::zeros(DType::f32, std::move(shape));
+  uint64_t state = 0x9E3779B97F4A7C15ull ^ seed;
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    p[i] = lo + (hi - lo) * static_cast<float>(state >> 40) / static_cast<float>(1ull << 24);
+  }
+  return t;
+}
+
+constexpr const char* kProducerNode = "producer";
+
+struct Builder {
+  Graph g;
+  uint32_t seed = 1;
+  ValueId input(const std::string& name, Shape shape) {
+    const ValueId id = g.add_value(name, ValueType::of(DType::f32, sym_shape_from(shape)));
+    g.inputs.push_back(id);
+    return id;
+  }
+  ValueId weight(const std::string& name, Shape shape, float scale) {
+    const ValueId id = g.add_value(name, ValueType::of(DType::f32, sym_shape_from(shape)));
+    g.initializers[id] = random_tensor(std::move(shape), seed++, -scale, scale);
+    return id;
+  }
+  ValueId node(OpKind op, const std::string& out, std::vector<ValueId> inputs, Attrs attrs = {}) {
+    const ValueId id = g.add_value(out, ValueType::unranked(DType::f32));
+    g.add_node(Node{out, op, std::move(attrs), std::move(inputs), {id}});
+    return id;
+  }
+};
+
+Attrs window_attrs(const SweepShape& s) {
+  Attrs a;
+  a.set("kernel_shape", std::vector<int64_t>{s.kernel, s.kernel});
+  a.set("strides", std::vector<int64_t>{s.stride, s.stride});
+  a.set("pads", std::vector<int64_t>{s.pad, s.pad, s.pad, s.pad});
+  return a;
+}
+
+// The op's input, written by a depthwise 3x3 convolution (9 MACs an element: cheap beside the op)
+// instead of coming straight from the graph input, so the op reads the layout and precision a
+// previous layer would leave (oneDNN's blocked/NHWC bf16 or int8), as inside a model, and not
+// plain float32 that it would convert itself within its own step.
+ValueId producer(Builder& b, const SweepShape& s) {
+  const ValueId x = b.input("x", {s.batch, s.in_c, s.h, s.w});
+  const ValueId w = b.weight("producer_w", {s.in_c, 1, 3, 3}, 1.0f / 3.0f);
+  Attrs a;
+  a.set("kernel_shape", std::vector<int64_t>{3, 3});
+  a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  a.set("group", s.in_c);
+  return b.node(OpKind::Conv, kProducerNode, {x, w}, a);
+}
+
+double dtype_bytes(const std::string& dtype) { return dtype == "f32" ? 4 : dtype == "bf16" ? 2 : 1; }
+
+// The steps timed: the op's own, neither its producer nor the engine's conversions to plain.
+bool is_op_step(const EngineStep& s) { return s.op != "ToPlain" && s.node != kProducerNode; }
+
+Status measure_shape(const SweepShape& shape, const TimingOptions& timing, Measurement& m) {
+  Graph g = sweep_graph(shape);
+  PassRunOptions options;
+  options.check_numerics = false;
+  CalibrationSet calibration;
+  if (m.dtype == "int8") {
+    // One random sample per input: the scales only need to be plausible for timing.
+    for (ValueId in : g.inputs) {
+      Shape s = sym_shape_concrete(g.value(in).type.shape);
+      s[0] = 1;
+      calibration.inputs.push_back(random_tensor(s, 7));
+    }
+    calibration.source = "random (kiln bench-target)";
+    options.int8.calibration = &calibration;
+  }
+  auto records = run_passes(g, sweep_pipeline(m.dtype), options);
+  if (!records) return records.status().with_context(m.key + " " + m.dtype + ": compiling: ");
+  // A precision pass may leave an op it cannot take in fp32: then this is not a bf16/int8 point.
+  if (m.dtype != "f32") {
+    bool lowered = false;
+    for (const Node& n : g.nodes) {
+      auto p = precision_from_attrs(n.attrs);
+      if (p && precision_name(*p) == (m.dtype == "bf16" ? "bf16" : "int8")) lowered = true;
+    }
+    KILN_REQUIRE(lowered, unsupported, m.key, ": the ", m.dtype, " pipeline left the op in fp32");
+  }
+  const Plan plan = graph_to_plan(g);
+  KILN_ASSIGN(engine, Engine::create(plan, {m.threads, nullptr}));
+  std::vector<Tensor> inputs;
+  uint32_t seed = 11;
+  for (ValueId in : g.inputs) inputs.push_back(random_tensor(sym_shape_concrete(g.value(in).type.shape), seed++));
+
+  const std::vector<EngineStep>& steps = engine->steps();
+  std::vector<double> step_ms;
+  std::vector<double> totals;
+  Status failed = Status::ok();
+  const Timing t = time_repeated(
+      [&]() -> double {
+        const auto start = std::chrono::steady_clock::now();
+        auto r = engine->run(inputs, &step_ms);
+        totals.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+        if (!r) {
+          failed = r.status();
+          return -1;
+        }
+        double op_ms = 0;
+        for (size_t i = 0; i < steps.size() && i < step_ms.size(); ++i)
+          if (is_op_step(steps[i])) op_ms += step_ms[i];
+        return op_ms;
+      },
+      timing);
+  KILN_TRY(failed);
+  KILN_REQUIRE(t.runs > 0, internal, m.key, ": no timed runs");
+  std::sort(totals.begin(), totals.end());
+  m.median_ms = t.median_ms;
+  m.p10_ms = t.p10_ms;
+  m.p90_ms = t.p90_ms;
+  m.runs = t.runs;
+  m.total_median_ms = totals[totals.size() / 2];
+  m.throughput = 2.0 * m.macs / (t.median_ms * 1e6);
+  std::set<std::string> backends;
+  m.kernel.clear();
+  for (const EngineStep& s : steps) {
+    if (!is_op_step(s)) continue;
+    m.kernel += (m.kernel.empty() ? "" : "+") + s.kernel;
+    m.layout = s.output_layout;
+    backends.insert(s.kernel.substr(0, s.kernel.find('.')));
+  }
+  m.backend.clear();
+  for (const std::string& b : backends) m.backend += (m.backend.empty() ? "" : "+") + b;
+  return Status::ok();
+}
+
+}  // namespace
+
+Graph sweep_graph(const SweepShape& s) {
+  Builder b;
+  b.g.name = sweep_key(s);
+  switch (s.op) {
+    case SweepOp::conv:
+    case SweepOp::depthwise_conv: {
+      const bool dw = s.op == SweepOp::depthwise_conv;
+      const ValueId x = producer(b, s);
+      // He-like scale keeps activations in range through the ReLU (int8 calibration sees real ranges).
+      const float scale = 1.0f / std::sqrt(static_cast<float>((dw ? 1 : s.in_c) * s.kernel * s.kernel));
+      const ValueId w = b.weight("w", {s.out_c, dw ? 1 : s.in_c, s.kernel, s.kernel}, scale);
+      const ValueId bias = b.weight("bias", {s.out_c}, 0.1f);
+      Attrs a = window_attrs(s);
+      a.set("group", dw ? s.in_c : int64_t{1});
+      const ValueId c = b.node(OpKind::Conv, "conv", {x, w, bias}, a);
+      b.g.outputs.push_back(b.node(OpKind::Relu, "relu", {c}));
+      break;
+    }
+    case SweepOp::gemm: {
+      const ValueId x = b.input("x", {s.m, s.k});
+      const ValueId w = b.weight("w", {s.n, s.k}, 1.0f / std::sqrt(static_cast<float>(s.k)));
+      const ValueId bias = b.weight("bias", {s.n}, 0.1f);
+      Attrs a;
+      a.set("transB", int64_t{1});
+      b.g.outputs.push_back(b.node(OpKind::Gemm, "gemm", {x, w, bias}, a));
+      break;
+    }
+    case SweepOp::maxpool:
+    case SweepOp::avgpool: {
+      const ValueId x = producer(b, s);
+      b.g.outputs.push_back(b.node(s.op == SweepOp::maxpool ? OpKind::MaxPool : OpKind::AveragePool, "pool", {x}, window_attrs(s)));
+      break;
+    }
+    case SweepOp::global_avgpool: {
+      const ValueId x = producer(b, s);
+      b.g.outputs.push_back(b.node(OpKind::GlobalAveragePool, "pool", {x}));
+      break;
+    }
+    case SweepOp::add: {
+      const ValueId x = b.input("x", {s.batch, s.in_c, s.h, s.w});
+      const ValueId y = b.input("y", {s.batch, s.in_c, s.h, s.w});
+      b.g.outputs.push_back(b.node(OpKind::Add, "add", {x, y}));
+      break;
+    }
+  }
+  return b.g;
+}
+
+std::vector<std::string> sweep_pipeline(const std::string& dtype) {
+  std::vector<std::string> passes = pipeline_parse(dtype == "bf16"   ? "default+mixed_precision_bf16"
+                                                   : dtype == "int8" ? "default+quantize_int8"
+                                                                     : "default");
+  // Depth-first fusion would merge the producer into the op; whether to fuse is the planner's
+  // choice between measured single ops, so it is left out here.
+  std::erase(passes, "fuse_depth_first");
+  return passes;
+}
+
+std::vector<BenchPoint> sweep_points(const TargetFingerprint& fp, const BenchPlanOptions& options,
+                                     std::vector<SkippedBenchmark>* skipped) {
+  std::vector<std::string> dtypes;
+  for (const char* d : {"f32", "bf16", "int8"}) {
+    const std::string why = fingerprint_dtype_unsupported(fp, d);
+    if (why.empty()) dtypes.push_back(d);
+    else if (skipped) skipped->push_back({kKindKernel, d, why});
+  }
+  TimingOptions timing = options.timing;
+  timing.budget_ms = options.quick ? 10 : 60;
+  timing.min_runs = options.quick ? 3 : 5;
+  timing.warmup = 1;
+  std::vector<BenchPoint> points;
+  for (const SweepShape& shape : sweep_grid(options.quick)) {
+    for (const std::string& dtype : dtypes) {
+      if (dtype != "f32" && !sweep_op_has_precisions(shape.op)) continue;
+      for (int threads : options.threads) {
+        BenchPoint p;
+        Measurement& m = p.record;
+        m.kind = kKindKernel;
+        m.op = sweep_op_name(shape.op);
+        m.key = sweep_key(shape);
+        m.dtype = dtype;
+        m.threads = threads;
+        m.batch = shape.op == SweepOp::gemm ? shape.m : shape.batch;
+        if (shape.op == SweepOp::gemm) {
+          m.m = shape.m;
+          m.k = shape.k;
+          m.n = shape.n;
+        } else {
+          m.in_c = shape.in_c;
+          m.in_h = shape.h;
+          m.in_w = shape.w;
+          m.out_c = shape.out_c;
+          m.out_h = sweep_out_h(shape);
+          m.out_w = sweep_out_w(shape);
+          m.kernel_h = m.kernel_w = shape.kernel;
+          m.stride = shape.stride;
+          m.pad = shape.pad;
+          m.groups = shape.op == SweepOp::depthwise_conv ? shape.in_c : 1;
+        }
+        m.macs = sweep_macs(shape);
+        m.bytes = sweep_bytes(shape, dtype_bytes(dtype));
+        p.measure = [shape, timing](Measurement& out) { return measure_shape(shape, timing, out); };
+        points.push_back(std::move(p));
+      }
+    }
+  }
+  return points;
+}
+
+}  // namespace kiln::perf

@@ -1,0 +1,240 @@
+#include "perfmodel/microbench/sweep_grid.h"
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <tuple>
+
+namespace kiln::perf {
+namespace {
+
+constexpr uint32_t kGridSeed = 20261124;  // fixed: every machine measures the same points
+
+// Work caps per point (multiply-accumulates), so one point takes at most tens of milliseconds on
+// one core and the grid's small end still has enough work to time.
+constexpr double kMaxMacs = 1.2e9;
+constexpr double kMinMacs = 2e5;
+
+const std::vector<int64_t> kChannels = {16, 32, 64, 128, 256, 512, 1024, 2048};
+const std::vector<int64_t> kSpatial = {7, 14, 28, 56, 112};
+const std::vector<int64_t> kBatches = {1, 8, 32};
+
+// Takes `count` shapes from `all`, round-robin over the strata `stratum` names (each shuffled
+// with the grid seed), so every kernel/stride/batch combination appears before any repeats.
+template <typename StratumFn>
+std::vector<SweepShape> sample(std::vector<SweepShape> all, size_t count, StratumFn stratum) {
+  std::mt19937 rng(kGridSeed);
+  std::map<std::string, std::vector<SweepShape>> strata;
+  for (const SweepShape& s : all) strata[stratum(s)].push_back(s);
+  for (auto& [name, shapes] : strata) std::shuffle(shapes.begin(), shapes.end(), rng);
+  std::vector<SweepShape> out;
+  for (size_t round = 0; out.size() < count; ++round) {
+    bool any = false;
+    for (auto& [name, shapes] : strata)
+      if (round < shapes.size() && out.size() < count) {
+        out.push_back(shapes[round]);
+        any = true;
+      }
+    if (!any) break;
+  }
+  return out;
+}
+
+bool in_budget(const SweepShape& s) {
+  const double macs = sweep_macs(s);
+  return macs >= kMinMacs && macs <= kMaxMacs;
+}
+
+std::vector<SweepShape> conv_candidates() {
+  std::vector<SweepShape> out;
+  for (int64_t k : {1, 3, 5, 7})
+    for (int64_t stride : {1, 2})
+      for (int64_t b : kBatches)
+        for (int64_t c : kChannels)
+          for (int64_t ratio_x2 : {1, 2, 4, 8})  // out = in x {0.5, 1, 2, 4}
+            for (int64_t hw : kSpatial) {
+              const int64_t out_c = c * ratio_x2 / 2;
+              if (out_c < 16 || out_c > 2048) continue;
+              // Large kernels appear on few channels in real networks (stems, early stages).
+              if (k >= 5 && c > 256) continue;
+              if (hw == 7 && stride == 2) continue;
+              SweepShape s{SweepOp::conv, b, c, out_c, hw, hw, k, stride, k / 2};
+              if (in_budget(s)) out.push_back(s);
+            }
+  return out;
+}
+
+std::vector<SweepShape> depthwise_candidates() {
+  std::vector<SweepShape> out;
+  for (int64_t k : {3, 5, 7})
+    for (int64_t stride : {1, 2})
+      for (int64_t b : kBatches)
+        for (int64_t c : {16, 32, 64, 128, 256, 512, 1024})
+          for (int64_t hw : kSpatial) {
+            if (hw == 7 && stride == 2) continue;
+            SweepShape s{SweepOp::depthwise_conv, b, c, c, hw, hw, k, stride, k / 2};
+            if (in_budget(s)) out.push_back(s);
+          }
+  return out;
+}
+
+std::vector<SweepShape> gemm_candidates() {
+  std::vector<SweepShape> out;
+  for (int64_t m : {1, 8, 32, 128})
+    for (int64_t k : {64, 256, 512, 1024, 2048, 4096})
+      for (int64_t n : {64, 256, 512, 1000, 2048, 4096}) {
+        SweepShape s{SweepOp::gemm, m};
+        s.m = m;
+        s.k = k;
+        s.n = n;
+        if (sweep_macs(s) <= kMaxMacs) out.push_back(s);
+      }
+  return out;
+}
+
+std::vector<SweepShape> pool_candidates(SweepOp op) {
+  std::vector<SweepShape> out;
+  const std::vector<std::tuple<int64_t, int64_t, int64_t>> windows =  // kernel, stride, pad
+      op == SweepOp::maxpool ? std::vector<std::tuple<int64_t, int64_t, int64_t>>{{2, 2, 0}, {3, 2, 1}, {3, 1, 1}}
+                             : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{2, 2, 0}, {3, 1, 1}, {3, 2, 1}};
+  for (const auto& [k, stride, pad] : op == SweepOp::global_avgpool
+                                          ? std::vector<std::tuple<int64_t, int64_t, int64_t>>{{0, 1, 0}}
+                                          : windows)
+    for (int64_t b : kBatches)
+      for (int64_t c : kChannels)
+        for (int64_t hw : kSpatial) {
+          if (op != SweepOp::global_avgpool && hw == 7) continue;
+          SweepShape s{op, b, c, c, hw, hw, k, stride, pad};
+          const double elems = static_cast<double>(b * c * hw * hw);
+          if (elems >= 1e4 && elems <= 5e7) out.push_back(s);
+        }
+  return out;
+}
+
+std::vector<SweepShape> add_candidates() {
+  std::vector<SweepShape> out;
+  for (int64_t b : kBatches)
+    for (int64_t c : kChannels)
+      for (int64_t hw : kSpatial) {
+        SweepShape s{SweepOp::add, b, c, c, hw, hw};
+        const double elems = static_cast<double>(b * c * hw * hw);
+        if (elems >= 1e4 && elems <= 5e7) out.push_back(s);
+      }
+  return out;
+}
+
+std::string window_stratum(const SweepShape& s) {
+  return std::to_string(s.kernel) + "/" + std::to_string(s.stride) + "/" + std::to_string(s.batch);
+}
+
+}  // namespace
+
+std::string sweep_op_name(SweepOp op) {
+  switch (op) {
+    case SweepOp::conv: return "conv";
+    case SweepOp::depthwise_conv: return "depthwise_conv";
+    case SweepOp::gemm: return "gemm";
+    case SweepOp::maxpool: return "maxpool";
+    case SweepOp::avgpool: return "avgpool";
+    case SweepOp::global_avgpool: return "global_avgpool";
+    case SweepOp::add: return "add";
+  }
+  return "?";
+}
+
+bool sweep_op_has_precisions(SweepOp op) {
+  return op == SweepOp::conv || op == SweepOp::depthwise_conv || op == SweepOp::gemm;
+}
+
+int64_t sweep_out_h(const SweepShape& s) {
+  if (s.op == SweepOp::gemm) return 0;
+  if (s.op == SweepOp::global_avgpool) return 1;
+  if (s.op == SweepOp::add) return s.h;
+  return (s.h + 2 * s.pad - s.kernel) / s.stride + 1;
+}
+
+int64_t sweep_out_w(const SweepShape& s) {
+  if (s.op == SweepOp::gemm) return 0;
+  if (s.op == SweepOp::global_avgpool) return 1;
+  if (s.op == SweepOp::add) return s.w;
+  return (s.w + 2 * s.pad - s.kernel) / s.stride + 1;
+}
+
+double sweep_macs(const SweepShape& s) {
+  const double b = static_cast<double>(s.batch);
+  const double out_hw = static_cast<double>(sweep_out_h(s) * sweep_out_w(s));
+  switch (s.op) {
+    case SweepOp::conv: return b * out_hw * static_cast<double>(s.out_c * s.in_c * s.kernel * s.kernel);
+    case SweepOp::depthwise_conv: return b * out_hw * static_cast<double>(s.out_c * s.kernel * s.kernel);
+    case SweepOp::gemm: return static_cast<double>(s.m) * static_cast<double>(s.k) * static_cast<double>(s.n);
+    case SweepOp::maxpool:
+    case SweepOp::avgpool: return b * out_hw * static_cast<double>(s.out_c * s.kernel * s.kernel);
+    case SweepOp::global_avgpool:
+    case SweepOp::add: return b * static_cast<double>(s.in_c * s.h * s.w);
+  }
+  return 0;
+}
+
+double sweep_bytes(const SweepShape& s, double element_bytes) {
+  const double b = static_cast<double>(s.batch);
+  const double in = b * static_cast<double>(s.in_c * s.h * s.w);
+  const double out = b * static_cast<double>(s.out_c * sweep_out_h(s) * sweep_out_w(s));
+  switch (s.op) {
+    case SweepOp::conv:
+      return element_bytes * (in + out + static_cast<double>(s.out_c * s.in_c * s.kernel * s.kernel)) + 4.0 * static_cast<double>(s.out_c);
+    case SweepOp::depthwise_conv:
+      return element_bytes * (in + out + static_cast<double>(s.out_c * s.kernel * s.kernel)) + 4.0 * static_cast<double>(s.out_c);
+    case SweepOp::gemm:
+      return element_bytes * static_cast<double>(s.m * s.k + s.k * s.n + s.m * s.n) + 4.0 * static_cast<double>(s.n);
+    case SweepOp::add: return element_bytes * 3 * in;
+    default: return element_bytes * (in + out);
+  }
+}
+
+std::string sweep_key(const SweepShape& s) {
+  const std::string hw = std::to_string(s.h) + "x" + std::to_string(s.w);
+  const std::string b = " b" + std::to_string(s.batch);
+  const std::string window = " k" + std::to_string(s.kernel) + " s" + std::to_string(s.stride);
+  switch (s.op) {
+    case SweepOp::conv: return "conv" + window + " " + std::to_string(s.in_c) + "->" + std::to_string(s.out_c) + " " + hw + b;
+    case SweepOp::depthwise_conv: return "dwconv" + window + " " + std::to_string(s.in_c) + " " + hw + b;
+    case SweepOp::gemm:
+      return "gemm " + std::to_string(s.m) + "x" + std::to_string(s.k) + "->" + std::to_string(s.n);
+    case SweepOp::maxpool: return "maxpool" + window + " " + std::to_string(s.in_c) + " " + hw + b;
+    case SweepOp::avgpool: return "avgpool" + window + " " + std::to_string(s.in_c) + " " + hw + b;
+    case SweepOp::global_avgpool: return "gap " + std::to_string(s.in_c) + " " + hw + b;
+    case SweepOp::add: return "add " + std::to_string(s.in_c) + " " + hw + b;
+  }
+  return "?";
+}
+
+std::vector<SweepShape> sweep_grid(bool quick) {
+  if (quick) {
+    SweepShape gemm{SweepOp::gemm, 1};
+    gemm.m = 1;
+    gemm.k = 256;
+    gemm.n = 128;
+    return {
+        {SweepOp::conv, 1, 16, 16, 14, 14, 3, 1, 1},
+        {SweepOp::conv, 1, 32, 64, 14, 14, 1, 2, 0},
+        {SweepOp::depthwise_conv, 1, 32, 32, 14, 14, 3, 1, 1},
+        gemm,
+        {SweepOp::maxpool, 1, 16, 16, 14, 14, 2, 2, 0},
+        {SweepOp::avgpool, 1, 16, 16, 14, 14, 3, 1, 1},
+        {SweepOp::global_avgpool, 1, 64, 64, 7, 7, 0, 1, 0},
+        {SweepOp::add, 1, 16, 16, 14, 14},
+    };
+  }
+  std::vector<SweepShape> grid;
+  const auto append = [&](std::vector<SweepShape> part) { grid.insert(grid.end(), part.begin(), part.end()); };
+  append(sample(conv_candidates(), 120, window_stratum));
+  append(sample(depthwise_candidates(), 36, window_stratum));
+  append(sample(gemm_candidates(), 36, [](const SweepShape& s) { return std::to_string(s.m); }));
+  append(sample(pool_candidates(SweepOp::maxpool), 15, window_stratum));
+  append(sample(pool_candidates(SweepOp::avgpool), 12, window_stratum));
+  append(sample(pool_candidates(SweepOp::global_avgpool), 9, window_stratum));
+  append(sample(add_candidates(), 9, [](const SweepShape& s) { return std::to_string(s.batch); }));
+  return grid;
+}
+
+}  // namespace kiln::perf

@@ -1,0 +1,200 @@
+// kiln bench-target: measures this machine's target profile (peak per dtype, memory bandwidth,
+// the kernel sweep) into the benchmark store, incrementally; exports and imports profiles as
+// JSON; lists stored targets beside the built-in spec priors.
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "perfmodel/bench_target.h"
+#include "perfmodel/priors.h"
+#include "perfmodel/profile_json.h"
+#include "perfmodel/store.h"
+#include "service/cli/commands.h"
+
+namespace kiln::cli {
+namespace {
+
+struct BenchTargetCli {
+  std::string db;
+  bool quick = false;
+  std::vector<std::string> only;
+  std::vector<int> threads;
+  bool force = false;
+  bool dry_run = false;
+  std::string export_path;
+  std::string import_path;
+  bool list = false;
+  bool json = false;
+};
+
+std::atomic<bool> g_stop{false};
+
+void on_interrupt(int) { g_stop.store(true); }
+
+std::string default_db_path() {
+  if (const char* dir = std::getenv("KILN_DATA_DIR"); dir && *dir) return std::string(dir) + "/benchmarks.sqlite";
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : ".") + "/.local/share/kiln/benchmarks.sqlite";
+}
+
+std::string options_text(const BenchTargetCli& o) {
+  std::string s = o.quick ? "--quick" : "";
+  const auto add = [&](const std::string& part) { s += (s.empty() ? "" : " ") + part; };
+  if (!o.only.empty()) {
+    std::string only;
+    for (const std::string& x : o.only) only += (only.empty() ? "" : ",") + x;
+    add("--only " + only);
+  }
+  if (!o.threads.empty()) {
+    std::string t;
+    for (int x : o.threads) t += (t.empty() ? "" : ",") + std::to_string(x);
+    add("--threads " + t);
+  }
+  if (o.force) add("--force");
+  return s;
+}
+
+int list_targets(perf::BenchmarkStore& store, bool json) {
+  auto stored = store.targets();
+  if (!stored) return report_error(stored.error().message);
+  nlohmann::json out = {{"db", store.path()}, {"targets", nlohmann::json::array()}};
+  if (!json) std::printf("stored targets (%s):\n", store.path().c_str());
+  for (const perf::StoredTarget& t : *stored) {
+    const perf::TargetFingerprint& fp = t.fingerprint;
+    if (json) {
+      out["targets"].push_back({{"id", fp.id}, {"name", fp.cpu_model}, {"source", t.source}, {"prior", false},
+                                {"measurements", t.measurements}, {"last_measured", t.last_measured},
+                                {"logical_cpus", fp.logical_cpus}, {"memory_bytes", fp.memory_bytes}, {"host", fp.host}});
+    } else {
+      std::printf("  %s  %-8s  %s, %d CPUs, %lld MiB, %lld measurements%s%s\n", fp.id.c_str(), t.source.c_str(),
+                  fp.cpu_model.c_str(), fp.logical_cpus, static_cast<long long>(fp.memory_bytes >> 20),
+                  static_cast<long long>(t.measurements), t.last_measured.empty() ? "" : ", last ", t.last_measured.c_str());
+    }
+  }
+  if (!json) std::printf("built-in spec priors (not measured):\n");
+  for (const perf::TargetPrior& p : perf::target_priors()) {
+    const std::string replaced = perf::prior_replaced_by(p, *stored);
+    if (json) {
+      nlohmann::json peaks = nlohmann::json::object();
+      for (const perf::PriorPeak& k : p.peaks) peaks[k.dtype] = k.tflops;
+      out["targets"].push_back({{"id", p.id}, {"name", p.name}, {"source", "prior"}, {"prior", true}, {"device", p.device},
+                                {"peak_tflops", peaks}, {"memory_bandwidth_gbs", p.memory_bandwidth_gbs},
+                                {"memory_gb", p.memory_gb}, {"replaced_by", replaced}, {"spec_source", p.source}});
+    } else {
+      std::string peaks;
+      for (const perf::PriorPeak& k : p.peaks) {
+        char buf[48];
+        std::snprintf(buf, sizeof buf, "%s%s %g", peaks.empty() ? "" : ", ", k.dtype.c_str(), k.tflops);
+        peaks += buf;
+      }
+      std::printf("  %-22s prior     %s: %s T(FL)OP/s, %g GB/s, %g GB%s\n", p.id.c_str(), p.name.c_str(), peaks.c_str(),
+                  p.memory_bandwidth_gbs, p.memory_gb, replaced.empty() ? "" : (" (replaced by measured " + replaced + ")").c_str());
+    }
+  }
+  if (json) std::cout << out.dump(2) << '\n';
+  return kExitOk;
+}
+
+int run_bench_target(const BenchTargetCli& o) {
+  if (Status ok = perf::bench_target_check_sections(o.only); !ok) return report_error(ok.message());
+  const std::string db_path = o.db.empty() ? default_db_path() : o.db;
+  std::error_code ec;
+  const std::filesystem::path parent = std::filesystem::path(db_path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  auto store = perf::BenchmarkStore::open(db_path);
+  if (!store) return report_error(store.error().message);
+
+  // --import, --export and --list only move or show data; without them the benchmarks run.
+  if (!o.import_path.empty() || !o.export_path.empty() || o.list) {
+    nlohmann::json out = nlohmann::json::object();
+    if (!o.import_path.empty()) {
+      auto counts = perf::profile_import(**store, o.import_path);
+      if (!counts) return report_error(counts.error().message);
+      out["imported"] = {{"targets", counts->targets}, {"measurements", counts->measurements}};
+      if (!o.json)
+        std::printf("imported %lld measurements of %lld targets from %s into %s\n", static_cast<long long>(counts->measurements),
+                    static_cast<long long>(counts->targets), o.import_path.c_str(), db_path.c_str());
+    }
+    if (!o.export_path.empty()) {
+      auto counts = perf::profile_export(**store, o.export_path);
+      if (!counts) return report_error(counts.error().message);
+      out["exported"] = {{"targets", counts->targets}, {"measurements", counts->measurements}};
+      if (!o.json)
+        std::printf("exported %lld measurements of %lld targets to %s\n", static_cast<long long>(counts->measurements),
+                    static_cast<long long>(counts->targets), o.export_path.c_str());
+    }
+    if (o.list) return list_targets(**store, o.json);
+    if (o.json) std::cout << out.dump(2) << '\n';
+    return kExitOk;
+  }
+
+  perf::BenchTargetOptions options;
+  options.quick = o.quick;
+  options.only = o.only;
+  options.threads = o.threads;
+  options.force = o.force;
+  options.dry_run = o.dry_run;
+  options.options_text = options_text(o);
+  options.progress = &std::cerr;
+  options.stop = &g_stop;
+  // Ctrl-C stops after the point being measured; every point measured so far is already stored.
+  g_stop.store(false);
+  auto previous = std::signal(SIGINT, on_interrupt);
+  auto summary = perf::bench_target_run(**store, options);
+  std::signal(SIGINT, previous);
+  if (!summary) return report_error(summary.error().message);
+  const perf::BenchTargetSummary& s = *summary;
+  if (o.json) {
+    nlohmann::json skipped = nlohmann::json::array();
+    for (const perf::SkippedBenchmark& k : s.skipped) skipped.push_back({{"kind", k.kind}, {"dtype", k.dtype}, {"reason", k.reason}});
+    std::cout << nlohmann::json{{"db", db_path},           {"target", s.fingerprint.id}, {"cpu_model", s.fingerprint.cpu_model},
+                                {"run", s.run_id},         {"planned", s.planned},       {"measured", s.measured},
+                                {"already_stored", s.already_stored}, {"failed", s.failed}, {"to_measure", s.to_measure}, {"dry_run", o.dry_run}, {"failures", s.failures},
+                                {"interrupted", s.interrupted}, {"seconds", s.seconds},  {"skipped", skipped}}
+                     .dump(2)
+              << '\n';
+  } else if (o.dry_run) {
+    std::printf("target %s (%s): %lld points planned, %lld to measure, %lld already stored; %s\n", s.fingerprint.id.c_str(),
+                s.fingerprint.cpu_model.c_str(), static_cast<long long>(s.planned), static_cast<long long>(s.to_measure),
+                static_cast<long long>(s.already_stored), db_path.c_str());
+  } else {
+    std::printf("target %s (%s): %lld points planned, %lld measured, %lld already stored, %lld failed in %.1f s; %s\n",
+                s.fingerprint.id.c_str(), s.fingerprint.cpu_model.c_str(), static_cast<long long>(s.planned),
+                static_cast<long long>(s.measured), static_cast<long long>(s.already_stored), static_cast<long long>(s.failed),
+                s.seconds, db_path.c_str());
+  }
+  if (s.interrupted) {
+    std::fprintf(stderr, "kiln: interrupted: %lld points stored; run again to continue where it stopped\n",
+                 static_cast<long long>(s.measured));
+    return 130;
+  }
+  return s.failed ? kExitError : kExitOk;
+}
+
+}  // namespace
+
+void add_bench_target_command(CLI::App& app, CommandRunner& run) {
+  auto o = std::make_shared<BenchTargetCli>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench-target", "Measure this machine's target profile (peak per dtype, memory bandwidth, kernel sweep) into the benchmark store");
+  cmd->add_option("--db", o->db, "Benchmark store (default $KILN_DATA_DIR/benchmarks.sqlite, else ~/.local/share/kiln/benchmarks.sqlite)");
+  cmd->add_flag("--quick", o->quick, "A small grid (seconds), for tests");
+  cmd->add_option("--only", o->only, "Sections to run: peak,bandwidth,sweep (default all)")->delimiter(',');
+  cmd->add_option("--threads", o->threads, "Thread counts, e.g. 1,2 (default 1 and every usable core)")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--force", o->force, "Re-measure points already stored for this machine (default: skip them)");
+  cmd->add_flag("--dry-run", o->dry_run, "List the points that would be measured (and those already stored); measure nothing");
+  cmd->add_option("--export", o->export_path, "Write every stored target to this JSON profile (does not measure)");
+  cmd->add_option("--import", o->import_path, "Read a JSON profile into the store (does not measure)");
+  cmd->add_flag("--list", o->list, "List stored targets (measured/imported) and the built-in spec priors");
+  cmd->add_flag("--json", o->json, "Print JSON");
+  cmd->callback([o, &run] { run = [o] { return run_bench_target(*o); }; });
+}
+
+}  // namespace kiln::cli

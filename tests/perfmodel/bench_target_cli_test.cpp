@@ -1,0 +1,162 @@
+// `kiln bench-target` end to end: a quick run prints progress and stores its points, a second
+// run measures nothing new, --export then --import moves the profile into another store, --list
+// shows measured targets beside the priors, and bad input gives one clean error.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/perfmodel/temp_dir.h"
+
+using kiln::perf::testing::TempDir;
+
+namespace {
+
+struct Run {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+Run run_kiln(const TempDir& dir, const std::string& args) {
+  const std::string err_path = dir.file("stderr.txt");
+  const std::string cmd = "timeout 120 " KILN_BINARY " bench-target " + args + " 2>" + err_path;
+  Run r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buf{};
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) r.out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream in(err_path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  r.err = s.str();
+  return r;
+}
+
+nlohmann::json parse(const Run& r) {
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  return nlohmann::json::parse(r.out);
+}
+
+}  // namespace
+
+TEST_CASE("kiln bench-target --quick measures, then skips what is stored, exports and imports", "[perfmodel][cli]") {
+  TempDir dir;
+  const std::string db = dir.file("a.sqlite");
+  const Run first = run_kiln(dir, "--quick --threads 1 --json --db " + db);
+  const nlohmann::json j1 = parse(first);
+  INFO(first.err);
+  CHECK_THAT(first.err, Catch::Contains("[peak 1/") && Catch::Contains("[bandwidth 1/") && Catch::Contains("[sweep 1/") &&
+                            Catch::Contains("ETA") && Catch::Contains("conv k3 s1 16->16 14x14 b1 f32 t1: "));
+  CHECK(j1["planned"].get<int>() > 10);
+  CHECK(j1["measured"] == j1["planned"]);
+  CHECK(j1["failed"] == 0);
+  CHECK(j1["already_stored"] == 0);
+
+  // Incremental: everything is stored, nothing is measured again.
+  const Run second = run_kiln(dir, "--quick --threads 1 --json --db " + db);
+  const nlohmann::json j2 = parse(second);
+  CHECK(j2["measured"] == 0);
+  CHECK(j2["already_stored"] == j1["planned"]);
+  CHECK(j2["target"] == j1["target"]);
+  CHECK_THAT(second.err, Catch::Contains("already stored"));
+  CHECK_THAT(second.err, !Catch::Contains("[sweep 1/"));
+
+  // --force re-measures one section.
+  const nlohmann::json j3 = parse(run_kiln(dir, "--quick --threads 1 --only peak --force --json --db " + db));
+  CHECK(j3["measured"].get<int>() > 0);
+  CHECK(j3["measured"].get<int>() < j1["measured"].get<int>());
+
+  const std::string profile = dir.file("node.json");
+  const nlohmann::json exported = parse(run_kiln(dir, "--export " + profile + " --json --db " + db));
+  CHECK(exported["exported"]["measurements"] == j1["planned"]);
+  const std::string other = dir.file("b.sqlite");
+  const nlohmann::json imported = parse(run_kiln(dir, "--import " + profile + " --json --db " + other));
+  CHECK(imported["imported"]["measurements"] == j1["planned"]);
+
+  const nlohmann::json listed = parse(run_kiln(dir, "--list --json --db " + other));
+  bool found = false, h100_prior = false;
+  for (const auto& t : listed["targets"]) {
+    if (t["id"] == j1["target"]) {
+      found = true;
+      CHECK(t["source"] == "imported");
+      CHECK(t["prior"] == false);
+      CHECK(t["measurements"] == j1["planned"]);
+    }
+    if (t["id"] == "nvidia-h100-sxm") h100_prior = t["prior"] == true && t["source"] == "prior";
+  }
+  CHECK(found);
+  CHECK(h100_prior);
+
+  // Every stored record carries the predictor's features.
+  std::ifstream in(profile);
+  const nlohmann::json doc = nlohmann::json::parse(in);
+  int kernels = 0;
+  for (const auto& m : doc["targets"][0]["measurements"]) {
+    CHECK(m["runs"].get<int>() > 0);
+    CHECK(m["median_ms"].get<double>() > 0);
+    CHECK(m["p10_ms"].get<double>() <= m["median_ms"].get<double>());
+    CHECK(m["median_ms"].get<double>() <= m["p90_ms"].get<double>());
+    if (m["kind"] == "kernel") {
+      ++kernels;
+      CHECK(m["bytes"].get<double>() > 0);
+      CHECK_FALSE(m["kernel"].get<std::string>().empty());
+      if (m["op"] == "conv" || m["op"] == "gemm") CHECK(m["macs"].get<double>() > 0);
+      // The bf16 pipeline really ran the convolution in bf16 (its output layout says so).
+      if (m["op"] == "conv" && m["dtype"] == "bf16") CHECK_THAT(m["layout"].get<std::string>(), Catch::Contains("bf16"));
+    }
+  }
+  CHECK(kernels > 5);
+}
+
+TEST_CASE("kiln bench-target: bad input is one clean error", "[perfmodel][cli]") {
+  TempDir dir;
+  const Run section = run_kiln(dir, "--only peak,flops --db " + dir.file("a.sqlite"));
+  CHECK(section.exit_code == 1);
+  CHECK_THAT(section.err, Catch::Contains("unknown section 'flops'"));
+
+  std::ofstream(dir.file("v9.json")) << R"({"format": "kiln-target-profile", "version": 9, "targets": []})";
+  const Run version = run_kiln(dir, "--import " + dir.file("v9.json") + " --db " + dir.file("a.sqlite"));
+  CHECK(version.exit_code == 1);
+  CHECK_THAT(version.err, Catch::Contains("kiln: error:") && Catch::Contains("version 9") && Catch::Contains("version 1"));
+
+  std::ofstream(dir.file("junk.sqlite")) << std::string(4096, 'j');
+  const Run junk = run_kiln(dir, "--list --db " + dir.file("junk.sqlite"));
+  CHECK(junk.exit_code == 1);
+  CHECK_THAT(junk.err, Catch::Contains("not a kiln benchmark store"));
+}
+
+TEST_CASE("kiln bench-target: Ctrl-C keeps what was measured and the next run continues", "[perfmodel][cli]") {
+  TempDir dir;
+  const std::string db = dir.file("a.sqlite");
+  // The full sweep takes minutes: interrupted after 2 s with SIGINT, as Ctrl-C would.
+  const std::string cmd = "timeout --preserve-status -s INT 2 " KILN_BINARY " bench-target --only sweep --threads 1 --json --db " +
+                          db + " 2>" + dir.file("err.txt");
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  std::array<char, 4096> buf{};
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  INFO(out);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 130);
+  const nlohmann::json j = nlohmann::json::parse(out);
+  CHECK(j["interrupted"] == true);
+  const int measured = j["measured"].get<int>();
+  CHECK(measured > 0);
+  CHECK(measured < j["planned"].get<int>());
+
+  const nlohmann::json plan = parse(run_kiln(dir, "--only sweep --threads 1 --dry-run --json --db " + db));
+  CHECK(plan["already_stored"] == measured);
+  CHECK(plan["to_measure"].get<int>() == plan["planned"].get<int>() - measured);
+}

@@ -1,0 +1,69 @@
+// The kernel sweep: the graph of a point (producer + op + activation), the pipelines per dtype,
+// and one measured point with every feature filled in.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "perfmodel/microbench/kernel_sweep.h"
+
+using namespace kiln;
+using namespace kiln::perf;
+
+TEST_CASE("a sweep graph is producer + op (+ ReLU) and compiles without depth-first fusion", "[perfmodel][sweep]") {
+  const SweepShape conv{SweepOp::conv, 1, 16, 32, 14, 14, 3, 2, 1};
+  const Graph g = sweep_graph(conv);
+  REQUIRE(g.nodes.size() == 3);
+  CHECK(g.nodes[0].name == "producer");
+  CHECK(g.nodes[1].op == OpKind::Conv);
+  CHECK(g.nodes[2].op == OpKind::Relu);
+  SweepShape gemm{SweepOp::gemm, 8};
+  gemm.m = 8;
+  gemm.k = 64;
+  gemm.n = 32;
+  CHECK(sweep_graph(gemm).nodes.size() == 1);  // a Gemm reads plain rows anyway
+  for (const char* dtype : {"f32", "bf16", "int8"}) {
+    const auto passes = sweep_pipeline(dtype);
+    CHECK(std::find(passes.begin(), passes.end(), "fuse_depth_first") == passes.end());
+    CHECK(std::find(passes.begin(), passes.end(), "fuse_activation") != passes.end());
+  }
+  const auto bf16 = sweep_pipeline("bf16");
+  CHECK(std::find(bf16.begin(), bf16.end(), "mixed_precision_bf16") != bf16.end());
+  const auto int8 = sweep_pipeline("int8");
+  CHECK(std::find(int8.begin(), int8.end(), "quantize_int8") != int8.end());
+}
+
+TEST_CASE("a measured sweep point has its timing and features", "[perfmodel][sweep]") {
+  const TargetFingerprint fp = fingerprint_local();
+  BenchPlanOptions options;
+  options.quick = true;
+  options.threads = {1};
+  options.timing = {1, 3, 20, 5};
+  std::vector<SkippedBenchmark> skipped;
+  std::vector<BenchPoint> points = sweep_points(fp, options, &skipped);
+  const auto conv = std::find_if(points.begin(), points.end(), [](const BenchPoint& p) {
+    return p.record.op == "conv" && p.record.dtype == "f32";
+  });
+  REQUIRE(conv != points.end());
+  Measurement m = conv->record;
+  CHECK(m.macs > 0);
+  CHECK(m.bytes > 0);
+  CHECK(m.out_h > 0);
+  const Status ok = conv->measure(m);
+  INFO((ok ? "" : ok.message()));
+  REQUIRE(ok);
+  CHECK(m.runs >= 3);
+  CHECK(m.median_ms > 0);
+  CHECK(m.p10_ms <= m.median_ms);
+  CHECK(m.median_ms <= m.p90_ms);
+  CHECK(m.total_median_ms >= m.median_ms);
+  CHECK(m.kernel.find("conv") != std::string::npos);
+  CHECK(m.kernel.find("+") == std::string::npos);  // the producer and the fused ReLU are not in it
+  CHECK_FALSE(m.backend.empty());
+  CHECK(m.throughput > 0);
+  // Dtypes this CPU lacks are skipped with a reason, the others planned.
+  for (const char* d : {"bf16", "int8"}) {
+    const bool planned = std::any_of(points.begin(), points.end(), [&](const BenchPoint& p) { return p.record.dtype == d; });
+    const bool said_why = std::any_of(skipped.begin(), skipped.end(), [&](const SkippedBenchmark& s) { return s.dtype == d; });
+    CHECK(planned != said_why);
+  }
+}
