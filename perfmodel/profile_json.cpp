@@ -131,7 +131,11 @@ Result<ProfileCounts> profile_import(BenchmarkStore& store, const std::string& p
   KILN_REQUIRE(in, io, path, ": cannot read");
   std::ostringstream bytes;
   bytes << in.rdbuf();
-  const json doc = json::parse(bytes.str(), nullptr, /*allow_exceptions=*/false);
+  return profile_import_text(store, bytes.str(), path);
+}
+
+Result<ProfileCounts> profile_import_text(BenchmarkStore& store, std::string_view text, const std::string& path) {
+  const json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   KILN_REQUIRE(!doc.is_discarded(), parse, path, ": not valid JSON");
   KILN_REQUIRE(doc.is_object() && doc.contains("format") && doc["format"].is_string(), parse, path,
                ": not a kiln target profile (no \"format\" field; expected \"", kProfileFormat, "\")");

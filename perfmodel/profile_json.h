@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "kernels/core/status.h"
 #include "perfmodel/store.h"
@@ -25,5 +26,7 @@ Result<ProfileCounts> profile_export(BenchmarkStore& store, const std::string& p
 // Imports the profile at `path` into the store; targets become source "imported" unless already
 // measured here, and a measurement replaces the stored one with the same identity.
 Result<ProfileCounts> profile_import(BenchmarkStore& store, const std::string& path);
+// The same from the file's bytes (an upload); `path` names them in errors.
+Result<ProfileCounts> profile_import_text(BenchmarkStore& store, std::string_view text, const std::string& path);
 
 }  // namespace kiln::perf

@@ -3,6 +3,7 @@
 #   1. build-asan/: GCC with AddressSanitizer + UndefinedBehaviorSanitizer (KILN_SANITIZE=address,
 #      -O1 -g: compiles in about half the time of -O3 and the tests take seconds either way); runs
 #      the unit tests and the ONNX conformance suite.
+#   1b. build-tsan/: GCC with ThreadSanitizer; runs the serving tests (kiln's own threads).
 #   2. build-fuzz/: clang with libFuzzer (KILN_FUZZ=ON); runs every fuzz target for FUZZ_SECONDS on a
 #      copy of its seed corpus (tests/fuzz/corpus/<target>/, never modified here; new inputs go to
 #      build-fuzz/corpus-work/<target>/) and prints executions and coverage per target.
@@ -41,20 +42,33 @@ if ! ctest --test-dir build-asan -L 'unit|conformance' --output-on-failure -j "$
   failures+=("ctest -L 'unit|conformance' in build-asan")
 fi
 
+# ---- 1b. ThreadSanitizer: the serving tests (batcher worker, Asio I/O threads, shutdown) ----
+# Only code whose threads are kiln's own: the engine's threads are oneDNN's OpenMP (libgomp is
+# not instrumented, so TSan would report its barriers as races).
+step "configure and build build-tsan (GCC, TSan): kiln_serving_tests"
+cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g" \
+  -DKILN_BUILD_TESTS=ON -DKILN_SANITIZE=thread >/dev/null
+cmake --build build-tsan -j "$jobs" --target kiln_serving_tests
+
+step "serving tests under TSan"
+if ! TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build-tsan/tests/kiln_serving_tests; then
+  failures+=("kiln_serving_tests in build-tsan")
+fi
+
 # ---- 2. libFuzzer targets ----
 step "configure and build build-fuzz (clang, libFuzzer+ASan+UBSan)"
 command -v clang++ >/dev/null || { echo "hardening: clang++ not found (run scripts/setup.sh --tests)" >&2; exit 1; }
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g" -DKILN_BUILD_TESTS=OFF -DKILN_FUZZ=ON >/dev/null
-targets=(fuzz_onnx_import fuzz_npy fuzz_npz fuzz_plan_file fuzz_description fuzz_v2_request)
+targets=(fuzz_onnx_import fuzz_npy fuzz_npz fuzz_plan_file fuzz_description fuzz_v2_request fuzz_profile_import)
 cmake --build build-fuzz -j "$jobs" --target "${targets[@]}"
 
 # Per target: the longest input and the dictionary. ONNX and .kiln inputs must fit the fashion-mnist
 # example (104 KB model, 106 KB .kiln).
-declare -A max_len=([fuzz_onnx_import]=131072 [fuzz_npy]=4096 [fuzz_npz]=16384 [fuzz_plan_file]=131072 [fuzz_description]=4096 [fuzz_v2_request]=4096)
+declare -A max_len=([fuzz_onnx_import]=131072 [fuzz_npy]=4096 [fuzz_npz]=16384 [fuzz_plan_file]=131072 [fuzz_description]=4096 [fuzz_v2_request]=4096 [fuzz_profile_import]=8192)
 declare -A dict=([fuzz_onnx_import]=tests/fuzz/onnx.dict [fuzz_npy]=tests/fuzz/npy.dict [fuzz_npz]=tests/fuzz/npy.dict
                 [fuzz_plan_file]=tests/fuzz/kiln.dict [fuzz_description]=tests/fuzz/description.dict
-                [fuzz_v2_request]=tests/fuzz/v2.dict)
+                [fuzz_v2_request]=tests/fuzz/v2.dict [fuzz_profile_import]=tests/fuzz/profile.dict)
 
 run_fuzzer() {
   local t=$1 work="$root/build-fuzz/corpus-work/$1" found="$root/build-fuzz/findings/$1"
