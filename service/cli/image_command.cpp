@@ -117,9 +117,8 @@ std::string human_bytes(uint64_t n) {
   return buf;
 }
 
-// The image's target: the description's name, kind, scheduler and GPUs; threads default to the
-// node's cores.
-Result<BundleTarget> bundle_target(const api::TargetInfrastructure& t) {
+// The image's target: the description's name, kind, scheduler and GPUs.
+BundleTarget bundle_target(const api::TargetInfrastructure& t) {
   BundleTarget target;
   target.name = t.name;
   target.kind = api::target_kind_name(t.kind);
@@ -209,11 +208,7 @@ int run_image(const ImageCmdOptions& opts) {
   request.passes = model->reference ? opts.passes : model->compiled.info.passes;
   request.batch = model->batch;
   request.threads = opts.threads ? *opts.threads : target ? static_cast<int>(target->node.cpu.cores) : 0;
-  if (target) {
-    auto t = bundle_target(*target);
-    if (!t) return report_error(t.error().message);
-    request.target = *t;
-  }
+  if (target) request.target = bundle_target(*target);
   request.kiln_version = KILN_VERSION;
   request.created = *created;
   auto bundle = bundle_assemble(request);
