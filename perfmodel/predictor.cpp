@@ -11,11 +11,13 @@ std::string group_key(const std::string& op, const std::string& dtype, int threa
   return op + "|" + dtype + "|" + std::to_string(threads);
 }
 
-double sq_rel_loss(const RooflineParams& p, const std::vector<Measurement>& pts) {
+// Symmetric relative error (max(r, 1/r) - 1 of the ratio r), capped at 1 so that points timed
+// while the cores were shared (10x slower, or impossibly fast) do not pull the fit.
+double robust_loss(const RooflineParams& p, const std::vector<Measurement>& pts) {
   double loss = 0;
   for (const Measurement& m : pts) {
-    const double r = roofline_ms(p, m.macs, m.bytes) / m.median_ms - 1.0;
-    loss += r * r;
+    const double r = roofline_ms(p, m.macs, m.bytes) / m.median_ms;
+    loss += std::min(std::max(r, 1.0 / r) - 1.0, 1.0);
   }
   return loss;
 }
@@ -106,7 +108,7 @@ double roofline_ms(const RooflineParams& p, double macs, double bytes) {
 }
 
 // Coarse grid over (compute, bandwidth, overhead) spanning what the points achieved, then two
-// finer grids around the best; the loss is the squared relative error.
+// finer grids around the best; the loss is robust_loss.
 RooflineParams roofline_fit(const std::vector<Measurement>& pts) {
   RooflineParams best;
   if (pts.empty()) return best;
@@ -127,7 +129,7 @@ RooflineParams roofline_fit(const std::vector<Measurement>& pts) {
       for (double b : b_grid)
         for (double o : o_grid) {
           const RooflineParams p{o, c, b};
-          const double loss = sq_rel_loss(p, pts);
+          const double loss = robust_loss(p, pts);
           if (loss < best_loss) best_loss = loss, best = p;
         }
   };

@@ -3,7 +3,8 @@
 // and sums them.
 //
 // Per (op, dtype, threads) of the sweep, a roofline: time = overhead + max(MACs / compute,
-// bytes / bandwidth), its three parameters fitted by least relative squared error. Its residual
+// bytes / bandwidth), its three parameters fitted by least capped symmetric relative error
+// (robust to points timed on shared cores). Its residual
 // on the training points (the efficiency lost to a shape: thin channels, tails, small batches) is
 // then corrected by inverse-distance weighting over the k nearest sweep points in log-feature
 // space (MACs, bytes, batch, channels, plane, window, stride). Which of the two predicts is

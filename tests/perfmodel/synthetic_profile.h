@@ -9,8 +9,8 @@
 
 namespace kiln::perf::testing {
 
-// Conv points over channels, plane and batch whose times follow `p` exactly (times `noise` where
-// given): some compute-bound, some memory-bound, some overhead-bound.
+// Points over channels, plane and batch whose times follow `p` exactly: some compute-bound, some
+// memory-bound, some overhead-bound.
 inline std::vector<Measurement> synthetic_sweep(const RooflineParams& p, const std::string& op, const std::string& dtype,
                                                 int threads) {
   std::vector<Measurement> out;
@@ -29,6 +29,7 @@ inline std::vector<Measurement> synthetic_sweep(const RooflineParams& p, const s
         m.stride = 1;
         m.key = op + " " + std::to_string(c) + " " + std::to_string(hw) + " b" + std::to_string(b);
         m.macs = static_cast<double>(b * hw * hw * c * c * std::max<int64_t>(m.kernel_h * m.kernel_w, 1));
+        if (c >= 256 && hw >= 28) m.macs = static_cast<double>(b * hw * hw * c);  // memory-bound, like a depthwise conv
         m.bytes = 4.0 * static_cast<double>(2 * b * c * hw * hw + c * c);
         m.median_ms = roofline_ms(p, m.macs, m.bytes);
         m.load_avg = 0.5;
