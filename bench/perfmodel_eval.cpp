@@ -7,6 +7,7 @@
 // shapes, perfmodel/microbench/sweep_grid.cpp); nothing measured here is written to the store.
 // Usage: kiln_perfmodel_eval [--cache DIR] [--db FILE] [--target ID] [--models a,b] [--batches 1,8,32]
 //                            [--precisions fp32,bf16,int8] [--threads 1,2] [--runs N] [--budget-ms MS]
+//                            [--method auto|roofline|knn] [--neighbours K]   (the fit's choices, to compare)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -46,6 +47,7 @@ struct Options {
   std::vector<int> threads = {1, 2};
   int runs = 15;             // at most, after warm-up
   double budget_ms = 2000;   // timed runs stop after this (at least 3)
+  perf::FitOptions fit;
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -68,6 +70,8 @@ bool parse(int argc, char** argv, Options& o) {
     else if (a == "--precisions") o.precisions = split(v);
     else if (a == "--runs") o.runs = std::max(3, std::atoi(v.c_str()));
     else if (a == "--budget-ms") o.budget_ms = std::atof(v.c_str());
+    else if (a == "--method") o.fit.method = v;
+    else if (a == "--neighbours") o.fit.neighbours = std::max(1, std::atoi(v.c_str()));
     else if (a == "--batches") {
       o.batches.clear();
       for (const std::string& b : split(v)) o.batches.push_back(std::atoll(b.c_str()));
@@ -134,7 +138,7 @@ int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) {
     std::fprintf(stderr, "usage: kiln_perfmodel_eval [--cache DIR] [--db FILE] [--target ID] [--models a,b] "
-                         "[--batches 1,8,32] [--precisions fp32,bf16,int8] [--threads 1,2] [--runs N] [--budget-ms MS]\n");
+                         "[--batches 1,8,32] [--precisions fp32,bf16,int8] [--threads 1,2] [--runs N] [--budget-ms MS] [--method auto|roofline|knn] [--neighbours K]\n");
     return 2;
   }
   const std::string db = o.db.empty() ? perf::benchmark_store_default_path() : o.db;
@@ -143,7 +147,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kiln_perfmodel_eval: %s\n", profile.error().message.c_str());
     return 1;
   }
-  auto predictor = perf::LatencyPredictor::fit(profile->measurements);
+  auto predictor = perf::LatencyPredictor::fit(profile->measurements, o.fit);
   if (!predictor) {
     std::fprintf(stderr, "kiln_perfmodel_eval: %s\n", predictor.error().message.c_str());
     return 1;
@@ -153,9 +157,16 @@ int main(int argc, char** argv) {
   std::printf("fit on %d kernel-sweep points (%d measured under load%s) + %d bandwidth points; method %s\n",
               fit.points_used, fit.points_loaded, fit.loaded_kept ? ", kept: all were" : ", dropped", fit.bandwidth_points,
               fit.method.c_str());
-  std::printf("held-out sweep points (5-fold): median |error| roofline %.1f%%, roofline+knn %.1f%%; within 10%%: %.0f%% / %.0f%%\n",
-              100 * fit.heldout_median_roofline, 100 * fit.heldout_median_knn, 100 * fit.heldout_within10_roofline,
-              100 * fit.heldout_within10_knn);
+  std::printf("held-out sweep points (5-fold): median |error| roofline %.1f%%, roofline+knn %.1f%%, chosen per group %.1f%%; "
+              "within 10%%: %.0f%% / %.0f%% / %.0f%%\n",
+              100 * fit.heldout_median_roofline, 100 * fit.heldout_median_knn, 100 * fit.heldout_median_chosen,
+              100 * fit.heldout_within10_roofline, 100 * fit.heldout_within10_knn, 100 * fit.heldout_within10_chosen);
+  std::printf("%-16s %-5s %3s %6s %10s %10s %10s %9s %9s %s\n", "group", "dtype", "thr", "points", "overhead", "GMAC/s", "GB/s",
+              "roof err", "knn err", "used");
+  for (const perf::GroupSummary& g : fit.groups)
+    std::printf("%-16s %-5s %3d %6d %8.4fms %10.1f %10.1f %8.1f%% %8.1f%% %s\n", g.op.c_str(), g.dtype.c_str(), g.threads, g.points,
+                g.params.overhead_ms, g.params.macs_per_ms / 1e6, g.params.bytes_per_ms / 1e6, 100 * g.heldout_roofline,
+                100 * g.heldout_knn, g.use_knn ? "knn" : "roofline");
   std::printf("load average at start %.2f\n\n", load_avg());
 
   std::vector<fs::path> models;

@@ -38,8 +38,8 @@ std::vector<double> raw_features(const Measurement& m) {
           l(static_cast<double>(m.out_h * m.out_w)), static_cast<double>(m.kernel_h), static_cast<double>(m.stride)};
 }
 
-void group_prepare(LatencyPredictor::Group& g, const std::vector<Measurement>& pts) {
-  g.params = roofline_fit(pts);
+void group_prepare(LatencyPredictor::Group& g, const std::vector<Measurement>& pts, double min_bytes_per_ms) {
+  g.params = roofline_fit(pts, min_bytes_per_ms);
   std::vector<std::vector<double>> raw;
   for (const Measurement& m : pts) raw.push_back(raw_features(m));
   const size_t d = raw.empty() ? 0 : raw[0].size();
@@ -109,7 +109,7 @@ double roofline_ms(const RooflineParams& p, double macs, double bytes) {
 
 // Coarse grid over (compute, bandwidth, overhead) spanning what the points achieved, then two
 // finer grids around the best; the loss is robust_loss.
-RooflineParams roofline_fit(const std::vector<Measurement>& pts) {
+RooflineParams roofline_fit(const std::vector<Measurement>& pts, double min_bytes_per_ms) {
   RooflineParams best;
   if (pts.empty()) return best;
   double c_lo = std::numeric_limits<double>::max(), c_hi = 0, b_lo = c_lo, b_hi = 0, t_min = c_lo;
@@ -119,6 +119,10 @@ RooflineParams roofline_fit(const std::vector<Measurement>& pts) {
     b_lo = std::min(b_lo, b), b_hi = std::max(b_hi, b);
     t_min = std::min(t_min, m.median_ms);
   }
+  // A kernel moves its bytes at least as fast as a plain streaming read from DRAM: a lower
+  // bandwidth would only stand in for some other inefficiency (left to the residual correction).
+  b_lo = std::max(b_lo, min_bytes_per_ms);
+  b_hi = std::max(b_hi, b_lo * 1.01);
   std::vector<double> cs = log_grid(c_lo, c_hi * 2, 20), bs = log_grid(b_lo, b_hi * 2, 20),
                       os = log_grid(t_min * 1e-3, t_min, 11);
   bs.push_back(0);
@@ -135,12 +139,14 @@ RooflineParams roofline_fit(const std::vector<Measurement>& pts) {
   };
   search(cs, bs, os);
   for (double step : {1.25, 1.06}) {
+    const RooflineParams centre = best;
     const auto around = [&](double x) {
       std::vector<double> v;
       for (int i = -3; i <= 3; ++i) v.push_back(x * std::pow(step, i));
+      if (x == centre.bytes_per_ms)
+        for (double& b : v) b = std::max(b, min_bytes_per_ms);
       return x > 0 ? v : std::vector<double>{0};
     };
-    const RooflineParams centre = best;
     std::vector<double> o_grid = around(centre.overhead_ms);
     if (centre.overhead_ms > 0) o_grid.push_back(0);
     search(around(centre.macs_per_ms), around(centre.bytes_per_ms), o_grid);
@@ -173,10 +179,11 @@ Result<LatencyPredictor> LatencyPredictor::fit(const std::vector<Measurement>& r
   std::map<std::string, std::vector<Measurement>> by_group;
   for (const Measurement& m : kernels) by_group[group_key(m.op, m.dtype, m.threads)].push_back(m);
 
-  std::vector<double> err_roof, err_knn;
+  std::vector<double> err_roof, err_knn, err_chosen;
   for (auto& [key, pts] : by_group) {
     GroupSummary gs;
     gs.op = pts[0].op, gs.dtype = pts[0].dtype, gs.threads = pts[0].threads;
+    const double dram = p.dram_bytes_per_ms(gs.threads);
     gs.points = static_cast<int>(pts.size());
     // 5-fold held-out: every fifth point (in store order, which is the sweep's sampled order).
     std::vector<double> group_roof, group_knn;
@@ -185,7 +192,7 @@ Result<LatencyPredictor> LatencyPredictor::fit(const std::vector<Measurement>& r
         std::vector<Measurement> train, test;
         for (size_t i = 0; i < pts.size(); ++i) (i % 5 == fold ? test : train).push_back(pts[i]);
         Group g;
-        group_prepare(g, train);
+        group_prepare(g, train, dram);
         for (const Measurement& m : test) {
           const double roof = roofline_ms(g.params, m.macs, m.bytes);
           const double knn = roof * std::exp(knn_residual(g, m, p.neighbours_));
@@ -196,11 +203,16 @@ Result<LatencyPredictor> LatencyPredictor::fit(const std::vector<Measurement>& r
     }
     gs.heldout_roofline = median(group_roof);
     gs.heldout_knn = median(group_knn);
+    gs.use_knn = options.method == "knn" ||
+                 (options.method == "auto" && !group_knn.empty() && gs.heldout_knn < gs.heldout_roofline);
     err_roof.insert(err_roof.end(), group_roof.begin(), group_roof.end());
     err_knn.insert(err_knn.end(), group_knn.begin(), group_knn.end());
+    const std::vector<double>& chosen = gs.use_knn ? group_knn : group_roof;
+    err_chosen.insert(err_chosen.end(), chosen.begin(), chosen.end());
     Group g;
     g.op = gs.op, g.dtype = gs.dtype, g.threads = gs.threads;
-    group_prepare(g, pts);
+    g.use_knn = gs.use_knn;
+    group_prepare(g, pts, dram);
     gs.params = g.params;
     p.groups_[key] = std::move(g);
     p.summary_.groups.push_back(gs);
@@ -209,8 +221,13 @@ Result<LatencyPredictor> LatencyPredictor::fit(const std::vector<Measurement>& r
   p.summary_.heldout_median_knn = median(err_knn);
   p.summary_.heldout_within10_roofline = share_within(err_roof, 0.10);
   p.summary_.heldout_within10_knn = share_within(err_knn, 0.10);
-  p.use_knn_ = err_knn.empty() || p.summary_.heldout_median_knn <= p.summary_.heldout_median_roofline;
-  p.summary_.method = p.use_knn_ ? "roofline+knn" : "roofline";
+  p.summary_.heldout_median_chosen = median(err_chosen);
+  p.summary_.heldout_within10_chosen = share_within(err_chosen, 0.10);
+  int knn_groups = 0;
+  for (const GroupSummary& g : p.summary_.groups) knn_groups += g.use_knn;
+  p.summary_.method = knn_groups == 0                                             ? "roofline"
+                      : knn_groups == static_cast<int>(p.summary_.groups.size()) ? "roofline+knn"
+                                                                                  : "per group";
   // Per-step overhead: what the smallest elementwise kernel (the sweep's add) costs beyond its bytes.
   double overhead = 0;
   int counted = 0;
@@ -218,6 +235,13 @@ Result<LatencyPredictor> LatencyPredictor::fit(const std::vector<Measurement>& r
     if (g.op == "add") overhead += g.params.overhead_ms, ++counted;
   p.summary_.step_overhead_ms = counted ? overhead / counted : 0.002;
   return p;
+}
+
+double LatencyPredictor::dram_bytes_per_ms(int threads) const {
+  if (bandwidth_.empty()) return 0;
+  auto it = bandwidth_.lower_bound(threads);
+  if (it == bandwidth_.end()) it = std::prev(it);
+  return it->second.back().second;  // the largest working set measured
 }
 
 double LatencyPredictor::bandwidth_bytes_per_ms(double working_set, int threads) const {
@@ -252,9 +276,9 @@ StepPrediction LatencyPredictor::kernel_ms(const Measurement& m) const {
     return {summary_.step_overhead_ms + m.bytes / bw, "bandwidth (no " + m.op + " points)"};
   }
   double ms = roofline_ms(best->params, m.macs, m.bytes);
-  if (use_knn_) ms *= std::exp(knn_residual(*best, m, neighbours_));
+  if (best->use_knn) ms *= std::exp(knn_residual(*best, m, neighbours_));
   if (best->threads != m.threads) ms *= static_cast<double>(best->threads) / static_cast<double>(m.threads);
-  return {ms, best->op + "/" + best->dtype + "/t" + std::to_string(best->threads) + " " + summary_.method};
+  return {ms, best->op + "/" + best->dtype + "/t" + std::to_string(best->threads) + (best->use_knn ? " roofline+knn" : " roofline")};
 }
 
 StepPrediction LatencyPredictor::step_ms(const StepFeatures& f) const {

@@ -3,15 +3,15 @@
 // and sums them.
 //
 // Per (op, dtype, threads) of the sweep, a roofline: time = overhead + max(MACs / compute,
-// bytes / bandwidth), its three parameters fitted by least capped symmetric relative error
-// (robust to points timed on shared cores). Its residual
-// on the training points (the efficiency lost to a shape: thin channels, tails, small batches) is
-// then corrected by inverse-distance weighting over the k nearest sweep points in log-feature
-// space (MACs, bytes, batch, channels, plane, window, stride). Which of the two predicts is
-// chosen by 5-fold held-out error on the sweep points themselves (FitSummary). Steps with no
-// sweep counterpart cost a per-step overhead (the fitted `add` overhead) plus their bytes over the
-// measured streaming bandwidth at that working set. A thread count not measured uses the nearest
-// one measured, scaled linearly.
+// bytes / bandwidth), its three parameters fitted by least capped symmetric relative error (robust
+// to points timed on shared cores), the bandwidth kept at or above the measured DRAM streaming
+// bandwidth. Optionally (FitOptions::method) its residual on the training points (the efficiency
+// a shape loses: thin channels, tails, small batches) is corrected by inverse-distance weighting
+// over the k nearest sweep points in log-feature space (MACs, bytes, batch, channels, plane,
+// window, stride). Both are scored by 5-fold held-out error on the sweep points (FitSummary).
+// Steps with no sweep counterpart cost a per-step overhead (the fitted `add` overhead) plus their
+// bytes over the measured streaming bandwidth at that working set. A thread count not measured
+// uses the nearest one measured, scaled linearly.
 // The predictor never sees whole models: it is fitted only on peak/bandwidth/kernel rows.
 #pragma once
 
@@ -28,6 +28,12 @@ namespace kiln::perf {
 struct FitOptions {
   bool keep_loaded = false;  // keep points whose load_avg exceeded their thread count
   int neighbours = 4;
+  // "roofline" (default), "knn" (roofline + the residual correction everywhere) or "auto" (each
+  // group the one with the lower held-out error). On the loaded development profile the correction
+  // won on held-out sweep points by a few points but lost on whole models (docs/perfmodel-next.md):
+  // it interpolates the sweep's noise, so the simpler model is the default until a quiet profile
+  // says otherwise.
+  std::string method = "roofline";
 };
 
 struct RooflineParams {
@@ -43,16 +49,18 @@ struct GroupSummary {
   RooflineParams params;
   double heldout_roofline = 0;  // median |relative error| over the group's held-out points
   double heldout_knn = 0;
+  bool use_knn = false;  // chosen by the held-out error
 };
 
 struct FitSummary {
   int points_used = 0;
   int points_loaded = 0;        // load_avg above threads
   bool loaded_kept = false;     // every point was loaded (or asked to keep them): kept, marked noisy
-  std::string method;           // "roofline" or "roofline+knn"
-  // 5-fold held-out over all kernel points: median |relative error| and share within 10%.
-  double heldout_median_roofline = 0, heldout_median_knn = 0;
-  double heldout_within10_roofline = 0, heldout_within10_knn = 0;
+  std::string method;           // "roofline", "roofline+knn" or "per group" (each group its better one)
+  // 5-fold held-out over all kernel points: median |relative error| and share within 10%, of the
+  // roofline alone, of roofline+knn everywhere, and of each group's chosen method.
+  double heldout_median_roofline = 0, heldout_median_knn = 0, heldout_median_chosen = 0;
+  double heldout_within10_roofline = 0, heldout_within10_knn = 0, heldout_within10_chosen = 0;
   double step_overhead_ms = 0;  // per step without a sweep counterpart
   int bandwidth_points = 0;
   std::vector<GroupSummary> groups;
@@ -78,6 +86,8 @@ class LatencyPredictor {
   StepPrediction kernel_ms(const Measurement& m) const;
   // Streaming bandwidth (bytes/ms) at a working set, for `threads`.
   double bandwidth_bytes_per_ms(double working_set, int threads) const;
+  // The streaming bandwidth at the largest working set measured (DRAM); 0 without bandwidth rows.
+  double dram_bytes_per_ms(int threads) const;
   StepPrediction step_ms(const StepFeatures& f) const;
   PlanPrediction predict(const std::vector<StepFeatures>& steps) const;
 
@@ -87,6 +97,7 @@ class LatencyPredictor {
     std::string op, dtype;
     int threads = 0;
     RooflineParams params;
+    bool use_knn = true;  // the residual correction predicted this group's held-out points better
     std::vector<std::vector<double>> features;  // standardized, per training point
     std::vector<double> residual;               // log(measured / roofline)
     std::vector<double> mean, scale;            // standardization
@@ -96,12 +107,12 @@ class LatencyPredictor {
   std::map<std::string, Group> groups_;  // "op|dtype|threads"
   std::map<int, std::vector<std::pair<double, double>>> bandwidth_;  // threads -> (working set, bytes/ms), sorted
   int neighbours_ = 4;
-  bool use_knn_ = true;
   FitSummary summary_;
 };
 
-// Exposed for the tests: the roofline fitted to (macs, bytes, ms) points.
-RooflineParams roofline_fit(const std::vector<Measurement>& points);
+// Exposed for the tests: the roofline fitted to (macs, bytes, ms) points, its bandwidth at least
+// `min_bytes_per_ms` (the DRAM streaming bandwidth).
+RooflineParams roofline_fit(const std::vector<Measurement>& points, double min_bytes_per_ms = 0);
 double roofline_ms(const RooflineParams& p, double macs, double bytes);
 
 }  // namespace kiln::perf

@@ -25,6 +25,7 @@ struct PredictOptions {
   std::string precision = "fp32";
   std::string db;
   std::string target;
+  std::string method = "roofline";
   bool json = false;
   bool verbose = false;
 };
@@ -49,8 +50,8 @@ nlohmann::json fit_json(const perf::FitSummary& s) {
           {"loaded_points_kept", s.loaded_kept},
           {"bandwidth_points", s.bandwidth_points},
           {"step_overhead_ms", s.step_overhead_ms},
-          {"heldout_median_error", s.method == "roofline" ? s.heldout_median_roofline : s.heldout_median_knn},
-          {"heldout_within_10pct", s.method == "roofline" ? s.heldout_within10_roofline : s.heldout_within10_knn},
+          {"heldout_median_error", s.heldout_median_chosen},
+          {"heldout_within_10pct", s.heldout_within10_chosen},
           {"heldout_median_error_roofline", s.heldout_median_roofline},
           {"heldout_median_error_knn", s.heldout_median_knn}};
 }
@@ -62,7 +63,9 @@ int run_predict(const PredictOptions& o) {
   const std::string db = o.db.empty() ? perf::benchmark_store_default_path() : o.db;
   auto profile = perf::target_profile_load(db, o.target);
   if (!profile) return report_error(profile.error().message);
-  auto predictor = perf::LatencyPredictor::fit(profile->measurements);
+  perf::FitOptions fit_options;
+  fit_options.method = o.method;
+  auto predictor = perf::LatencyPredictor::fit(profile->measurements, fit_options);
   if (!predictor) return report_error(predictor.error().message);
 
   std::string how;
@@ -105,7 +108,7 @@ int run_predict(const PredictOptions& o) {
   std::printf("target %s (%s), fit: %s on %d sweep points%s, held-out median error %.1f%%\n",
               profile->target.fingerprint.id.c_str(), profile->target.fingerprint.cpu_model.c_str(), fit.method.c_str(),
               fit.points_used, fit.loaded_kept ? " (all measured under load: noisy)" : "",
-              100.0 * (fit.method == "roofline" ? fit.heldout_median_roofline : fit.heldout_median_knn));
+              100.0 * fit.heldout_median_chosen);
   if (o.verbose) {
     std::printf("  %10s  %-16s %-6s %10s %12s  %s\n", "ms", "op", "dtype", "MMACs", "KB", "step (kernel; model)");
     for (size_t i = 0; i < features.size(); ++i) {
@@ -134,6 +137,8 @@ void add_predict_command(CLI::App& app, CommandRunner& run) {
       ->check(CLI::IsMember({"fp32", "bf16", "int8"}));
   cmd->add_option("--db", opts->db, "Benchmark store (default $KILN_DATA_DIR/benchmarks.sqlite, else ~/.local/share/kiln/benchmarks.sqlite)");
   cmd->add_option("--target", opts->target, "Stored target: fingerprint id, or part of its CPU model or its host (default: this machine)");
+  cmd->add_option("--method", opts->method, "roofline (default), knn (roofline + nearest-neighbour correction), auto (per op by held-out error)")
+      ->check(CLI::IsMember({"roofline", "knn", "auto"}));
   cmd->add_flag("--json", opts->json, "Print JSON");
   cmd->add_flag("--verbose,-v", opts->verbose, "Also print every kernel's features and predicted time");
   cmd->callback([opts, &run] { run = [opts] { return run_predict(*opts); }; });
