@@ -123,6 +123,13 @@ Result<double> measure(Engine& engine, const std::vector<Tensor>& inputs, const 
   return ms[ms.size() / 2];
 }
 
+std::string percent(double fraction) {
+  if (fraction < 0) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100 * fraction);
+  return buf;
+}
+
 double load_avg() {
   double l = 0;
   if (FILE* f = std::fopen("/proc/loadavg", "r")) {
@@ -164,9 +171,9 @@ int main(int argc, char** argv) {
   std::printf("%-16s %-5s %3s %6s %10s %10s %10s %9s %9s %s\n", "group", "dtype", "thr", "points", "overhead", "GMAC/s", "GB/s",
               "roof err", "knn err", "used");
   for (const perf::GroupSummary& g : fit.groups)
-    std::printf("%-16s %-5s %3d %6d %8.4fms %10.1f %10.1f %8.1f%% %8.1f%% %s\n", g.op.c_str(), g.dtype.c_str(), g.threads, g.points,
-                g.params.overhead_ms, g.params.macs_per_ms / 1e6, g.params.bytes_per_ms / 1e6, 100 * g.heldout_roofline,
-                100 * g.heldout_knn, g.use_knn ? "knn" : "roofline");
+    std::printf("%-16s %-5s %3d %6d %8.4fms %10.1f %10.1f %9s %9s %s\n", g.op.c_str(), g.dtype.c_str(), g.threads, g.points,
+                g.params.overhead_ms, g.params.macs_per_ms / 1e6, g.params.bytes_per_ms / 1e6, percent(g.heldout_roofline).c_str(),
+                percent(g.heldout_knn).c_str(), g.use_knn ? "knn" : "roofline");
   std::printf("load average at start %.2f\n\n", load_avg());
 
   std::vector<fs::path> models;

@@ -201,8 +201,8 @@ Result<LatencyPredictor> LatencyPredictor::fit(const std::vector<Measurement>& r
         }
       }
     }
-    gs.heldout_roofline = median(group_roof);
-    gs.heldout_knn = median(group_knn);
+    gs.heldout_roofline = group_roof.empty() ? -1 : median(group_roof);
+    gs.heldout_knn = group_knn.empty() ? -1 : median(group_knn);
     gs.use_knn = options.method == "knn" ||
                  (options.method == "auto" && !group_knn.empty() && gs.heldout_knn < gs.heldout_roofline);
     err_roof.insert(err_roof.end(), group_roof.begin(), group_roof.end());

@@ -47,7 +47,7 @@ struct GroupSummary {
   int threads = 0;
   int points = 0;
   RooflineParams params;
-  double heldout_roofline = 0;  // median |relative error| over the group's held-out points
+  double heldout_roofline = 0;  // median |relative error| over the group's held-out points; -1: under 10 points, not held out
   double heldout_knn = 0;
   bool use_knn = false;  // chosen by the held-out error
 };
