@@ -284,6 +284,17 @@ StepPrediction LatencyPredictor::kernel_ms(const Measurement& m) const {
 StepPrediction LatencyPredictor::step_ms(const StepFeatures& f) const {
   if (f.view) return {0.0, "view"};
   if (!f.m.op.empty()) return kernel_ms(f.m);
+  // Data movement without a sweep counterpart (conversions, concat, slices, elementwise): priced
+  // like the sweep's Add, an Engine kernel that streams its bytes, rather than at the raw read
+  // bandwidth, which in cache is 3-6x what real copy kernels reach (ShuffleNetV2's concats).
+  const Group* add = nullptr;
+  for (const auto& [key, g] : groups_)
+    if (g.op == "add" && (!add || std::abs(g.threads - f.m.threads) < std::abs(add->threads - f.m.threads))) add = &g;
+  if (add && add->params.bytes_per_ms > 0) {
+    double ms = add->params.overhead_ms + f.m.bytes / add->params.bytes_per_ms;
+    if (add->threads != f.m.threads) ms *= static_cast<double>(add->threads) / static_cast<double>(f.m.threads);
+    return {ms, "add bandwidth"};
+  }
   const double bw = bandwidth_bytes_per_ms(f.m.bytes, f.m.threads);
   return {summary_.step_overhead_ms + f.m.bytes / bw, "bandwidth"};
 }
