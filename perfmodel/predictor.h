@@ -5,13 +5,15 @@
 // Per (op, dtype, threads) of the sweep, a roofline: time = overhead + max(MACs / compute,
 // bytes / bandwidth), its three parameters fitted by least capped symmetric relative error (robust
 // to points timed on shared cores), the bandwidth kept at or above the measured DRAM streaming
-// bandwidth. Optionally (FitOptions::method) its residual on the training points (the efficiency
-// a shape loses: thin channels, tails, small batches) is corrected by inverse-distance weighting
-// over the k nearest sweep points in log-feature space (MACs, bytes, batch, channels, plane,
-// window, stride). Both are scored by 5-fold held-out error on the sweep points (FitSummary).
-// Steps with no sweep counterpart cost a per-step overhead (the fitted `add` overhead) plus their
-// bytes over the measured streaming bandwidth at that working set. A thread count not measured
-// uses the nearest one measured, scaled linearly.
+// bandwidth. Where it predicts the group's held-out points better (FitOptions::method), its
+// residual on the training points (the efficiency a shape loses: thin channels, tails, small
+// batches) is corrected by inverse-distance weighting over the k nearest sweep points in
+// log-feature space (MACs, bytes, batch, channels, plane, window, stride). Both are scored by
+// 5-fold held-out error on the sweep points (FitSummary).
+// Steps with no sweep counterpart (conversions, concat, slices, elementwise) are priced like the
+// sweep's Add, an Engine kernel streaming its bytes (its fitted overhead and bandwidth); without
+// Add points, a per-step overhead plus bytes over the streaming-read table. A thread count not
+// measured uses the nearest one measured, scaled linearly.
 // The predictor never sees whole models: it is fitted only on peak/bandwidth/kernel rows.
 #pragma once
 
@@ -28,12 +30,9 @@ namespace kiln::perf {
 struct FitOptions {
   bool keep_loaded = false;  // keep points whose load_avg exceeded their thread count
   int neighbours = 4;
-  // "roofline" (default), "knn" (roofline + the residual correction everywhere) or "auto" (each
-  // group the one with the lower held-out error). On the loaded development profile the correction
-  // won on held-out sweep points by a few points but lost on whole models (docs/perfmodel-next.md):
-  // it interpolates the sweep's noise, so the simpler model is the default until a quiet profile
-  // says otherwise.
-  std::string method = "roofline";
+  // "auto" (default: per group, the roofline or roofline+knn, whichever has the lower held-out
+  // error on the group's own sweep points), "roofline" or "knn" (everywhere).
+  std::string method = "auto";
 };
 
 struct RooflineParams {

@@ -25,7 +25,7 @@ struct PredictOptions {
   std::string precision = "fp32";
   std::string db;
   std::string target;
-  std::string method = "roofline";
+  std::string method = "auto";
   bool json = false;
   bool verbose = false;
 };
@@ -137,7 +137,7 @@ void add_predict_command(CLI::App& app, CommandRunner& run) {
       ->check(CLI::IsMember({"fp32", "bf16", "int8"}));
   cmd->add_option("--db", opts->db, "Benchmark store (default $KILN_DATA_DIR/benchmarks.sqlite, else ~/.local/share/kiln/benchmarks.sqlite)");
   cmd->add_option("--target", opts->target, "Stored target: fingerprint id, or part of its CPU model or its host (default: this machine)");
-  cmd->add_option("--method", opts->method, "roofline (default), knn (roofline + nearest-neighbour correction), auto (per op by held-out error)")
+  cmd->add_option("--method", opts->method, "auto (default: per op/dtype/threads, whichever predicts its held-out sweep points better), roofline, knn (roofline + nearest-neighbour correction)")
       ->check(CLI::IsMember({"roofline", "knn", "auto"}));
   cmd->add_flag("--json", opts->json, "Print JSON");
   cmd->add_flag("--verbose,-v", opts->verbose, "Also print every kernel's features and predicted time");
