@@ -82,3 +82,20 @@ TEST_CASE("a store without kernel points cannot be fitted", "[perfmodel][predict
   REQUIRE_FALSE(p);
   CHECK(p.error().message.find("kiln bench-target") != std::string::npos);
 }
+
+TEST_CASE("steps without a sweep counterpart are priced like the sweep's Add when it was measured", "[perfmodel][predictor]") {
+  const RooflineParams add{0.004, 5e6, 25e6};  // 4 us, 25 GB/s
+  std::vector<Measurement> rows = synthetic_sweep(add, "add", "f32", 1);
+  for (Measurement m : synthetic_bandwidth(150e6, 1)) {  // 150 GB/s in cache, 10 GB/s from DRAM
+    if (m.working_set_bytes > (int64_t{16} << 20)) m.median_ms = static_cast<double>(m.working_set_bytes) / 10e6;
+    rows.push_back(m);
+  }
+  auto p = LatencyPredictor::fit(rows, {false, 4, "roofline"});
+  REQUIRE(p);
+  StepFeatures concat;
+  concat.m.bytes = 2e6;
+  concat.m.threads = 1;
+  const StepPrediction s = p->step_ms(concat);
+  CHECK(s.how == "add bandwidth");
+  CHECK(s.ms == Approx(roofline_ms(add, 0, 2e6)).epsilon(0.10));  // not 2e6 / 150e6 from the read table
+}
