@@ -14,6 +14,7 @@
 #include "perfmodel/priors.h"
 #include "perfmodel/profile_json.h"
 #include "perfmodel/store.h"
+#include "perfmodel/target_profile.h"
 #include "service/cli/commands.h"
 
 namespace kiln::cli {
@@ -35,12 +36,6 @@ struct BenchTargetCli {
 std::atomic<bool> g_stop{false};
 
 void on_interrupt(int) { g_stop.store(true); }
-
-std::string default_db_path() {
-  if (const char* dir = std::getenv("KILN_DATA_DIR"); dir && *dir) return std::string(dir) + "/benchmarks.sqlite";
-  const char* home = std::getenv("HOME");
-  return std::string(home && *home ? home : ".") + "/.local/share/kiln/benchmarks.sqlite";
-}
 
 std::string options_text(const BenchTargetCli& o) {
   std::string s = o.quick ? "--quick" : "";
@@ -102,7 +97,7 @@ int list_targets(perf::BenchmarkStore& store, bool json) {
 
 int run_bench_target(const BenchTargetCli& o) {
   if (Status ok = perf::bench_target_check_sections(o.only); !ok) return report_error(ok.message());
-  const std::string db_path = o.db.empty() ? default_db_path() : o.db;
+  const std::string db_path = o.db.empty() ? perf::benchmark_store_default_path() : o.db;
   std::error_code ec;
   const std::filesystem::path parent = std::filesystem::path(db_path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);

@@ -1,0 +1,239 @@
+// The performance model's whole-model check: for each torchvision export in the model cache
+// (`*_bn.onnx` skipped), batch, precision and thread count, predicts the latency from the target's
+// stored benchmarks (kiln predict's path), then measures it on the Engine (median of timed runs
+// after warm-up, as `kiln bench`) and prints predicted vs measured with the error. Ends with the
+// share of cases within +-10%.
+// The predictor is fitted only on the store's kernel-sweep and bandwidth rows (designed one-op
+// shapes, perfmodel/microbench/sweep_grid.cpp); nothing measured here is written to the store.
+// Usage: kiln_perfmodel_eval [--cache DIR] [--db FILE] [--target ID] [--models a,b] [--batches 1,8,32]
+//                            [--precisions fp32,bf16,int8] [--threads 1,2] [--runs N] [--budget-ms MS]
+//                            [--method auto|roofline|knn] [--neighbours K]   (the fit's choices, to compare)
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "compilers/ir/shape_inference.h"
+#include "compilers/onnx/import.h"
+#include "kernels/engine.h"
+#include "perfmodel/plan_features.h"
+#include "perfmodel/precision_compile.h"
+#include "perfmodel/predictor.h"
+#include "perfmodel/target_profile.h"
+
+#ifndef KILN_DEFAULT_MODEL_CACHE
+#define KILN_DEFAULT_MODEL_CACHE "build/model-cache"
+#endif
+
+namespace fs = std::filesystem;
+using namespace kiln;
+
+namespace {
+
+struct Options {
+  std::string cache = KILN_DEFAULT_MODEL_CACHE;
+  std::string db;
+  std::string target;
+  std::vector<std::string> models;
+  std::vector<int64_t> batches = {1, 8, 32};
+  std::vector<std::string> precisions = {"fp32", "bf16", "int8"};
+  std::vector<int> threads = {1, 2};
+  int runs = 15;             // at most, after warm-up
+  double budget_ms = 2000;   // timed runs stop after this (at least 3)
+  perf::FitOptions fit;
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+bool parse(int argc, char** argv, Options& o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) return false;
+    const std::string v = argv[++i];
+    if (a == "--cache") o.cache = v;
+    else if (a == "--db") o.db = v;
+    else if (a == "--target") o.target = v;
+    else if (a == "--models") o.models = split(v);
+    else if (a == "--precisions") o.precisions = split(v);
+    else if (a == "--runs") o.runs = std::max(3, std::atoi(v.c_str()));
+    else if (a == "--budget-ms") o.budget_ms = std::atof(v.c_str());
+    else if (a == "--method") o.fit.method = v;
+    else if (a == "--neighbours") o.fit.neighbours = std::max(1, std::atoi(v.c_str()));
+    else if (a == "--batches") {
+      o.batches.clear();
+      for (const std::string& b : split(v)) o.batches.push_back(std::atoll(b.c_str()));
+    } else if (a == "--threads") {
+      o.threads.clear();
+      for (const std::string& t : split(v)) o.threads.push_back(std::atoi(t.c_str()));
+    } else return false;
+  }
+  return true;
+}
+
+Result<Plan> compile(const fs::path& path, int64_t batch, const std::string& precision) {
+  KILN_ASSIGN(graph, onnx_import_file(path.string()));
+  ShapeInferenceOptions infer;
+  for (ValueId id : graph.inputs) {  // the batch symbol on dim 0 of every input, as --batch does
+    const ValueType& t = graph.value(id).type;
+    if (t.rank_known && !t.shape.empty() && !t.shape[0].known() && !t.shape[0].symbol.empty())
+      infer.bindings[t.shape[0].symbol] = batch;
+  }
+  KILN_TRY(graph_infer_shapes(graph, infer).status());
+  return perf::precision_compile(std::move(graph), precision);
+}
+
+std::vector<Tensor> seeded_inputs(const Plan& plan) {
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<Tensor> inputs;
+  for (const PlanInput& in : plan.inputs) {
+    Tensor t = Tensor::zeros(in.type.dtype, sym_shape_concrete(plan.slot_types[static_cast<size_t>(in.slot)].shape));
+    if (t.dtype() == DType::f32)
+      for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
+    inputs.push_back(std::move(t));
+  }
+  return inputs;
+}
+
+// Median over timed runs after two warm-up runs (the first pays page faults and primitive set-up).
+Result<double> measure(Engine& engine, const std::vector<Tensor>& inputs, const Options& o) {
+  for (int i = 0; i < 2; ++i) KILN_TRY(engine.run(inputs).status());
+  std::vector<double> ms;
+  double spent = 0;
+  while (static_cast<int>(ms.size()) < o.runs && (ms.size() < 3 || spent < o.budget_ms)) {
+    const auto start = std::chrono::steady_clock::now();
+    KILN_TRY(engine.run(inputs).status());
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    spent += ms.back();
+  }
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+std::string percent(double fraction) {
+  if (fraction < 0) return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100 * fraction);
+  return buf;
+}
+
+double load_avg() {
+  double l = 0;
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &l) != 1) l = 0;
+    std::fclose(f);
+  }
+  return l;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (!parse(argc, argv, o)) {
+    std::fprintf(stderr, "usage: kiln_perfmodel_eval [--cache DIR] [--db FILE] [--target ID] [--models a,b] "
+                         "[--batches 1,8,32] [--precisions fp32,bf16,int8] [--threads 1,2] [--runs N] [--budget-ms MS] [--method auto|roofline|knn] [--neighbours K]\n");
+    return 2;
+  }
+  const std::string db = o.db.empty() ? perf::benchmark_store_default_path() : o.db;
+  auto profile = perf::target_profile_load(db, o.target);
+  if (!profile) {
+    std::fprintf(stderr, "kiln_perfmodel_eval: %s\n", profile.error().message.c_str());
+    return 1;
+  }
+  auto predictor = perf::LatencyPredictor::fit(profile->measurements, o.fit);
+  if (!predictor) {
+    std::fprintf(stderr, "kiln_perfmodel_eval: %s\n", predictor.error().message.c_str());
+    return 1;
+  }
+  const perf::FitSummary& fit = predictor->summary();
+  std::printf("target %s (%s), store %s\n", profile->target.fingerprint.id.c_str(), profile->target.fingerprint.cpu_model.c_str(), db.c_str());
+  std::printf("fit on %d kernel-sweep points (%d measured under load%s) + %d bandwidth points; method %s\n",
+              fit.points_used, fit.points_loaded, fit.loaded_kept ? ", kept: all were" : ", dropped", fit.bandwidth_points,
+              fit.method.c_str());
+  std::printf("held-out sweep points (5-fold): median |error| roofline %.1f%%, roofline+knn %.1f%%, chosen per group %.1f%%; "
+              "within 10%%: %.0f%% / %.0f%% / %.0f%%\n",
+              100 * fit.heldout_median_roofline, 100 * fit.heldout_median_knn, 100 * fit.heldout_median_chosen,
+              100 * fit.heldout_within10_roofline, 100 * fit.heldout_within10_knn, 100 * fit.heldout_within10_chosen);
+  std::printf("%-16s %-5s %3s %6s %10s %10s %10s %9s %9s %s\n", "group", "dtype", "thr", "points", "overhead", "GMAC/s", "GB/s",
+              "roof err", "knn err", "used");
+  for (const perf::GroupSummary& g : fit.groups)
+    std::printf("%-16s %-5s %3d %6d %8.4fms %10.1f %10.1f %9s %9s %s\n", g.op.c_str(), g.dtype.c_str(), g.threads, g.points,
+                g.params.overhead_ms, g.params.macs_per_ms / 1e6, g.params.bytes_per_ms / 1e6, percent(g.heldout_roofline).c_str(),
+                percent(g.heldout_knn).c_str(), g.use_knn ? "knn" : "roofline");
+  std::printf("load average at start %.2f\n\n", load_avg());
+
+  std::vector<fs::path> models;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(o.cache, ec)) {
+    const std::string stem = e.path().stem().string();
+    if (e.path().extension() != ".onnx" || stem.ends_with("_bn")) continue;
+    if (!o.models.empty() && std::find(o.models.begin(), o.models.end(), stem) == o.models.end()) continue;
+    models.push_back(e.path());
+  }
+  std::sort(models.begin(), models.end());
+  if (models.empty()) {
+    std::fprintf(stderr, "kiln_perfmodel_eval: no models in %s (build the model cache or pass --cache)\n", o.cache.c_str());
+    return 1;
+  }
+
+  std::printf("%-20s %5s %5s %3s %12s %12s %8s %6s\n", "model", "batch", "prec", "thr", "predicted_ms", "measured_ms", "error%", "load");
+  int cases = 0, within = 0;
+  std::map<std::string, std::pair<int, int>> by_group;  // "prec t" -> within, cases
+  std::vector<double> errors;
+  for (const fs::path& path : models)
+    for (int64_t batch : o.batches)
+      for (const std::string& precision : o.precisions) {
+        auto plan = compile(path, batch, precision);
+        if (!plan) {
+          std::printf("%-20s %5lld %5s  compile failed: %s\n", path.stem().c_str(), static_cast<long long>(batch), precision.c_str(),
+                      plan.error().message.c_str());
+          continue;
+        }
+        const std::vector<Tensor> inputs = seeded_inputs(*plan);
+        for (int threads : o.threads) {
+          auto engine = Engine::create(*plan, {threads, nullptr});
+          if (!engine) {
+            std::printf("%-20s %5lld %5s %3d  engine failed: %s\n", path.stem().c_str(), static_cast<long long>(batch),
+                        precision.c_str(), threads, engine.error().message.c_str());
+            continue;
+          }
+          const perf::PlanPrediction p = predictor->predict(perf::plan_features(*plan, (*engine)->steps(), (*engine)->threads()));
+          auto measured = measure(**engine, inputs, o);
+          if (!measured) {
+            std::printf("%-20s run failed: %s\n", path.stem().c_str(), measured.error().message.c_str());
+            continue;
+          }
+          const double err = p.total_ms / *measured - 1.0;
+          ++cases;
+          const bool ok = std::abs(err) <= 0.10;
+          within += ok;
+          auto& g = by_group[precision + " t" + std::to_string(threads)];
+          g.first += ok;
+          ++g.second;
+          errors.push_back(std::abs(err));
+          std::printf("%-20s %5lld %5s %3d %12.3f %12.3f %+7.1f%% %6.2f%s\n", path.stem().c_str(), static_cast<long long>(batch),
+                      precision.c_str(), threads, p.total_ms, *measured, 100 * err, load_avg(), ok ? "" : "  *");
+          std::fflush(stdout);
+        }
+      }
+  if (cases == 0) return 1;
+  std::sort(errors.begin(), errors.end());
+  std::printf("\nwithin +-10%%: %d of %d cases (%.0f%%); median |error| %.1f%%\n", within, cases, 100.0 * within / cases,
+              100 * errors[errors.size() / 2]);
+  for (const auto& [g, v] : by_group) std::printf("  %-10s %d of %d\n", g.c_str(), v.first, v.second);
+  return 0;
+}

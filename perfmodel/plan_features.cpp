@@ -1,0 +1,258 @@
+#include "perfmodel/plan_features.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/precision.h"
+
+namespace kiln::perf {
+namespace {
+
+struct PlanView {
+  const Plan& plan;
+  std::vector<const Tensor*> constant;  // per slot
+
+  explicit PlanView(const Plan& p) : plan(p), constant(static_cast<size_t>(p.num_slots), nullptr) {
+    for (const auto& [slot, t] : p.constants) constant[static_cast<size_t>(slot)] = &t;
+  }
+  bool known(int slot) const {
+    if (slot < 0 || static_cast<size_t>(slot) >= plan.slot_types.size()) return false;
+    const ValueType& t = plan.slot_types[static_cast<size_t>(slot)];
+    return t.rank_known && sym_shape_is_concrete(t.shape);
+  }
+  Shape shape(int slot) const { return known(slot) ? sym_shape_concrete(plan.slot_types[static_cast<size_t>(slot)].shape) : Shape{}; }
+  double numel(int slot) const { return known(slot) ? static_cast<double>(shape_numel(shape(slot))) : 0.0; }
+  bool is_constant(int slot) const { return slot >= 0 && constant[static_cast<size_t>(slot)] != nullptr; }
+};
+
+int input(const PlanStep& s, size_t i) { return i < s.inputs.size() ? s.inputs[i] : -1; }
+int output(const PlanStep& s) { return s.outputs.empty() ? -1 : s.outputs[0]; }
+
+std::string dtype_of(const PlanStep& s) {
+  auto p = precision_from_attrs(s.attrs);
+  if (!p) return "f32";
+  return *p == Precision::bf16 ? "bf16" : *p == Precision::int8 ? "int8" : "f32";
+}
+
+double element_bytes(const std::string& dtype) { return dtype == "f32" ? 4 : dtype == "bf16" ? 2 : 1; }
+
+int64_t attr_int(const Attrs& a, const std::string& name, int64_t fallback) {
+  auto v = a.get_int(name, fallback);
+  return v ? *v : fallback;
+}
+
+int64_t attr_at(const Attrs& a, const std::string& name, size_t i, int64_t fallback) {
+  auto v = a.get_ints(name);
+  return v && i < v->size() ? (*v)[i] : fallback;
+}
+
+// Conv: NCHW in and out, weights [M, C/group, kh, kw]; depthwise when group == C == M.
+bool conv_features(const PlanView& v, const PlanStep& s, Measurement& m) {
+  const Shape x = v.shape(input(s, 0)), w = v.shape(input(s, 1)), y = v.shape(output(s));
+  if (x.size() != 4 || w.size() != 4 || y.size() != 4) return false;
+  const int64_t group = attr_int(s.attrs, "group", 1);
+  const bool depthwise = group > 1 && group == x[1] && w[0] == x[1];
+  m.op = depthwise ? "depthwise_conv" : "conv";
+  m.batch = x[0];
+  m.in_c = group > 1 && !depthwise ? x[1] / group : x[1];  // a grouped conv costs like its per-group slice
+  m.in_h = x[2];
+  m.in_w = x[3];
+  m.out_c = y[1];
+  m.out_h = y[2];
+  m.out_w = y[3];
+  m.kernel_h = w[2];
+  m.kernel_w = w[3];
+  m.stride = attr_at(s.attrs, "strides", 0, 1);
+  m.pad = attr_at(s.attrs, "pads", 0, 0);
+  m.groups = depthwise ? x[1] : group;
+  const double e = element_bytes(m.dtype);
+  m.macs = static_cast<double>(shape_numel(y)) * static_cast<double>(shape_numel(w) / w[0]);
+  m.bytes = e * (v.numel(input(s, 0)) + v.numel(output(s)) + static_cast<double>(shape_numel(w))) + 4.0 * static_cast<double>(w[0]);
+  if (input(s, 3) >= 0) m.bytes += e * v.numel(input(s, 3));  // fused residual
+  return true;
+}
+
+// Gemm [M,K] x [K,N]; MatMul with leading dims folded into M.
+bool gemm_features(const PlanView& v, const PlanStep& s, Measurement& m) {
+  const Shape a = v.shape(input(s, 0)), y = v.shape(output(s));
+  if (a.empty() || y.empty()) return false;
+  int64_t k = a.back();
+  if (s.op == OpKind::Gemm && attr_int(s.attrs, "transA", 0) != 0) k = a.front();
+  m.op = "gemm";
+  m.n = y.back();
+  m.k = k;
+  m.m = shape_numel(y) / std::max<int64_t>(m.n, 1);
+  m.batch = m.m;
+  const double e = element_bytes(m.dtype);
+  m.macs = static_cast<double>(m.m) * static_cast<double>(m.k) * static_cast<double>(m.n);
+  m.bytes = e * static_cast<double>(m.m * m.k + m.k * m.n + m.m * m.n) + 4.0 * static_cast<double>(m.n);
+  return true;
+}
+
+bool pool_features(const PlanView& v, const PlanStep& s, Measurement& m) {
+  const Shape x = v.shape(input(s, 0)), y = v.shape(output(s));
+  if (x.size() != 4 || y.size() != 4) return false;
+  m.op = s.op == OpKind::MaxPool ? "maxpool" : s.op == OpKind::AveragePool ? "avgpool" : "global_avgpool";
+  m.batch = x[0];
+  m.in_c = m.out_c = x[1];
+  m.in_h = x[2];
+  m.in_w = x[3];
+  m.out_h = y[2];
+  m.out_w = y[3];
+  if (s.op == OpKind::GlobalAveragePool) {
+    m.macs = static_cast<double>(shape_numel(x));
+  } else {
+    m.kernel_h = attr_at(s.attrs, "kernel_shape", 0, 1);
+    m.kernel_w = attr_at(s.attrs, "kernel_shape", 1, m.kernel_h);
+    m.stride = attr_at(s.attrs, "strides", 0, 1);
+    m.pad = attr_at(s.attrs, "pads", 0, 0);
+    m.macs = static_cast<double>(shape_numel(y) * m.kernel_h * m.kernel_w);
+  }
+  m.bytes = element_bytes(m.dtype) * (v.numel(input(s, 0)) + v.numel(output(s)));
+  return true;
+}
+
+// DepthFirstConv (expansion 1x1 -> depthwise -> projection, tile by tile): a convolution whose
+// MACs are its weights' (the expansion at the input resolution, the rest at the output's) and
+// whose bytes are only its border (the intermediates stay in cache).
+bool depth_first_features(const PlanView& v, const PlanStep& s, Measurement& m) {
+  const Shape x = v.shape(input(s, 0)), y = v.shape(output(s));
+  if (x.size() != 4 || y.size() != 4) return false;
+  m.op = "conv";
+  m.batch = x[0];
+  m.in_c = x[1];
+  m.in_h = x[2];
+  m.in_w = x[3];
+  m.out_c = y[1];
+  m.out_h = y[2];
+  m.out_w = y[3];
+  m.kernel_h = m.kernel_w = 1;
+  m.stride = 1;
+  m.groups = 1;
+  double weights = 0;
+  bool first = true;
+  for (int slot : s.inputs) {
+    if (!v.is_constant(slot)) continue;
+    const Shape w = v.shape(slot);
+    weights += v.numel(slot);
+    if (w.size() != 4 || w[0] == 0) continue;
+    const double plane = first ? static_cast<double>(x[2] * x[3]) : static_cast<double>(y[2] * y[3]);
+    m.macs += static_cast<double>(x[0]) * plane * static_cast<double>(shape_numel(w));
+    if (w[2] > m.kernel_h) m.kernel_h = m.kernel_w = w[2];
+    first = false;
+  }
+  m.bytes = element_bytes(m.dtype) * (v.numel(input(s, 0)) + v.numel(output(s)) + weights);
+  return m.macs > 0;
+}
+
+// Elementwise Add of two equal shapes (the sweep's add), in float32.
+bool add_features(const PlanView& v, const PlanStep& s, Measurement& m) {
+  const Shape a = v.shape(input(s, 0)), b = v.shape(input(s, 1)), y = v.shape(output(s));
+  if (a != b || a != y || a.empty() || v.is_constant(input(s, 0)) || v.is_constant(input(s, 1))) return false;
+  m.op = "add";
+  m.batch = a[0];
+  if (a.size() == 4) {
+    m.in_c = m.out_c = a[1];
+    m.in_h = m.out_h = a[2];
+    m.in_w = m.out_w = a[3];
+  }
+  m.macs = static_cast<double>(shape_numel(a));
+  m.bytes = 4.0 * 3.0 * m.macs;
+  return true;
+}
+
+bool is_view_op(OpKind op) {
+  return op == OpKind::Reshape || op == OpKind::Flatten || op == OpKind::Squeeze || op == OpKind::Unsqueeze ||
+         op == OpKind::Identity || op == OpKind::Dropout;
+}
+
+// Steps without a sweep counterpart: what they read (activations, not weights) and write.
+double generic_bytes(const PlanView& v, const PlanStep& s, double out_element_bytes) {
+  double bytes = 0;
+  for (int slot : s.inputs)
+    if (slot >= 0 && !v.is_constant(slot)) bytes += v.numel(slot) * out_element_bytes;
+  for (int slot : s.outputs)
+    if (slot >= 0) bytes += v.numel(slot) * out_element_bytes;
+  return bytes;
+}
+
+}  // namespace
+
+double layout_element_bytes(const std::string& layout) {
+  if (layout.find(":bf16") != std::string::npos) return 2;
+  if (layout.find(":u8") != std::string::npos || layout.find(":s8") != std::string::npos) return 1;
+  return 4;
+}
+
+std::vector<StepFeatures> plan_features(const Plan& plan, const std::vector<EngineStep>& steps, int threads) {
+  const PlanView v(plan);
+  std::vector<StepFeatures> out;
+  size_t next_plan_step = 0;
+  double last_element_bytes = 4;  // of the layout the previous kernel wrote
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const EngineStep& e = steps[i];
+    StepFeatures f;
+    f.node = e.node;
+    f.op = e.op;
+    f.kernel = e.kernel;
+    Measurement& m = f.m;
+    m.kind = kKindKernel;
+    m.key = e.node;
+    m.threads = threads;
+    m.kernel = e.kernel;
+    m.layout = e.output_layout;
+    m.backend = e.kernel.substr(0, e.kernel.find('.'));
+    m.dtype = "f32";
+    if (e.op == "ToPlain") {
+      // Converts the value the next kernel reads (or a graph output at the end) to plain float32.
+      double elements = 0;
+      for (size_t j = next_plan_step; j < plan.steps.size() && elements == 0; ++j)
+        for (int slot : plan.steps[j].inputs)
+          if (slot >= 0 && !v.is_constant(slot)) {
+            elements = v.numel(slot);
+            break;
+          }
+      if (next_plan_step >= plan.steps.size())
+        for (const auto& [slot, name] : plan.outputs) elements = std::max(elements, v.numel(slot));
+      m.bytes = elements * (last_element_bytes + 4.0);
+      out.push_back(std::move(f));
+      continue;
+    }
+    // Engine steps other than conversions follow the plan's steps in order.
+    size_t p = next_plan_step;
+    while (p < plan.steps.size() && plan.steps[p].name != e.node) ++p;
+    if (p == plan.steps.size()) {
+      out.push_back(std::move(f));
+      continue;
+    }
+    next_plan_step = p + 1;
+    const PlanStep& s = plan.steps[p];
+    const double out_bytes = layout_element_bytes(e.output_layout);
+    m.dtype = dtype_of(s);
+    bool mapped = false;
+    switch (s.op) {
+      case OpKind::Conv: mapped = conv_features(v, s, m); break;
+      case OpKind::Gemm:
+      case OpKind::MatMul: mapped = gemm_features(v, s, m); break;
+      case OpKind::MaxPool:
+      case OpKind::AveragePool:
+      case OpKind::GlobalAveragePool: mapped = pool_features(v, s, m); break;
+      case OpKind::DepthFirstConv: mapped = depth_first_features(v, s, m); break;
+      case OpKind::Add: mapped = add_features(v, s, m); break;
+      default: break;
+    }
+    if (!mapped) {
+      m.op.clear();
+      m.macs = 0;
+      f.view = is_view_op(s.op) || e.kernel.find("view") != std::string::npos;
+      m.bytes = f.view ? 0 : generic_bytes(v, s, out_bytes);
+      const Shape y = v.shape(output(s));
+      m.batch = y.empty() ? 1 : y[0];
+    }
+    last_element_bytes = out_bytes;
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+}  // namespace kiln::perf

@@ -1,0 +1,34 @@
+// Per-kernel features of a compiled plan, in the sweep's terms (perfmodel/measurement.h): one
+// record per step the Engine runs (a fused group -- Conv + bias + activation + residual,
+// DepthFirstConv, ElementwiseChain -- is one step, as nn-Meter counts kernels), with the op mapped
+// to the sweep's ops (conv, depthwise_conv, gemm, maxpool, avgpool, global_avgpool, add), NCHW
+// shapes, MACs, bytes moved, dtype, threads, batch and layout. Steps the sweep has no counterpart
+// for (layout conversions, concat, softmax, elementwise chains, batch norm...) keep `op` empty and
+// carry only the bytes they move, for a bandwidth estimate.
+// Requires: a plan with concrete shapes (compiled for one batch) and the Engine's steps for it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kernels/engine.h"
+#include "kernels/plan.h"
+#include "perfmodel/measurement.h"
+
+namespace kiln::perf {
+
+struct StepFeatures {
+  std::string node;    // the plan step's name, or "<value> to plain"
+  std::string op;      // the plan op ("Conv", "ToPlain", ...)
+  std::string kernel;  // the Engine's implementation
+  bool view = false;   // runs no kernel of its own (a view, an in-place reshape)
+  Measurement m;       // kind "kernel"; m.op empty when the sweep has no counterpart
+};
+
+// Bytes per element a layout stores ("...:bf16" 2, ":u8"/":s8" 1, else 4).
+double layout_element_bytes(const std::string& layout);
+
+// One record per Engine step, in execution order. `threads` is what the Engine runs with.
+std::vector<StepFeatures> plan_features(const Plan& plan, const std::vector<EngineStep>& steps, int threads);
+
+}  // namespace kiln::perf

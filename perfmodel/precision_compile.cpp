@@ -1,0 +1,52 @@
+#include "perfmodel/precision_compile.h"
+
+#include <random>
+
+#include "compilers/lower/to_plan.h"
+#include "compilers/passes/pass_runner.h"
+#include "compilers/passes/pipeline.h"
+
+namespace kiln::perf {
+
+std::string precision_dtype(const std::string& precision) {
+  if (precision == "fp32") return "f32";
+  if (precision == "bf16" || precision == "int8") return precision;
+  return "";
+}
+
+Result<std::vector<std::string>> precision_pipeline(const std::string& precision) {
+  KILN_REQUIRE(!precision_dtype(precision).empty(), invalid_argument, "unknown precision '", precision,
+               "': use fp32, bf16 or int8");
+  return pipeline_parse(precision == "bf16"   ? "default+mixed_precision_bf16"
+                        : precision == "int8" ? "default+quantize_int8"
+                                              : "default");
+}
+
+Result<Plan> precision_compile(Graph graph, const std::string& precision) {
+  KILN_ASSIGN(passes, precision_pipeline(precision));
+  PassRunOptions options;
+  options.check_numerics = false;
+  CalibrationSet calibration;
+  if (precision == "int8") {
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (ValueId in : graph.inputs) {
+      const ValueType& type = graph.value(in).type;
+      KILN_REQUIRE(type.rank_known && sym_shape_is_concrete(type.shape), invalid_argument, "input '",
+                   graph.value(in).name, "' has no concrete shape: bind its dimensions (--batch, --dims)");
+      Shape s = sym_shape_concrete(type.shape);
+      if (!s.empty()) s[0] = 1;
+      Tensor t = Tensor::zeros(type.dtype, s);
+      if (t.dtype() == DType::f32)
+        for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
+      calibration.inputs.push_back(std::move(t));
+    }
+    calibration.source = "random (1 seeded sample)";
+    options.int8.calibration = &calibration;
+  }
+  auto records = run_passes(graph, passes, options);
+  if (!records) return records.status();
+  return graph_to_plan(graph);
+}
+
+}  // namespace kiln::perf

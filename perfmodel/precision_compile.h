@@ -1,0 +1,25 @@
+// Compiling a model for one precision the way the performance model assumes it runs: the default
+// pipeline (fp32), default+mixed_precision_bf16 (bf16) or default+quantize_int8 calibrated on one
+// seeded random sample (int8; the scales only need to be plausible for timing), as the kernel sweep
+// compiles its one-op graphs but with every default pass (fuse_depth_first included). `kiln predict`
+// and bench/perfmodel_eval compile through here, so a prediction and its measurement see one plan.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "compilers/ir/graph.h"
+#include "kernels/plan.h"
+
+namespace kiln::perf {
+
+// "fp32", "bf16", "int8" -> the sweep's dtype names "f32", "bf16", "int8"; empty when unknown.
+std::string precision_dtype(const std::string& precision);
+
+// The pipeline for a precision; an unknown precision is an error naming the known ones.
+Result<std::vector<std::string>> precision_pipeline(const std::string& precision);
+
+// Runs the precision's pipeline on a shape-inferred graph with concrete shapes and lowers it.
+Result<Plan> precision_compile(Graph graph, const std::string& precision);
+
+}  // namespace kiln::perf

@@ -1,0 +1,311 @@
+#include "perfmodel/predictor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace kiln::perf {
+namespace {
+
+std::string group_key(const std::string& op, const std::string& dtype, int threads) {
+  return op + "|" + dtype + "|" + std::to_string(threads);
+}
+
+// Symmetric relative error (max(r, 1/r) - 1 of the ratio r), capped at 1 so that points timed
+// while the cores were shared (10x slower, or impossibly fast) do not pull the fit.
+double robust_loss(const RooflineParams& p, const std::vector<Measurement>& pts) {
+  double loss = 0;
+  for (const Measurement& m : pts) {
+    const double r = roofline_ms(p, m.macs, m.bytes) / m.median_ms;
+    loss += std::min(std::max(r, 1.0 / r) - 1.0, 1.0);
+  }
+  return loss;
+}
+
+std::vector<double> log_grid(double lo, double hi, int n) {
+  std::vector<double> v;
+  if (!(lo > 0) || !(hi > lo)) return {std::max(lo, hi)};
+  for (int i = 0; i < n; ++i) v.push_back(lo * std::pow(hi / lo, static_cast<double>(i) / (n - 1)));
+  return v;
+}
+
+// The log-space features the neighbours are found in.
+std::vector<double> raw_features(const Measurement& m) {
+  const auto l = [](double x) { return std::log(std::max(x, 0.0) + 1.0); };
+  const double channels_in = m.op == "gemm" ? static_cast<double>(m.k) : static_cast<double>(m.in_c);
+  const double channels_out = m.op == "gemm" ? static_cast<double>(m.n) : static_cast<double>(m.out_c);
+  return {l(m.macs), l(m.bytes), l(static_cast<double>(m.batch)), l(channels_in), l(channels_out),
+          l(static_cast<double>(m.out_h * m.out_w)), static_cast<double>(m.kernel_h), static_cast<double>(m.stride)};
+}
+
+void group_prepare(LatencyPredictor::Group& g, const std::vector<Measurement>& pts, double min_bytes_per_ms) {
+  g.params = roofline_fit(pts, min_bytes_per_ms);
+  std::vector<std::vector<double>> raw;
+  for (const Measurement& m : pts) raw.push_back(raw_features(m));
+  const size_t d = raw.empty() ? 0 : raw[0].size();
+  g.mean.assign(d, 0);
+  g.scale.assign(d, 1);
+  for (size_t j = 0; j < d; ++j) {
+    double s = 0, s2 = 0;
+    for (const auto& r : raw) s += r[j], s2 += r[j] * r[j];
+    const double n = static_cast<double>(raw.size());
+    g.mean[j] = s / n;
+    const double var = s2 / n - g.mean[j] * g.mean[j];
+    g.scale[j] = var > 1e-12 ? std::sqrt(var) : 1.0;
+  }
+  g.features.clear();
+  g.residual.clear();
+  for (size_t i = 0; i < pts.size(); ++i) {
+    std::vector<double> f(d);
+    for (size_t j = 0; j < d; ++j) f[j] = (raw[i][j] - g.mean[j]) / g.scale[j];
+    g.features.push_back(std::move(f));
+    g.residual.push_back(std::log(pts[i].median_ms / roofline_ms(g.params, pts[i].macs, pts[i].bytes)));
+  }
+}
+
+// Inverse-distance weighted mean of the k nearest training residuals.
+double knn_residual(const LatencyPredictor::Group& g, const Measurement& m, int k) {
+  if (g.features.empty()) return 0;
+  const std::vector<double> raw = raw_features(m);
+  std::vector<std::pair<double, size_t>> dist;
+  for (size_t i = 0; i < g.features.size(); ++i) {
+    double d2 = 0;
+    for (size_t j = 0; j < raw.size(); ++j) {
+      const double x = (raw[j] - g.mean[j]) / g.scale[j] - g.features[i][j];
+      d2 += x * x;
+    }
+    dist.emplace_back(std::sqrt(d2), i);
+  }
+  const size_t n = std::min(dist.size(), static_cast<size_t>(std::max(k, 1)));
+  std::partial_sort(dist.begin(), dist.begin() + static_cast<std::ptrdiff_t>(n), dist.end());
+  double wsum = 0, rsum = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double w = 1.0 / (dist[i].first + 0.05);
+    wsum += w;
+    rsum += w * g.residual[dist[i].second];
+  }
+  return rsum / wsum;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double share_within(const std::vector<double>& errors, double bound) {
+  if (errors.empty()) return 0;
+  return static_cast<double>(std::count_if(errors.begin(), errors.end(), [&](double e) { return e <= bound; })) /
+         static_cast<double>(errors.size());
+}
+
+}  // namespace
+
+double roofline_ms(const RooflineParams& p, double macs, double bytes) {
+  const double compute = p.macs_per_ms > 0 ? macs / p.macs_per_ms : 0.0;
+  const double memory = p.bytes_per_ms > 0 ? bytes / p.bytes_per_ms : 0.0;
+  return p.overhead_ms + std::max(compute, memory);
+}
+
+// Coarse grid over (compute, bandwidth, overhead) spanning what the points achieved, then two
+// finer grids around the best; the loss is robust_loss.
+RooflineParams roofline_fit(const std::vector<Measurement>& pts, double min_bytes_per_ms) {
+  RooflineParams best;
+  if (pts.empty()) return best;
+  double c_lo = std::numeric_limits<double>::max(), c_hi = 0, b_lo = c_lo, b_hi = 0, t_min = c_lo;
+  for (const Measurement& m : pts) {
+    const double c = m.macs / m.median_ms, b = m.bytes / m.median_ms;
+    c_lo = std::min(c_lo, c), c_hi = std::max(c_hi, c);
+    b_lo = std::min(b_lo, b), b_hi = std::max(b_hi, b);
+    t_min = std::min(t_min, m.median_ms);
+  }
+  // A kernel moves its bytes at least as fast as a plain streaming read from DRAM: a lower
+  // bandwidth would only stand in for some other inefficiency (left to the residual correction).
+  b_lo = std::max(b_lo, min_bytes_per_ms);
+  b_hi = std::max(b_hi, b_lo * 1.01);
+  std::vector<double> cs = log_grid(c_lo, c_hi * 2, 20), bs = log_grid(b_lo, b_hi * 2, 20),
+                      os = log_grid(t_min * 1e-3, t_min, 11);
+  bs.push_back(0);
+  os.push_back(0);
+  double best_loss = std::numeric_limits<double>::max();
+  const auto search = [&](const std::vector<double>& c_grid, const std::vector<double>& b_grid, const std::vector<double>& o_grid) {
+    for (double c : c_grid)
+      for (double b : b_grid)
+        for (double o : o_grid) {
+          const RooflineParams p{o, c, b};
+          const double loss = robust_loss(p, pts);
+          if (loss < best_loss) best_loss = loss, best = p;
+        }
+  };
+  search(cs, bs, os);
+  for (double step : {1.25, 1.06}) {
+    const RooflineParams centre = best;
+    const auto around = [&](double x) {
+      std::vector<double> v;
+      for (int i = -3; i <= 3; ++i) v.push_back(x * std::pow(step, i));
+      if (x == centre.bytes_per_ms)
+        for (double& b : v) b = std::max(b, min_bytes_per_ms);
+      return x > 0 ? v : std::vector<double>{0};
+    };
+    std::vector<double> o_grid = around(centre.overhead_ms);
+    if (centre.overhead_ms > 0) o_grid.push_back(0);
+    search(around(centre.macs_per_ms), around(centre.bytes_per_ms), o_grid);
+  }
+  return best;
+}
+
+Result<LatencyPredictor> LatencyPredictor::fit(const std::vector<Measurement>& rows, const FitOptions& options) {
+  LatencyPredictor p;
+  p.neighbours_ = options.neighbours;
+  std::vector<Measurement> kernels, quiet;
+  for (const Measurement& m : rows) {
+    if (m.kind == kKindBandwidth && m.working_set_bytes > 0 && m.median_ms > 0)
+      p.bandwidth_[m.threads].emplace_back(static_cast<double>(m.working_set_bytes), static_cast<double>(m.working_set_bytes) / m.median_ms);
+    if (m.kind != kKindKernel || m.op.empty() || !(m.median_ms > 0) || !(m.macs > 0)) continue;
+    kernels.push_back(m);
+    if (m.load_avg <= m.threads) quiet.push_back(m);
+  }
+  KILN_REQUIRE(!kernels.empty(), invalid_argument,
+               "the store has no kernel-sweep measurements for this target: run `kiln bench-target` (or import a profile)");
+  for (auto& [threads, table] : p.bandwidth_) std::sort(table.begin(), table.end());
+  p.summary_.points_loaded = static_cast<int>(kernels.size() - quiet.size());
+  // Loaded points are dropped unless that leaves under a third of the sweep: a profile taken
+  // entirely on a shared machine is still the best there is, and the summary says so.
+  if (!options.keep_loaded && quiet.size() * 3 >= kernels.size()) kernels = std::move(quiet);
+  else p.summary_.loaded_kept = p.summary_.points_loaded > 0;
+  p.summary_.points_used = static_cast<int>(kernels.size());
+  for (const auto& [t, table] : p.bandwidth_) p.summary_.bandwidth_points += static_cast<int>(table.size());
+
+  std::map<std::string, std::vector<Measurement>> by_group;
+  for (const Measurement& m : kernels) by_group[group_key(m.op, m.dtype, m.threads)].push_back(m);
+
+  std::vector<double> err_roof, err_knn, err_chosen;
+  for (auto& [key, pts] : by_group) {
+    GroupSummary gs;
+    gs.op = pts[0].op, gs.dtype = pts[0].dtype, gs.threads = pts[0].threads;
+    const double dram = p.dram_bytes_per_ms(gs.threads);
+    gs.points = static_cast<int>(pts.size());
+    // 5-fold held-out: every fifth point (in store order, which is the sweep's sampled order).
+    std::vector<double> group_roof, group_knn;
+    if (pts.size() >= 10) {
+      for (size_t fold = 0; fold < 5; ++fold) {
+        std::vector<Measurement> train, test;
+        for (size_t i = 0; i < pts.size(); ++i) (i % 5 == fold ? test : train).push_back(pts[i]);
+        Group g;
+        group_prepare(g, train, dram);
+        for (const Measurement& m : test) {
+          const double roof = roofline_ms(g.params, m.macs, m.bytes);
+          const double knn = roof * std::exp(knn_residual(g, m, p.neighbours_));
+          group_roof.push_back(std::abs(roof / m.median_ms - 1));
+          group_knn.push_back(std::abs(knn / m.median_ms - 1));
+        }
+      }
+    }
+    gs.heldout_roofline = group_roof.empty() ? -1 : median(group_roof);
+    gs.heldout_knn = group_knn.empty() ? -1 : median(group_knn);
+    gs.use_knn = options.method == "knn" ||
+                 (options.method == "auto" && !group_knn.empty() && gs.heldout_knn < gs.heldout_roofline);
+    err_roof.insert(err_roof.end(), group_roof.begin(), group_roof.end());
+    err_knn.insert(err_knn.end(), group_knn.begin(), group_knn.end());
+    const std::vector<double>& chosen = gs.use_knn ? group_knn : group_roof;
+    err_chosen.insert(err_chosen.end(), chosen.begin(), chosen.end());
+    Group g;
+    g.op = gs.op, g.dtype = gs.dtype, g.threads = gs.threads;
+    g.use_knn = gs.use_knn;
+    group_prepare(g, pts, dram);
+    gs.params = g.params;
+    p.groups_[key] = std::move(g);
+    p.summary_.groups.push_back(gs);
+  }
+  p.summary_.heldout_median_roofline = median(err_roof);
+  p.summary_.heldout_median_knn = median(err_knn);
+  p.summary_.heldout_within10_roofline = share_within(err_roof, 0.10);
+  p.summary_.heldout_within10_knn = share_within(err_knn, 0.10);
+  p.summary_.heldout_median_chosen = median(err_chosen);
+  p.summary_.heldout_within10_chosen = share_within(err_chosen, 0.10);
+  int knn_groups = 0;
+  for (const GroupSummary& g : p.summary_.groups) knn_groups += g.use_knn;
+  p.summary_.method = knn_groups == 0                                             ? "roofline"
+                      : knn_groups == static_cast<int>(p.summary_.groups.size()) ? "roofline+knn"
+                                                                                  : "per group";
+  // Per-step overhead: what the smallest elementwise kernel (the sweep's add) costs beyond its bytes.
+  double overhead = 0;
+  int counted = 0;
+  for (const auto& [key, g] : p.groups_)
+    if (g.op == "add") overhead += g.params.overhead_ms, ++counted;
+  p.summary_.step_overhead_ms = counted ? overhead / counted : 0.002;
+  return p;
+}
+
+double LatencyPredictor::dram_bytes_per_ms(int threads) const {
+  if (bandwidth_.empty()) return 0;
+  auto it = bandwidth_.lower_bound(threads);
+  if (it == bandwidth_.end()) it = std::prev(it);
+  return it->second.back().second;  // the largest working set measured
+}
+
+double LatencyPredictor::bandwidth_bytes_per_ms(double working_set, int threads) const {
+  if (bandwidth_.empty()) return 10e6;  // 10 GB/s: a floor when no bandwidth was measured
+  // The table of the nearest measured thread count at or above, else the largest measured.
+  auto it = bandwidth_.lower_bound(threads);
+  if (it == bandwidth_.end()) it = std::prev(it);
+  const auto& table = it->second;
+  if (working_set <= table.front().first) return table.front().second;
+  if (working_set >= table.back().first) return table.back().second;
+  for (size_t i = 1; i < table.size(); ++i)
+    if (working_set <= table[i].first) {
+      const double t = std::log(working_set / table[i - 1].first) / std::log(table[i].first / table[i - 1].first);
+      return std::exp(std::log(table[i - 1].second) * (1 - t) + std::log(table[i].second) * t);
+    }
+  return table.back().second;
+}
+
+StepPrediction LatencyPredictor::kernel_ms(const Measurement& m) const {
+  // The group of this op and dtype with the nearest thread count (pooling and add are measured in
+  // f32 only: other dtypes use the f32 group).
+  const Group* best = nullptr;
+  for (const std::string& dtype : {m.dtype, std::string("f32")}) {
+    for (const auto& [key, g] : groups_)
+      if (g.op == m.op && g.dtype == dtype &&
+          (!best || std::abs(g.threads - m.threads) < std::abs(best->threads - m.threads)))
+        best = &g;
+    if (best) break;
+  }
+  if (!best) {
+    const double bw = bandwidth_bytes_per_ms(m.bytes, m.threads);
+    return {summary_.step_overhead_ms + m.bytes / bw, "bandwidth (no " + m.op + " points)"};
+  }
+  double ms = roofline_ms(best->params, m.macs, m.bytes);
+  if (best->use_knn) ms *= std::exp(knn_residual(*best, m, neighbours_));
+  if (best->threads != m.threads) ms *= static_cast<double>(best->threads) / static_cast<double>(m.threads);
+  return {ms, best->op + "/" + best->dtype + "/t" + std::to_string(best->threads) + (best->use_knn ? " roofline+knn" : " roofline")};
+}
+
+StepPrediction LatencyPredictor::step_ms(const StepFeatures& f) const {
+  if (f.view) return {0.0, "view"};
+  if (!f.m.op.empty()) return kernel_ms(f.m);
+  // Data movement without a sweep counterpart (conversions, concat, slices, elementwise): priced
+  // like the sweep's Add, an Engine kernel that streams its bytes, rather than at the raw read
+  // bandwidth, which in cache is 3-6x what real copy kernels reach (ShuffleNetV2's concats).
+  const Group* add = nullptr;
+  for (const auto& [key, g] : groups_)
+    if (g.op == "add" && (!add || std::abs(g.threads - f.m.threads) < std::abs(add->threads - f.m.threads))) add = &g;
+  if (add && add->params.bytes_per_ms > 0) {
+    double ms = add->params.overhead_ms + f.m.bytes / add->params.bytes_per_ms;
+    if (add->threads != f.m.threads) ms *= static_cast<double>(add->threads) / static_cast<double>(f.m.threads);
+    return {ms, "add bandwidth"};
+  }
+  const double bw = bandwidth_bytes_per_ms(f.m.bytes, f.m.threads);
+  return {summary_.step_overhead_ms + f.m.bytes / bw, "bandwidth"};
+}
+
+PlanPrediction LatencyPredictor::predict(const std::vector<StepFeatures>& steps) const {
+  PlanPrediction p;
+  for (const StepFeatures& f : steps) {
+    p.steps.push_back(step_ms(f));
+    p.total_ms += p.steps.back().ms;
+  }
+  return p;
+}
+
+}  // namespace kiln::perf

@@ -1,0 +1,117 @@
+// The latency predictor: fitted to one target's stored measurements (the kernel sweep, the
+// bandwidth table), it predicts each kernel of a compiled plan from its features (plan_features.h)
+// and sums them.
+//
+// Per (op, dtype, threads) of the sweep, a roofline: time = overhead + max(MACs / compute,
+// bytes / bandwidth), its three parameters fitted by least capped symmetric relative error (robust
+// to points timed on shared cores), the bandwidth kept at or above the measured DRAM streaming
+// bandwidth. Where it predicts the group's held-out points better (FitOptions::method), its
+// residual on the training points (the efficiency a shape loses: thin channels, tails, small
+// batches) is corrected by inverse-distance weighting over the k nearest sweep points in
+// log-feature space (MACs, bytes, batch, channels, plane, window, stride). Both are scored by
+// 5-fold held-out error on the sweep points (FitSummary).
+// Steps with no sweep counterpart (conversions, concat, slices, elementwise) are priced like the
+// sweep's Add, an Engine kernel streaming its bytes (its fitted overhead and bandwidth); without
+// Add points, a per-step overhead plus bytes over the streaming-read table. A thread count not
+// measured uses the nearest one measured, scaled linearly.
+// The predictor never sees whole models: it is fitted only on peak/bandwidth/kernel rows.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernels/core/status.h"
+#include "perfmodel/measurement.h"
+#include "perfmodel/plan_features.h"
+
+namespace kiln::perf {
+
+struct FitOptions {
+  bool keep_loaded = false;  // keep points whose load_avg exceeded their thread count
+  int neighbours = 4;
+  // "auto" (default: per group, the roofline or roofline+knn, whichever has the lower held-out
+  // error on the group's own sweep points), "roofline" or "knn" (everywhere).
+  std::string method = "auto";
+};
+
+struct RooflineParams {
+  double overhead_ms = 0;
+  double macs_per_ms = 0;   // effective compute
+  double bytes_per_ms = 0;  // effective bandwidth; 0: not memory-bound anywhere in the data
+};
+
+struct GroupSummary {
+  std::string op, dtype;
+  int threads = 0;
+  int points = 0;
+  RooflineParams params;
+  double heldout_roofline = 0;  // median |relative error| over the group's held-out points; -1: under 10 points, not held out
+  double heldout_knn = 0;
+  bool use_knn = false;  // chosen by the held-out error
+};
+
+struct FitSummary {
+  int points_used = 0;
+  int points_loaded = 0;        // load_avg above threads
+  bool loaded_kept = false;     // every point was loaded (or asked to keep them): kept, marked noisy
+  std::string method;           // "roofline", "roofline+knn" or "per group" (each group its better one)
+  // 5-fold held-out over all kernel points: median |relative error| and share within 10%, of the
+  // roofline alone, of roofline+knn everywhere, and of each group's chosen method.
+  double heldout_median_roofline = 0, heldout_median_knn = 0, heldout_median_chosen = 0;
+  double heldout_within10_roofline = 0, heldout_within10_knn = 0, heldout_within10_chosen = 0;
+  double step_overhead_ms = 0;  // per step without a sweep counterpart
+  int bandwidth_points = 0;
+  std::vector<GroupSummary> groups;
+};
+
+struct StepPrediction {
+  double ms = 0;
+  std::string how;  // "conv/bf16/t2 roofline+knn", "bandwidth", "view"
+};
+
+struct PlanPrediction {
+  double total_ms = 0;
+  std::vector<StepPrediction> steps;  // per StepFeatures
+};
+
+class LatencyPredictor {
+ public:
+  // Fits on the rows of one target (any kinds; kernel and bandwidth rows are used). Fails when
+  // there are no kernel rows.
+  static Result<LatencyPredictor> fit(const std::vector<Measurement>& rows, const FitOptions& options = {});
+
+  // One kernel in the sweep's terms (m.op one of the sweep's ops).
+  StepPrediction kernel_ms(const Measurement& m) const;
+  // Streaming bandwidth (bytes/ms) at a working set, for `threads`.
+  double bandwidth_bytes_per_ms(double working_set, int threads) const;
+  // The streaming bandwidth at the largest working set measured (DRAM); 0 without bandwidth rows.
+  double dram_bytes_per_ms(int threads) const;
+  StepPrediction step_ms(const StepFeatures& f) const;
+  PlanPrediction predict(const std::vector<StepFeatures>& steps) const;
+
+  const FitSummary& summary() const { return summary_; }
+
+  struct Group {
+    std::string op, dtype;
+    int threads = 0;
+    RooflineParams params;
+    bool use_knn = true;  // the residual correction predicted this group's held-out points better
+    std::vector<std::vector<double>> features;  // standardized, per training point
+    std::vector<double> residual;               // log(measured / roofline)
+    std::vector<double> mean, scale;            // standardization
+  };
+
+ private:
+  std::map<std::string, Group> groups_;  // "op|dtype|threads"
+  std::map<int, std::vector<std::pair<double, double>>> bandwidth_;  // threads -> (working set, bytes/ms), sorted
+  int neighbours_ = 4;
+  FitSummary summary_;
+};
+
+// Exposed for the tests: the roofline fitted to (macs, bytes, ms) points, its bandwidth at least
+// `min_bytes_per_ms` (the DRAM streaming bandwidth).
+RooflineParams roofline_fit(const std::vector<Measurement>& points, double min_bytes_per_ms = 0);
+double roofline_ms(const RooflineParams& p, double macs, double bytes);
+
+}  // namespace kiln::perf

@@ -1,0 +1,147 @@
+// kiln predict MODEL|model.kiln: compiles the model for one batch, thread count and precision,
+// and predicts its latency, throughput and memory from this target's stored benchmarks (no run),
+// so the prediction can be checked against `kiln bench` with the same arguments.
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/engine.h"
+#include "kernels/plan_file.h"
+#include "perfmodel/plan_features.h"
+#include "perfmodel/precision_compile.h"
+#include "perfmodel/predictor.h"
+#include "perfmodel/target_profile.h"
+#include "service/cli/commands.h"
+#include "service/cli/compiled_model.h"
+
+namespace kiln::cli {
+namespace {
+
+struct PredictOptions {
+  std::string model;
+  DimOptions dims;
+  int threads = 0;
+  std::string precision = "fp32";
+  std::string db;
+  std::string target;
+  std::string method = "auto";
+  bool json = false;
+  bool verbose = false;
+};
+
+Result<Plan> plan_for(const PredictOptions& o, std::string* how) {
+  if (is_plan_file(o.model)) {
+    KILN_ASSIGN(loaded, plan_read_file(o.model));
+    *how = "loaded " + o.model + " (passes: " + loaded.info.passes + "; --precision and --batch come from the file)";
+    return std::move(loaded.plan);
+  }
+  KILN_ASSIGN(model, load_model(o.model, &o.dims));
+  auto plan = perf::precision_compile(std::move(model.graph), o.precision);
+  if (!plan) return plan.status().with_context(o.model + ": ");
+  *how = "compiled " + o.model + " for " + o.precision;
+  return plan;
+}
+
+nlohmann::json fit_json(const perf::FitSummary& s) {
+  return {{"method", s.method},
+          {"points_used", s.points_used},
+          {"points_loaded", s.points_loaded},
+          {"loaded_points_kept", s.loaded_kept},
+          {"bandwidth_points", s.bandwidth_points},
+          {"step_overhead_ms", s.step_overhead_ms},
+          {"heldout_median_error", s.heldout_median_chosen},
+          {"heldout_within_10pct", s.heldout_within10_chosen},
+          {"heldout_median_error_roofline", s.heldout_median_roofline},
+          {"heldout_median_error_knn", s.heldout_median_knn}};
+}
+
+int run_predict(const PredictOptions& o) {
+  if (perf::precision_dtype(o.precision).empty())
+    return report_error("unknown precision '" + o.precision + "': use fp32, bf16 or int8");
+  // The profile first: without one there is nothing to predict with, and compiling takes seconds.
+  const std::string db = o.db.empty() ? perf::benchmark_store_default_path() : o.db;
+  auto profile = perf::target_profile_load(db, o.target);
+  if (!profile) return report_error(profile.error().message);
+  perf::FitOptions fit_options;
+  fit_options.method = o.method;
+  auto predictor = perf::LatencyPredictor::fit(profile->measurements, fit_options);
+  if (!predictor) return report_error(predictor.error().message);
+
+  std::string how;
+  auto plan = plan_for(o, &how);
+  if (!plan) return report_error(plan.error().message);
+  // The Engine is built (kernels chosen, layouts and arena planned) but never run.
+  auto engine = Engine::create(*plan, {o.threads, nullptr});
+  if (!engine) return report_error(engine.error().message);
+  const int threads = (*engine)->threads();
+  const std::vector<perf::StepFeatures> features = perf::plan_features(*plan, (*engine)->steps(), threads);
+  const perf::PlanPrediction p = predictor->predict(features);
+  int64_t batch = 1;
+  if (!plan->inputs.empty()) {
+    const ValueType& t = plan->slot_types[static_cast<size_t>(plan->inputs[0].slot)];
+    if (t.rank_known && !t.shape.empty() && t.shape[0].known()) batch = t.shape[0].value;
+  }
+  const EngineMemory& mem = (*engine)->memory();
+  const double throughput = p.total_ms > 0 ? static_cast<double>(batch) * 1000.0 / p.total_ms : 0.0;
+  const int64_t peak = mem.arena_bytes + mem.weight_bytes;
+  const perf::FitSummary& fit = predictor->summary();
+  if (o.json) {
+    nlohmann::json j = {{"model", o.model}, {"batch", batch}, {"threads", threads}, {"precision", o.precision},
+                        {"predicted_median_ms", p.total_ms}, {"throughput_per_s", throughput},
+                        {"weights_bytes", mem.weight_bytes}, {"arena_bytes", mem.arena_bytes},
+                        {"peak_memory_bytes", peak}, {"kernels", features.size()},
+                        {"target", profile->target.fingerprint.id}, {"cpu_model", profile->target.fingerprint.cpu_model},
+                        {"db", db}, {"fit", fit_json(fit)}};
+    if (o.verbose) {
+      nlohmann::json steps = nlohmann::json::array();
+      for (size_t i = 0; i < features.size(); ++i)
+        steps.push_back({{"node", features[i].node}, {"op", features[i].op}, {"kernel", features[i].kernel},
+                         {"dtype", features[i].m.dtype}, {"macs", features[i].m.macs}, {"bytes", features[i].m.bytes},
+                         {"predicted_ms", p.steps[i].ms}, {"model", p.steps[i].how}});
+      j["steps"] = steps;
+    }
+    std::cout << j.dump(2) << '\n';
+    return kExitOk;
+  }
+  std::printf("%s\n", how.c_str());
+  std::printf("target %s (%s), fit: %s on %d sweep points%s, held-out median error %.1f%%\n",
+              profile->target.fingerprint.id.c_str(), profile->target.fingerprint.cpu_model.c_str(), fit.method.c_str(),
+              fit.points_used, fit.loaded_kept ? " (all measured under load: noisy)" : "",
+              100.0 * fit.heldout_median_chosen);
+  if (o.verbose) {
+    std::printf("  %10s  %-16s %-6s %10s %12s  %s\n", "ms", "op", "dtype", "MMACs", "KB", "step (kernel; model)");
+    for (size_t i = 0; i < features.size(); ++i) {
+      const perf::StepFeatures& f = features[i];
+      std::printf("  %10.4f  %-16s %-6s %10.2f %12.1f  %s (%s; %s)\n", p.steps[i].ms, f.op.c_str(), f.m.dtype.c_str(),
+                  f.m.macs / 1e6, f.m.bytes / 1e3, f.node.c_str(), f.kernel.c_str(), p.steps[i].how.c_str());
+    }
+  }
+  std::printf("batch %lld, %d threads, %s, %zu kernels\n", static_cast<long long>(batch), threads, o.precision.c_str(), features.size());
+  std::printf("predicted latency: median %.3f ms\n", p.total_ms);
+  std::printf("predicted throughput: %.1f inferences/s\n", throughput);
+  std::printf("memory: weights %.2f MB, arena %.2f MB, peak %.2f MB\n", static_cast<double>(mem.weight_bytes) / 1e6,
+              static_cast<double>(mem.arena_bytes) / 1e6, static_cast<double>(peak) / 1e6);
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_predict_command(CLI::App& app, CommandRunner& run) {
+  auto opts = std::make_shared<PredictOptions>();
+  CLI::App* cmd = app.add_subcommand("predict", "Predict a compiled model's latency, throughput and memory from this target's benchmarks");
+  cmd->add_option("model", opts->model, ".kiln or ONNX file")->required();
+  opts->dims.add_to(*cmd);
+  cmd->add_option("--threads", opts->threads, "Threads (default: this container's CPU quota)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--precision", opts->precision, "fp32 (default), bf16 or int8 (random calibration)")
+      ->check(CLI::IsMember({"fp32", "bf16", "int8"}));
+  cmd->add_option("--db", opts->db, "Benchmark store (default $KILN_DATA_DIR/benchmarks.sqlite, else ~/.local/share/kiln/benchmarks.sqlite)");
+  cmd->add_option("--target", opts->target, "Stored target: fingerprint id, or part of its CPU model or its host (default: this machine)");
+  cmd->add_option("--method", opts->method, "auto (default: per op/dtype/threads, whichever predicts its held-out sweep points better), roofline, knn (roofline + nearest-neighbour correction)")
+      ->check(CLI::IsMember({"roofline", "knn", "auto"}));
+  cmd->add_flag("--json", opts->json, "Print JSON");
+  cmd->add_flag("--verbose,-v", opts->verbose, "Also print every kernel's features and predicted time");
+  cmd->callback([opts, &run] { run = [opts] { return run_predict(*opts); }; });
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,61 @@
+// Plan features: a compiled sweep graph (depthwise producer + Conv + ReLU) gives one record per
+// Engine step, its kernels mapped to the sweep's ops with the MACs analysis/ counts and the bytes
+// the sweep records for the same shape.
+#include <catch2/catch.hpp>
+
+#include "compilers/analysis/model_stats.h"
+#include "compilers/ir/shape_inference.h"
+#include "compilers/lower/to_plan.h"
+#include "compilers/passes/pass_runner.h"
+#include "kernels/engine.h"
+#include "perfmodel/microbench/kernel_sweep.h"
+#include "perfmodel/plan_features.h"
+
+using namespace kiln;
+using namespace kiln::perf;
+
+TEST_CASE("plan features of a small plan: ops, MACs and bytes as the sweep and analysis count them", "[perfmodel][predictor]") {
+  const SweepShape conv{SweepOp::conv, 2, 16, 32, 14, 14, 3, 2, 1};
+  Graph g = sweep_graph(conv);
+  REQUIRE(graph_infer_shapes(g));
+  const int64_t graph_macs = model_stats(g).macs;
+  PassRunOptions options;
+  options.check_numerics = false;
+  REQUIRE(run_passes(g, sweep_pipeline("f32"), options));
+  const Plan plan = graph_to_plan(g);
+  auto engine = Engine::create(plan, {1, nullptr});
+  REQUIRE(engine);
+  const std::vector<StepFeatures> f = plan_features(plan, (*engine)->steps(), 1);
+  REQUIRE(f.size() == (*engine)->steps().size());
+
+  double macs = 0;
+  const StepFeatures* op = nullptr;
+  for (const StepFeatures& s : f) {
+    macs += s.m.macs;
+    CHECK(s.m.threads == 1);
+    if (s.node == "conv" || s.node == "relu") op = &s;
+  }
+  CHECK(macs == Approx(static_cast<double>(graph_macs)));
+  REQUIRE(op != nullptr);  // the conv with its fused ReLU is one kernel
+  CHECK(op->m.op == "conv");
+  CHECK(op->m.dtype == "f32");
+  CHECK(op->m.batch == 2);
+  CHECK(op->m.in_c == 16);
+  CHECK(op->m.out_c == 32);
+  CHECK(op->m.out_h == 7);
+  CHECK(op->m.kernel_h == 3);
+  CHECK(op->m.stride == 2);
+  CHECK(op->m.macs == Approx(sweep_macs(conv)));
+  CHECK(op->m.bytes == Approx(sweep_bytes(conv, 4)));
+  CHECK(f[0].m.op == "depthwise_conv");  // the producer
+  // The output leaves in oneDNN's layout: a conversion to plain closes the plan, a bandwidth step.
+  CHECK(f.back().op == "ToPlain");
+  CHECK(f.back().m.op.empty());
+  CHECK(f.back().m.bytes == Approx(2 * 32 * 7 * 7 * (4.0 + 4.0)));
+}
+
+TEST_CASE("layout element sizes", "[perfmodel][predictor]") {
+  CHECK(layout_element_bytes("plain") == 4);
+  CHECK(layout_element_bytes("onednn:aBcd16b:bf16") == 2);
+  CHECK(layout_element_bytes("onednn:acdb:u8*0.5") == 1);
+}

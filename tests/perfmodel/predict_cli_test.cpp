@@ -1,0 +1,100 @@
+// `kiln predict`: without a profile, one clean error pointing at `kiln bench-target`; with a
+// (synthetic) profile for this machine, the JSON carries the prediction, memory, target and fit.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "perfmodel/fingerprint.h"
+#include "perfmodel/store.h"
+#include "tests/perfmodel/synthetic_profile.h"
+#include "tests/perfmodel/temp_dir.h"
+
+using namespace kiln::perf;
+using namespace kiln::perf::testing;
+
+namespace {
+
+struct Run {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+Run run_predict(const TempDir& dir, const std::string& args) {
+  const std::string err_path = dir.file("stderr.txt");
+  const std::string cmd = "timeout 120 " KILN_BINARY " predict " + args + " 2>" + err_path;
+  Run r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buf{};
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) r.out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream in(err_path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  r.err = s.str();
+  return r;
+}
+
+const std::string kModel = std::string(KILN_EXAMPLES_DIR) + "/fashion-mnist/model.onnx";
+
+}  // namespace
+
+TEST_CASE("kiln predict without a profile tells the user to run bench-target", "[perfmodel][predict]") {
+  TempDir dir;
+  Run r = run_predict(dir, kModel + " --db " + dir.file("none.sqlite"));
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("kiln: error: no benchmark store") != std::string::npos);
+  CHECK(r.err.find("kiln bench-target") != std::string::npos);
+  CHECK_FALSE(std::ifstream(dir.file("none.sqlite")).good());  // not created
+
+  // A store holding only another machine's profile.
+  {
+    auto store = BenchmarkStore::open(dir.file("other.sqlite"));
+    REQUIRE(store);
+    TargetFingerprint other = fingerprint_local();
+    other.cpu_model = "Some Other CPU";
+    other.id = fingerprint_id(other);
+    REQUIRE((*store)->target_put(other, "imported"));
+  }
+  r = run_predict(dir, kModel + " --db " + dir.file("other.sqlite"));
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("no profile for this machine") != std::string::npos);
+  CHECK(r.err.find("--import") != std::string::npos);
+}
+
+TEST_CASE("kiln predict --json has the prediction, memory, target and fit", "[perfmodel][predict]") {
+  TempDir dir;
+  const TargetFingerprint fp = fingerprint_local();
+  {
+    auto store = BenchmarkStore::open(dir.file("b.sqlite"));
+    REQUIRE(store);
+    REQUIRE((*store)->target_put(fp, "measured"));
+    auto run = (*store)->run_begin(fp.id, "synthetic");
+    REQUIRE(run);
+    for (const char* op : {"conv", "gemm", "maxpool", "add"})
+      for (const Measurement& m : synthetic_sweep({0.01, 40e6, 15e6}, op, "f32", 1))
+        REQUIRE((*store)->measurement_put(fp.id, *run, m));
+    for (const Measurement& m : synthetic_bandwidth(20e6, 1)) REQUIRE((*store)->measurement_put(fp.id, *run, m));
+  }
+  const Run r = run_predict(dir, kModel + " --db " + dir.file("b.sqlite") + " --batch 4 --threads 1 --precision fp32 --json");
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j.at("predicted_median_ms").get<double>() > 0);
+  CHECK(j.at("throughput_per_s").get<double>() == Approx(4 * 1000.0 / j.at("predicted_median_ms").get<double>()));
+  CHECK(j.at("weights_bytes").get<int64_t>() > 0);
+  CHECK(j.at("peak_memory_bytes").get<int64_t>() == j.at("weights_bytes").get<int64_t>() + j.at("arena_bytes").get<int64_t>());
+  CHECK(j.at("target") == fp.id);
+  CHECK(j.at("batch") == 4);
+  CHECK(j.at("threads") == 1);
+  CHECK(j.at("fit").at("method").is_string());
+  CHECK(j.at("fit").at("points_used") == 4 * 48);
+}

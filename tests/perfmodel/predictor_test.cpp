@@ -1,0 +1,101 @@
+// The latency predictor: the roofline fit recovers known parameters from a synthetic sweep, the
+// whole fit (through a store) predicts held-out points, drops loaded points, and sums a plan's
+// steps with the bandwidth estimate for steps the sweep does not cover.
+#include <catch2/catch.hpp>
+
+#include "perfmodel/predictor.h"
+#include "perfmodel/store.h"
+#include "tests/perfmodel/store_samples.h"
+#include "tests/perfmodel/synthetic_profile.h"
+#include "tests/perfmodel/temp_dir.h"
+
+using namespace kiln::perf;
+using namespace kiln::perf::testing;
+
+TEST_CASE("the roofline fit recovers known overhead, compute and bandwidth", "[perfmodel][predictor]") {
+  const RooflineParams truth{0.02, 40e6, 15e6};  // 20 us, 40 GMAC/s, 15 GB/s
+  const std::vector<Measurement> pts = synthetic_sweep(truth, "conv", "f32", 1);
+  const RooflineParams fit = roofline_fit(pts);
+  CHECK(fit.overhead_ms == Approx(truth.overhead_ms).epsilon(0.15));
+  CHECK(fit.macs_per_ms == Approx(truth.macs_per_ms).epsilon(0.05));
+  CHECK(fit.bytes_per_ms == Approx(truth.bytes_per_ms).epsilon(0.05));
+}
+
+TEST_CASE("a predictor fitted from a store predicts held-out points and drops loaded ones", "[perfmodel][predictor]") {
+  TempDir dir;
+  auto store = BenchmarkStore::open(dir.file("b.sqlite"));
+  REQUIRE(store);
+  const TargetFingerprint fp = sample_fingerprint();
+  REQUIRE((*store)->target_put(fp, "measured"));
+  auto run = (*store)->run_begin(fp.id, "synthetic");
+  REQUIRE(run);
+  const RooflineParams conv1{0.02, 40e6, 15e6}, conv2{0.03, 75e6, 25e6};
+  std::vector<Measurement> rows = synthetic_sweep(conv1, "conv", "f32", 1);
+  for (const Measurement& m : synthetic_sweep(conv2, "conv", "f32", 2)) rows.push_back(m);
+  for (const Measurement& m : synthetic_bandwidth(20e6, 1)) rows.push_back(m);
+  // Loaded points with absurd times must not move the fit.
+  for (Measurement m : synthetic_sweep(conv1, "conv", "f32", 1)) {
+    if (m.batch != 8 || m.in_c != 16) continue;
+    m.key += " loaded";
+    m.median_ms *= 10;
+    m.load_avg = 6;
+    rows.push_back(m);
+  }
+  for (const Measurement& m : rows) REQUIRE((*store)->measurement_put(fp.id, *run, m));
+  auto stored = (*store)->measurements(fp.id);
+  REQUIRE(stored);
+
+  auto p = LatencyPredictor::fit(*stored);
+  REQUIRE(p);
+  const FitSummary& s = p->summary();
+  CHECK(s.points_loaded == 4);
+  CHECK_FALSE(s.loaded_kept);
+  CHECK(s.points_used == 96);
+  CHECK(s.groups.size() == 2);
+  CHECK(s.heldout_median_roofline < 0.05);
+  CHECK(s.bandwidth_points == 4);
+
+  Measurement q = synthetic_sweep(conv2, "conv", "f32", 2)[17];
+  q.in_c = q.out_c = 96;  // between grid points
+  q.macs = static_cast<double>(q.batch * q.out_h * q.out_w * 96 * 96 * q.kernel_h * q.kernel_w);
+  q.bytes = 4.0 * static_cast<double>(2 * q.batch * 96 * q.out_h * q.out_w + 96 * 96);
+  CHECK(p->kernel_ms(q).ms == Approx(roofline_ms(conv2, q.macs, q.bytes)).epsilon(0.10));
+  // An unmeasured thread count uses the nearest measured one, scaled.
+  q.threads = 4;
+  CHECK(p->kernel_ms(q).ms == Approx(roofline_ms(conv2, q.macs, q.bytes) / 2).epsilon(0.10));
+
+  // A plan: one conv kernel, one view, one conversion of 1 MB (bandwidth table: 20 GB/s).
+  std::vector<StepFeatures> steps(3);
+  steps[0].m = synthetic_sweep(conv1, "conv", "f32", 1)[5];
+  steps[1].view = true;
+  steps[2].m.bytes = 1e6;
+  steps[2].m.threads = 1;
+  const PlanPrediction plan = p->predict(steps);
+  REQUIRE(plan.steps.size() == 3);
+  CHECK(plan.steps[1].ms == 0);
+  CHECK(plan.steps[2].ms == Approx(s.step_overhead_ms + 1e6 / 20e6).epsilon(0.01));
+  CHECK(plan.total_ms == Approx(plan.steps[0].ms + plan.steps[2].ms));
+}
+
+TEST_CASE("a store without kernel points cannot be fitted", "[perfmodel][predictor]") {
+  auto p = LatencyPredictor::fit(synthetic_bandwidth(20e6, 1));
+  REQUIRE_FALSE(p);
+  CHECK(p.error().message.find("kiln bench-target") != std::string::npos);
+}
+
+TEST_CASE("steps without a sweep counterpart are priced like the sweep's Add when it was measured", "[perfmodel][predictor]") {
+  const RooflineParams add{0.004, 5e6, 25e6};  // 4 us, 25 GB/s
+  std::vector<Measurement> rows = synthetic_sweep(add, "add", "f32", 1);
+  for (Measurement m : synthetic_bandwidth(150e6, 1)) {  // 150 GB/s in cache, 10 GB/s from DRAM
+    if (m.working_set_bytes > (int64_t{16} << 20)) m.median_ms = static_cast<double>(m.working_set_bytes) / 10e6;
+    rows.push_back(m);
+  }
+  auto p = LatencyPredictor::fit(rows, {false, 4, "roofline"});
+  REQUIRE(p);
+  StepFeatures concat;
+  concat.m.bytes = 2e6;
+  concat.m.threads = 1;
+  const StepPrediction s = p->step_ms(concat);
+  CHECK(s.how == "add bandwidth");
+  CHECK(s.ms == Approx(roofline_ms(add, 0, 2e6)).epsilon(0.10));  // not 2e6 / 150e6 from the read table
+}
