@@ -1,6 +1,7 @@
 #include "service/runtime/serve/http_server.h"
 
 #include <atomic>
+#include <cctype>
 #include <csignal>
 #include <iostream>
 #include <mutex>
@@ -97,7 +98,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_read(beast::error_code ec, size_t) {
     if (ec == http::error::body_limit)
       return reject(413, "the request body exceeds the limit of " + std::to_string(server_.options.max_body_bytes) +
-                             " bytes (serve-model --max-body-mb)");
+                             " bytes (" + server_.options.body_limit_hint + ")");
     if (ec == http::error::header_limit)
       return reject(431, "the request header exceeds the limit of " + std::to_string(server_.options.max_header_bytes) + " bytes");
     const bool malformed = ec && ec.category() == http::make_error_code(http::error::bad_target).category() &&
@@ -109,7 +110,12 @@ class Session : public std::enable_shared_from_this<Session> {
     http::request<http::string_body> req = parser_->release();
     keep_alive_ = req.keep_alive();
     version_ = req.version();
-    HttpRequest request{std::string(req.method_string()), std::string(req.target()), std::move(req.body())};
+    HttpRequest request{std::string(req.method_string()), std::string(req.target()), std::move(req.body()), {}};
+    for (const auto& field : req) {
+      std::string name(field.name_string());
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      request.headers.emplace_back(std::move(name), std::string(field.value()));
+    }
     stream_.expires_never();  // inference may wait in the batcher's queue; the write sets its own deadline
     auto guard = std::make_shared<net::executor_work_guard<net::io_context::executor_type>>(server_.ioc.get_executor());
     auto replied = std::make_shared<std::atomic<bool>>(false);

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -22,6 +23,14 @@ struct HttpRequest {
   std::string method;  // "GET", "POST", ...
   std::string target;  // path and optional query
   std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  // names lower-case, in arrival order
+
+  // The first header named `name` (lower-case); empty when absent.
+  std::string header(std::string_view name) const {
+    for (const auto& [n, v] : headers)
+      if (n == name) return v;
+    return {};
+  }
 };
 
 struct HttpResponse {
