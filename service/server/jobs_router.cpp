@@ -1,5 +1,6 @@
 #include "service/server/jobs_router.h"
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -142,6 +143,67 @@ Status file_write(const fs::path& path, std::string_view bytes) {
   out.close();
   KILN_REQUIRE(out, io, "cannot write '", path.string(), "'");
   return Status::ok();
+}
+
+// A job's events are derived from its stored state in a fixed order, so their ids are stable
+// and Last-Event-ID resumes exactly: stage i started = 2i+1, stage i finished = 2i+2, done =
+// 2n+1. Each poll reads the job and sends the events with ids beyond the last one sent.
+std::vector<std::pair<int64_t, std::string>> job_events_of(const jobs::JobRecord& j) {
+  std::vector<std::pair<int64_t, std::string>> out;
+  auto event = [&](int64_t id, const char* type, json data) {
+    out.emplace_back(id, "id: " + std::to_string(id) + "\nevent: " + type + "\ndata: " + data.dump() + "\n\n");
+  };
+  const int64_t n = static_cast<int64_t>(j.stages.size());
+  for (int64_t i = 0; i < n; ++i) {
+    const jobs::StageRecord& s = j.stages[static_cast<size_t>(i)];
+    if (s.state == "pending") continue;
+    if (!s.started_at.empty())
+      event(2 * i + 1, "stage", {{"type", "stage"}, {"job", j.id}, {"stage", s.name}, {"state", "running"}, {"time", s.started_at}});
+    if (s.state != "running") {
+      json d = {{"type", "stage"}, {"job", j.id}, {"stage", s.name}, {"state", s.state}};
+      if (!s.message.empty()) d["message"] = s.message;
+      if (!s.finished_at.empty()) d["time"] = s.finished_at;
+      event(2 * i + 2, "stage", std::move(d));
+    }
+  }
+  if (jobs::job_state_is_final(j.state)) {
+    json d = {{"type", "done"}, {"job", j.id}, {"state", j.state}, {"progress", j.progress}};
+    if (!j.stage.empty()) d["stage"] = j.stage;
+    if (!j.error.empty()) d["message"] = j.error;
+    if (!j.finished_at.empty()) d["time"] = j.finished_at;
+    event(2 * n + 1, "done", std::move(d));
+  }
+  return out;
+}
+
+HttpResponse job_events(jobs::JobStore& store, const std::string& id, int64_t after) {
+  struct State {
+    int64_t last_sent;
+    std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
+  };
+  auto state = std::make_shared<State>(State{after});
+  HttpResponse r{200, "", {{"Content-Type", "text/event-stream"}, {"Cache-Control", "no-cache"}}, nullptr};
+  r.stream = [&store, id, state]() -> serve::StreamPoll {
+    serve::StreamPoll poll;
+    auto job = store.job_get(id);
+    if (!job || !job->has_value()) {
+      poll.data = "event: error\ndata: {\"message\": \"the job store cannot be read\"}\n\n";
+      poll.done = true;
+      return poll;
+    }
+    for (const auto& [event_id, text] : job_events_of(**job)) {
+      if (event_id <= state->last_sent) continue;
+      poll.data += text;
+      state->last_sent = event_id;
+    }
+    poll.done = jobs::job_state_is_final((*job)->state);
+    // A comment now and then, so that a client that went away is noticed by a failing write.
+    const auto now = std::chrono::steady_clock::now();
+    if (poll.data.empty() && now - state->last_write > std::chrono::seconds(15)) poll.data = ": keep-alive\n\n";
+    if (!poll.data.empty()) state->last_write = now;
+    return poll;
+  };
+  return r;
 }
 
 }  // namespace
@@ -444,8 +506,16 @@ HttpResponse JobsRouter::job_route(const HttpRequest& request, const std::string
       if (a.name == name) return file_response(a, "application/octet-stream");
     return error_response(404, "not_found", "job '" + id + "' has no artifact '" + name + "'");
   }
-  if (sub == "events")
-    return error_response(404, "not_found", "server-sent events are not served yet; poll GET /v1/jobs/" + id);
+  if (sub == "events") {
+    const std::string last = request.header("last-event-id");
+    int64_t after = 0;
+    if (!last.empty()) {
+      if (last.size() > 9 || last.find_first_not_of("0123456789") != std::string::npos)
+        return error_response(400, "bad_request", "header Last-Event-ID: expected an event id this server sent");
+      after = std::stoll(last);
+    }
+    return job_events(store_, id, after);
+  }
   return error_response(404, "not_found", "no endpoint /v1/jobs/{id}/" + sub.substr(0, 64));
 }
 

@@ -193,6 +193,50 @@ TEST_CASE("jobs router: unknown jobs, artifact names and endpoints", "[service]"
   CHECK(f.handle(get("/v1/jobs/" + id + "/artifacts/%2e%2e")).status == 400);
 }
 
+TEST_CASE("jobs router: server-sent events follow the job and resume after Last-Event-ID", "[service]") {
+  Fixture f;
+  const std::string id = body_json(f.handle(post(f.good_body())))["id"];
+  auto collect = [&](const std::string& last_event_id) {
+    serve::HttpRequest r = get("/v1/jobs/" + id + "/events");
+    if (!last_event_id.empty()) r.headers.emplace_back("last-event-id", last_event_id);
+    serve::HttpResponse res = f.handle(r);
+    REQUIRE(res.status == 200);
+    REQUIRE(res.stream);
+    return res;
+  };
+  serve::HttpResponse live = collect("");
+  serve::StreamPoll p = live.stream();
+  CHECK(p.data.empty());  // queued: nothing yet
+  CHECK(!p.done);
+  auto claimed = f.store->job_claim();
+  REQUIRE(claimed);
+  REQUIRE(f.store->stage_start(id, "validate"));
+  p = live.stream();
+  CHECK(p.data == "id: 1\nevent: stage\ndata: " +
+                      nlohmann::ordered_json({{"type", "stage"}, {"job", id}, {"stage", "validate"}, {"state", "running"},
+                            {"time", (*f.store->job_get(id))->stages[0].started_at}}).dump() + "\n\n");
+  REQUIRE(f.store->stage_finish(id, "validate", "done", ""));
+  REQUIRE(f.store->stage_start(id, "compile"));
+  REQUIRE(f.store->stage_finish(id, "compile", "failed", "boom"));
+  REQUIRE(f.store->job_finish(id, "failed", "stage compile: boom"));
+  p = live.stream();
+  CHECK(p.done);
+  CHECK(p.data.find("id: 1\n") == std::string::npos);  // not sent twice
+  CHECK(p.data.find("id: 2\nevent: stage") != std::string::npos);
+  CHECK(p.data.find("id: 4\nevent: stage") != std::string::npos);
+  CHECK(p.data.find("\"message\":\"boom\"") != std::string::npos);
+  CHECK(p.data.find("id: 11\nevent: done") != std::string::npos);
+
+  serve::StreamPoll resumed = collect("3").stream();
+  CHECK(resumed.done);
+  CHECK(resumed.data.rfind("id: 4\n", 0) == 0);
+  CHECK(f.handle([&] {
+           serve::HttpRequest r = get("/v1/jobs/" + id + "/events");
+           r.headers.emplace_back("last-event-id", "x");
+           return r;
+         }()).status == 400);
+}
+
 TEST_CASE("jobs router: health, readiness and metrics", "[service]") {
   Fixture f;
   CHECK(f.handle(get("/healthz")).body == "ok\n");

@@ -2,7 +2,7 @@
 # `kiln serve` end to end: submits the Fashion-MNIST example with curl (multipart), checks an
 # idempotent resubmit and a bad upload, SIGKILLs the server while the job runs, restarts it on
 # the same data dir and checks that the job resumes after its last finished stage (not lost, not
-# duplicated) and succeeds, downloads an artifact, then stops the server with SIGTERM.
+# duplicated) and succeeds, reads its events (SSE), downloads an artifact, then stops the server with SIGTERM.
 # Usage: serve_jobs_test.sh KILN EXAMPLES_DIR. Exit 77 = skipped, with a reason.
 set -euo pipefail
 kiln=$1 examples=$2
@@ -90,6 +90,9 @@ curl -sSf -o "$work/model.kiln" "$base/v1/jobs/$id/artifacts/model.kiln" || fail
 [ "$(sha256sum "$work/model.kiln" | cut -d' ' -f1)" = "$sha" ] || fail "downloaded artifact differs from its sha256"
 grep -q oci_archive "$work/artifacts.json" || fail "no image archive among the artifacts: $(cat "$work/artifacts.json")"
 [ "$(curl -sS -o /dev/null -w '%{http_code}' "$base/v1/jobs/$id/report")" = 200 ] || fail "report"
+curl -sS -N --max-time 20 "$base/v1/jobs/$id/events" > "$work/events" || fail "events stream"
+grep -q '^event: done' "$work/events" || fail "no done event: $(cat "$work/events")"
+[ "$(grep -c '^event: stage' "$work/events")" = 10 ] || fail "expected 10 stage events: $(cat "$work/events")"
 [ "$(curl -sS --path-as-is -o /dev/null -w '%{http_code}' "$base/v1/jobs/$id/artifacts/../../jobs.db")" != 200 ] || fail "path traversal"
 [ "$(curl -sS -o /dev/null -w '%{http_code}' "$base/v1/jobs/$id/artifacts/description.yaml")" = 404 ] || fail "unlisted file served"
 

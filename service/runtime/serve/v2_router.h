@@ -33,10 +33,20 @@ struct HttpRequest {
   }
 };
 
+// One poll of a streamed response: bytes to send now (may be empty) and whether it has ended.
+struct StreamPoll {
+  std::string data;
+  bool done = false;
+};
+// Called on an I/O thread, never concurrently, every HttpServerOptions::stream_poll until it
+// returns done (or the server stops, or the client goes away); must not block.
+using StreamFn = std::function<StreamPoll()>;
+
 struct HttpResponse {
   int status = 200;
   std::string body;  // JSON
   std::vector<std::pair<std::string, std::string>> headers;  // beyond Content-Type: application/json
+  StreamFn stream;  // when set, the body is sent chunked from it instead (server-sent events)
 };
 
 struct ServedModel {
