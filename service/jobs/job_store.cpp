@@ -251,6 +251,10 @@ Result<JobCreated> JobStore::job_create(const JobRecord& job, const std::vector<
   KILN_TRY(db_->exec("BEGIN IMMEDIATE"));
   auto body = [&]() -> Result<JobCreated> {
     if (!idempotency_key.empty()) {
+      // Keys are kept for 24 hours (openapi IdempotencyKey); RFC 3339 UTC times compare as text.
+      Statement expire(db_->db, "DELETE FROM idempotency_keys WHERE created_at < ?");
+      expire.bind(1, iso_from_ms(now_ms() - int64_t{24} * 3600 * 1000));
+      KILN_TRY(db_->run(expire, "expiring idempotency keys"));
       Statement s(db_->db, "SELECT job_id, body_sha256 FROM idempotency_keys WHERE key = ?");
       if (!s.ok()) return db_->error("preparing the idempotency query");
       s.bind(1, idempotency_key);
