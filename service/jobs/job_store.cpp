@@ -57,7 +57,7 @@ CREATE TABLE idempotency_keys (
 
 class Statement {
  public:
-  Statement(sqlite3* db, const std::string& sql) : db_(db) {
+  Statement(sqlite3* db, const std::string& sql) {
     if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt_, nullptr) != SQLITE_OK) stmt_ = nullptr;
   }
   ~Statement() { sqlite3_finalize(stmt_); }
@@ -85,7 +85,6 @@ class Statement {
   double real(int col) const { return sqlite3_column_double(stmt_, col); }
 
  private:
-  sqlite3* db_;
   sqlite3_stmt* stmt_ = nullptr;
 };
 
