@@ -60,15 +60,16 @@ step "configure and build build-fuzz (clang, libFuzzer+ASan+UBSan)"
 command -v clang++ >/dev/null || { echo "hardening: clang++ not found (run scripts/setup.sh --tests)" >&2; exit 1; }
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g" -DKILN_BUILD_TESTS=OFF -DKILN_FUZZ=ON >/dev/null
-targets=(fuzz_onnx_import fuzz_npy fuzz_npz fuzz_plan_file fuzz_description fuzz_v2_request fuzz_profile_import)
+targets=(fuzz_onnx_import fuzz_npy fuzz_npz fuzz_plan_file fuzz_description fuzz_v2_request fuzz_profile_import fuzz_multipart)
 cmake --build build-fuzz -j "$jobs" --target "${targets[@]}"
 
 # Per target: the longest input and the dictionary. ONNX and .kiln inputs must fit the fashion-mnist
 # example (104 KB model, 106 KB .kiln).
-declare -A max_len=([fuzz_onnx_import]=131072 [fuzz_npy]=4096 [fuzz_npz]=16384 [fuzz_plan_file]=131072 [fuzz_description]=4096 [fuzz_v2_request]=4096 [fuzz_profile_import]=8192)
+declare -A max_len=([fuzz_onnx_import]=131072 [fuzz_npy]=4096 [fuzz_npz]=16384 [fuzz_plan_file]=131072 [fuzz_description]=4096 [fuzz_v2_request]=4096 [fuzz_profile_import]=8192 [fuzz_multipart]=16384)
 declare -A dict=([fuzz_onnx_import]=tests/fuzz/onnx.dict [fuzz_npy]=tests/fuzz/npy.dict [fuzz_npz]=tests/fuzz/npy.dict
                 [fuzz_plan_file]=tests/fuzz/kiln.dict [fuzz_description]=tests/fuzz/description.dict
-                [fuzz_v2_request]=tests/fuzz/v2.dict [fuzz_profile_import]=tests/fuzz/profile.dict)
+                [fuzz_v2_request]=tests/fuzz/v2.dict [fuzz_profile_import]=tests/fuzz/profile.dict
+                [fuzz_multipart]=tests/fuzz/multipart.dict)
 
 run_fuzzer() {
   local t=$1 work="$root/build-fuzz/corpus-work/$1" found="$root/build-fuzz/findings/$1"

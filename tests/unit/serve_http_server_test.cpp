@@ -64,6 +64,22 @@ class Client {
     }
   }
 
+  // Everything up to and including `marker` (for chunked responses), or "" when closed first.
+  std::string until(const std::string& marker) {
+    for (;;) {
+      const size_t at = buffer_.find(marker);
+      if (at != std::string::npos) {
+        std::string r = buffer_.substr(0, at + marker.size());
+        buffer_.erase(0, r.size());
+        return r;
+      }
+      char chunk[4096];
+      const ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
+      if (n <= 0) return "";
+      buffer_.append(chunk, static_cast<size_t>(n));
+    }
+  }
+
   bool closed_by_peer() {
     char c;
     return ::recv(fd_, &c, 1, 0) == 0;
@@ -148,6 +164,44 @@ TEST_CASE("http server: keep-alive, limits, deferred replies and a graceful stop
   for (std::thread& t : repliers) t.join();
   Client after(port);
   CHECK_FALSE(after.connected());
+}
+
+TEST_CASE("http server: request headers reach the handler; streamed responses are chunked and keep the connection", "[serve]") {
+  HttpServerOptions options;
+  options.host = "127.0.0.1";
+  options.port = 0;
+  options.stream_poll = 10ms;
+  auto server = HttpServer::create(options, [](const HttpRequest& req, ReplyFn reply) {
+    if (req.target != "/events") return reply({200, "{\"h\":\"" + req.header("x-name") + "\"}", {}});
+    auto polls = std::make_shared<int>(0);
+    HttpResponse r{200, "", {{"Content-Type", "text/event-stream"}}, nullptr};
+    r.stream = [polls]() -> StreamPoll {
+      const int n = ++*polls;
+      if (n % 2 == 0) return {"", false};  // nothing new this time
+      return {"data: " + std::to_string(n) + "\n\n", n >= 5};
+    };
+    reply(std::move(r));
+  });
+  REQUIRE(server);
+  HttpServer& srv = **server;
+  std::thread io([&srv] { srv.run(1); });
+  {
+    Client c(srv.port());
+    REQUIRE(c.connected());
+    c.send("GET /h HTTP/1.1\r\nHost: t\r\nX-Name: kiln\r\n\r\n");
+    CHECK_THAT(c.response(), Catch::EndsWith("{\"h\":\"kiln\"}"));
+    c.send(get("/events"));
+    const std::string r = c.until("\r\n0\r\n\r\n");
+    CHECK_THAT(r, Catch::Contains("Transfer-Encoding: chunked"));
+    CHECK_THAT(r, Catch::Contains("Content-Type: text/event-stream"));
+    CHECK_THAT(r, Catch::Contains("data: 1\n\n"));
+    CHECK_THAT(r, Catch::Contains("data: 3\n\n"));
+    CHECK_THAT(r, Catch::Contains("data: 5\n\n"));
+    c.send(get("/again"));  // the same connection after the stream ended
+    CHECK_THAT(c.response(), Catch::StartsWith("HTTP/1.1 200 OK"));
+  }
+  srv.stop();
+  io.join();
 }
 
 TEST_CASE("http server: bad addresses are errors, not crashes", "[serve]") {

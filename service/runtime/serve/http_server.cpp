@@ -1,6 +1,7 @@
 #include "service/runtime/serve/http_server.h"
 
 #include <atomic>
+#include <cctype>
 #include <csignal>
 #include <iostream>
 #include <mutex>
@@ -97,7 +98,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_read(beast::error_code ec, size_t) {
     if (ec == http::error::body_limit)
       return reject(413, "the request body exceeds the limit of " + std::to_string(server_.options.max_body_bytes) +
-                             " bytes (serve-model --max-body-mb)");
+                             " bytes (" + server_.options.body_limit_hint + ")");
     if (ec == http::error::header_limit)
       return reject(431, "the request header exceeds the limit of " + std::to_string(server_.options.max_header_bytes) + " bytes");
     const bool malformed = ec && ec.category() == http::make_error_code(http::error::bad_target).category() &&
@@ -109,7 +110,12 @@ class Session : public std::enable_shared_from_this<Session> {
     http::request<http::string_body> req = parser_->release();
     keep_alive_ = req.keep_alive();
     version_ = req.version();
-    HttpRequest request{std::string(req.method_string()), std::string(req.target()), std::move(req.body())};
+    HttpRequest request{std::string(req.method_string()), std::string(req.target()), std::move(req.body()), {}};
+    for (const auto& field : req) {
+      std::string name(field.name_string());
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      request.headers.emplace_back(std::move(name), std::string(field.value()));
+    }
     stream_.expires_never();  // inference may wait in the batcher's queue; the write sets its own deadline
     auto guard = std::make_shared<net::executor_work_guard<net::io_context::executor_type>>(server_.ioc.get_executor());
     auto replied = std::make_shared<std::atomic<bool>>(false);
@@ -127,6 +133,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void write(HttpResponse response, bool close) {
+    if (response.stream && !close) return write_stream(std::move(response));
     auto res = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(response.status), version_);
     res->set(http::field::server, "kiln-runtime");
     res->set(http::field::content_type, "application/json");
@@ -142,6 +149,61 @@ class Session : public std::enable_shared_from_this<Session> {
       if (res->need_eof()) return self->do_close();
       self->do_read();
     });
+  }
+
+  // A chunked response fed by polling response.stream on this session's strand; a server stop
+  // ends it (the last chunk goes out, then the connection closes).
+  void write_stream(HttpResponse response) {
+    auto res = std::make_shared<http::response<http::empty_body>>(static_cast<http::status>(response.status), version_);
+    res->set(http::field::server, "kiln-runtime");
+    res->set(http::field::content_type, "application/json");
+    for (const auto& [name, value] : response.headers) res->set(name, value);
+    res->chunked(true);
+    res->keep_alive(keep_alive_ && !closing_ && !server_.stopping.load());
+    keep_alive_ = res->keep_alive();
+    stream_fn_ = std::move(response.stream);
+    auto sr = std::make_shared<http::response_serializer<http::empty_body>>(*res);
+    stream_.expires_after(server_.options.read_timeout);
+    http::async_write_header(stream_, *sr, [self = shared_from_this(), res, sr](beast::error_code ec, size_t) {
+      if (ec) return self->stream_end(true);
+      self->stream_next();
+    });
+  }
+
+  void stream_next() {
+    StreamPoll poll;
+    if (closing_ || server_.stopping.load()) poll.done = true;
+    else poll = stream_fn_();
+    if (poll.data.empty() && !poll.done) {
+      stream_timer_.expires_after(server_.options.stream_poll);
+      stream_timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+        if (ec) return self->stream_end(true);
+        self->stream_next();
+      });
+      return;
+    }
+    auto data = std::make_shared<std::string>(std::move(poll.data));
+    const bool done = poll.done;
+    stream_.expires_after(server_.options.read_timeout);
+    if (data->empty()) return stream_last();
+    net::async_write(stream_, http::make_chunk(net::buffer(*data)), [self = shared_from_this(), data, done](beast::error_code ec, size_t) {
+      if (ec) return self->stream_end(true);
+      if (done) return self->stream_last();
+      self->stream_next();
+    });
+  }
+
+  void stream_last() {
+    net::async_write(stream_, http::make_chunk_last(), [self = shared_from_this()](beast::error_code ec, size_t) {
+      self->stream_end(ec || !self->keep_alive_);
+    });
+  }
+
+  void stream_end(bool close) {
+    stream_fn_ = nullptr;
+    busy_ = false;
+    if (close) return do_close();
+    do_read();
   }
 
   // Answers a request that cannot be read (too large, malformed) and closes the connection.
@@ -178,6 +240,8 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::vector<char> drain_;
+  StreamFn stream_fn_;
+  net::steady_timer stream_timer_{stream_.get_executor()};
   unsigned version_ = 11;
   bool keep_alive_ = true;
   bool busy_ = false;     // a request is being answered

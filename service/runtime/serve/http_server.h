@@ -19,8 +19,10 @@ struct HttpServerOptions {
   std::string host = "0.0.0.0";
   uint16_t port = 8080;  // 0: an ephemeral port (see HttpServer::port)
   uint64_t max_body_bytes = uint64_t{64} << 20;  // larger bodies get 413 before they are read
+  std::string body_limit_hint = "serve-model --max-body-mb";  // the option that raises it, for the 413 message
   uint32_t max_header_bytes = 16 * 1024;         // larger headers get 431
   std::chrono::seconds read_timeout{30};         // per request, and for idle keep-alive connections
+  std::chrono::milliseconds stream_poll{250};    // how often a streamed response is asked for more
 };
 
 // Called on an I/O thread; must call `reply` exactly once, from any thread.

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -22,12 +23,30 @@ struct HttpRequest {
   std::string method;  // "GET", "POST", ...
   std::string target;  // path and optional query
   std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  // names lower-case, in arrival order
+
+  // The first header named `name` (lower-case); empty when absent.
+  std::string header(std::string_view name) const {
+    for (const auto& [n, v] : headers)
+      if (n == name) return v;
+    return {};
+  }
 };
+
+// One poll of a streamed response: bytes to send now (may be empty) and whether it has ended.
+struct StreamPoll {
+  std::string data;
+  bool done = false;
+};
+// Called on an I/O thread, never concurrently, every HttpServerOptions::stream_poll until it
+// returns done (or the server stops, or the client goes away); must not block.
+using StreamFn = std::function<StreamPoll()>;
 
 struct HttpResponse {
   int status = 200;
   std::string body;  // JSON
   std::vector<std::pair<std::string, std::string>> headers;  // beyond Content-Type: application/json
+  StreamFn stream;  // when set, the body is sent chunked from it instead (server-sent events)
 };
 
 struct ServedModel {

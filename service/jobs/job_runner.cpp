@@ -1,0 +1,326 @@
+#include "service/jobs/job_runner.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "containers/oci/digest.h"
+
+namespace kiln::jobs {
+namespace {
+
+namespace fs = std::filesystem;
+
+enum class Outcome { ok, failed, cancelled, stopped };
+
+struct ChildResult {
+  Outcome outcome = Outcome::ok;
+  std::string reason;
+};
+
+// The last non-empty line of a stage's log: kiln's verbs end a failure with "kiln: error: ...".
+std::string log_last_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (line.find_first_not_of(" \t\r") != std::string::npos) last = line;
+  if (last.size() > 500) last = last.substr(0, 500) + "...";
+  return last;
+}
+
+Result<std::string> file_sha256(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  KILN_REQUIRE(in, io, "cannot read '", path, "'");
+  oci::Sha256 hash;
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    const auto n = in.gcount();
+    if (n > 0) hash.update({reinterpret_cast<const uint8_t*>(buf.data()), static_cast<size_t>(n)});
+  }
+  return hash.hex();
+}
+
+// The openapi Artifact.kind of a file the stages write; empty for files that are not artifacts.
+std::string artifact_kind(const std::string& name) {
+  const std::string ext = fs::path(name).extension().string();
+  if (ext == ".kiln") return "kiln_plan";
+  if (name == "image.oci.tar") return "oci_archive";
+  if (name == "image.docker.tar") return "docker_archive";
+  if (name == "Dockerfile") return "dockerfile";
+  if (ext == ".def") return "apptainer_def";
+  if (ext == ".slurm" || ext == ".sbatch") return "slurm_script";
+  if (ext == ".yaml" || ext == ".yml") return "kubernetes_yaml";
+  if (name.find("sbom") != std::string::npos) return "sbom";
+  if (name == "report.json") return "report_json";
+  if (ext == ".log") return "log";
+  return "";
+}
+
+}  // namespace
+
+const std::vector<std::string>& job_stage_names() {
+  static const std::vector<std::string> names = {"validate", "compile", "verify", "package", "report"};
+  return names;
+}
+
+std::string job_dir(const std::string& data_dir, const std::string& id) {
+  return (fs::path(data_dir) / "jobs" / id).string();
+}
+
+JobRunner::JobRunner(JobStore& store, JobRunnerOptions options) : store_(store), options_(std::move(options)) {
+  if (options_.workers < 1) options_.workers = 1;
+}
+
+JobRunner::~JobRunner() { stop(); }
+
+void JobRunner::start() {
+  std::lock_guard lock(mu_);
+  if (started_.load()) return;
+  started_.store(true);
+  for (int i = 0; i < options_.workers; ++i) threads_.emplace_back([this] { worker(); });
+}
+
+void JobRunner::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_.store(true);
+    wake_ = true;
+  }
+  cv_.notify_all();
+  for (std::thread& t : threads_) t.join();  // each worker kills its child when it sees stopping_
+  threads_.clear();
+}
+
+void JobRunner::notify() {
+  {
+    std::lock_guard lock(mu_);
+    wake_ = true;
+  }
+  cv_.notify_all();
+}
+
+Result<bool> JobRunner::cancel(const std::string& id) {
+  KILN_ASSIGN(changed, store_.job_cancel(id, "cancelled by a DELETE request"));
+  if (changed) {
+    std::lock_guard lock(mu_);
+    cancelled_[id] = true;
+    if (auto it = children_.find(id); it != children_.end()) ::kill(-it->second, SIGKILL);
+  }
+  return changed;
+}
+
+void JobRunner::worker() {
+  while (!stopping_.load()) {
+    Result<std::optional<JobRecord>> claimed = store_.job_claim();
+    if (!claimed) {
+      std::cerr << "kiln serve: error: " << claimed.error().message << '\n';
+    } else if (claimed->has_value()) {
+      ++busy_;
+      job_run(**claimed);
+      --busy_;
+      std::lock_guard lock(mu_);
+      cancelled_.erase((*claimed)->id);
+      continue;
+    }
+    std::unique_lock lock(mu_);
+    // Polls too, so a job queued by another process sharing the store is picked up.
+    cv_.wait_for(lock, std::chrono::seconds(2), [this] { return wake_; });
+    wake_ = false;
+  }
+}
+
+void JobRunner::job_run(const JobRecord& job) {
+  const std::string dir = job_dir(options_.data_dir, job.id);
+  const auto deadline = std::chrono::steady_clock::now() + options_.job_time_limit;
+  auto is_cancelled = [&] {
+    std::lock_guard lock(mu_);
+    return cancelled_.count(job.id) > 0;
+  };
+  for (const std::string& stage : job_stage_names()) {
+    bool done = false;
+    for (const StageRecord& s : job.stages)
+      if (s.name == stage && (s.state == "done" || s.state == "skipped")) done = true;
+    if (done) continue;
+    if (options_.stage_pause.count() > 0) std::this_thread::sleep_for(options_.stage_pause);
+    if (stopping_.load() || is_cancelled()) return;
+    if (Status st = store_.stage_start(job.id, stage); !st) {
+      (void)store_.job_finish(job.id, "failed", st.message());
+      return;
+    }
+    const ChildResult r = [&] {
+      ChildResult out;
+      out.reason = stage_run(job, stage, dir, deadline);
+      if (stopping_.load()) out.outcome = Outcome::stopped;
+      else if (is_cancelled()) out.outcome = Outcome::cancelled;
+      else if (!out.reason.empty()) out.outcome = Outcome::failed;
+      return out;
+    }();
+    if (r.outcome == Outcome::stopped || r.outcome == Outcome::cancelled) return;
+    if (r.outcome == Outcome::failed) {
+      (void)store_.stage_finish(job.id, stage, "failed", r.reason);
+      (void)store_.job_finish(job.id, "failed", "stage " + stage + ": " + r.reason);
+      return;
+    }
+    if (Status st = store_.stage_finish(job.id, stage, "done", ""); !st) {
+      (void)store_.job_finish(job.id, "failed", st.message());
+      return;
+    }
+  }
+  (void)store_.job_finish(job.id, "succeeded", "");
+}
+
+std::string JobRunner::stage_run(const JobRecord& job, const std::string& stage, const std::string& dir,
+                                 std::chrono::steady_clock::time_point deadline) {
+  const std::string& kiln = options_.kiln_exe;
+  const std::string log = stage + ".log";
+  if (stage == "validate") {
+    std::string why = child_run(job.id, dir, {kiln, "validate", "description.yaml", "--kind", "application"}, "", log, deadline);
+    if (!why.empty()) return why;
+    return child_run(job.id, dir, {kiln, "validate", "target.yaml", "--kind", "target"}, "", log, deadline);
+  }
+  if (stage == "compile") return child_run(job.id, dir, {kiln, "compile", "model.onnx", "-o", "model.kiln"}, "", log, deadline);
+  if (stage == "verify")
+    return child_run(job.id, dir, {kiln, "verify", "model.onnx", "--random", "16", "--json"}, "verify.json", log, deadline);
+  if (stage == "package")
+    return child_run(job.id, dir, {kiln, "image", "model.kiln", "-o", "image", "--target", "target.yaml", "--json"},
+                     "package.json", log, deadline);
+  if (stage == "report") {
+    // Records the artifacts the stages wrote and writes report.json (in-process: no untrusted
+    // parsing happens here, only listing files this job's children wrote).
+    std::vector<std::pair<std::string, std::string>> files;  // name, path relative to dir
+    std::error_code ec;
+    // Names are unique across these folders (the kubernetes/ files are deployment.yaml, job.yaml).
+    for (const char* sub : {".", "image", "image/kubernetes", "image/bundle"}) {
+      for (const auto& entry : fs::directory_iterator(fs::path(dir) / sub, ec)) {
+        if (!entry.is_regular_file(ec) || entry.is_symlink(ec)) continue;
+        const std::string name = entry.path().filename().string();
+        const std::string kind = artifact_kind(name);
+        // The job's own folder also holds the uploads (description.yaml, target.yaml): from it
+        // only the plan and the stage logs are artifacts; everything `kiln image` wrote is.
+        if (kind.empty() || (std::string(sub) == "." && kind != "kiln_plan" && kind != "log")) continue;
+        files.emplace_back(name, std::string(sub) == "." ? name : std::string(sub) + "/" + name);
+      }
+    }
+    nlohmann::ordered_json artifacts = nlohmann::ordered_json::array();
+    for (const auto& [name, rel] : files) {
+      const std::string path = (fs::path(dir) / rel).string();
+      Result<std::string> sha = file_sha256(path);
+      if (!sha) return sha.error().message;
+      ArtifactRecord a{name, artifact_kind(name), rel, static_cast<int64_t>(fs::file_size(path, ec)), *sha};
+      if (Status st = store_.artifact_add(job.id, a); !st) return st.message();
+      artifacts.push_back({{"name", a.name}, {"kind", a.kind}, {"bytes", a.bytes}, {"sha256", a.sha256},
+                           {"url", "/v1/jobs/" + job.id + "/artifacts/" + a.name}});
+    }
+    nlohmann::ordered_json report = {{"job", {{"id", job.id}, {"name", job.name}}}, {"candidates", nlohmann::ordered_json::array()},
+                                     {"artifacts", artifacts}};
+    std::ifstream verify(fs::path(dir) / "verify.json");
+    if (verify) {
+      nlohmann::ordered_json v = nlohmann::ordered_json::parse(verify, nullptr, false);
+      if (!v.is_discarded()) report["verification"] = v;
+    }
+    std::ofstream out(fs::path(dir) / "report.json");
+    out << report.dump(2) << '\n';
+    if (!out) return "cannot write report.json";
+    out.close();
+    Result<std::string> sha = file_sha256((fs::path(dir) / "report.json").string());
+    if (!sha) return sha.error().message;
+    ArtifactRecord a{"report.json", "report_json", "report.json",
+                     static_cast<int64_t>(fs::file_size(fs::path(dir) / "report.json", ec)), *sha};
+    if (Status st = store_.artifact_add(job.id, a); !st) return st.message();
+    return "";
+  }
+  return "unknown stage '" + stage + "'";
+}
+
+std::string JobRunner::child_run(const std::string& id, const std::string& dir, const std::vector<std::string>& argv,
+                                 const std::string& stdout_file, const std::string& log_file,
+                                 std::chrono::steady_clock::time_point deadline) {
+  // Everything the child needs is prepared before fork: after it, only async-signal-safe calls.
+  const std::string log_path = (fs::path(dir) / log_file).string();
+  const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) return "cannot open '" + log_path + "'";
+  int out_fd = log_fd;
+  if (!stdout_file.empty()) {
+    const std::string out_path = (fs::path(dir) / stdout_file).string();
+    out_fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out_fd < 0) {
+      ::close(log_fd);
+      return "cannot open '" + out_path + "'";
+    }
+  }
+  const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t parent = ::getpid();
+
+  pid_t pid;
+  {
+    std::lock_guard lock(mu_);
+    if (cancelled_.count(id) || stopping_.load()) {
+      ::close(log_fd);
+      if (out_fd != log_fd) ::close(out_fd);
+      if (null_fd >= 0) ::close(null_fd);
+      return "cancelled";
+    }
+    pid = ::fork();
+    if (pid == 0) {
+      ::setpgid(0, 0);
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // the server died: so does the stage (a restart reruns it)
+      if (::getppid() != parent) ::_exit(127);
+      if (::chdir(dir.c_str()) != 0) ::_exit(127);
+      if (null_fd >= 0) ::dup2(null_fd, 0);
+      ::dup2(out_fd, 1);
+      ::dup2(log_fd, 2);
+      ::close_range(3, ~0U, 0);
+      ::execv(args[0], args.data());
+      ::_exit(127);
+    }
+    if (pid > 0) {
+      ::setpgid(pid, pid);
+      children_[id] = pid;
+    }
+  }
+  ::close(log_fd);
+  if (out_fd != log_fd) ::close(out_fd);
+  if (null_fd >= 0) ::close(null_fd);
+  if (pid < 0) return "cannot start a process for the stage";
+
+  std::string killed_for;
+  int status = 0;
+  for (;;) {
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid || r < 0) break;
+    if (killed_for.empty()) {
+      if (stopping_.load()) killed_for = "the server is stopping";
+      else if (std::chrono::steady_clock::now() > deadline)
+        killed_for = "the job's time limit of " + std::to_string(options_.job_time_limit.count()) + " s was exceeded";
+      if (!killed_for.empty()) ::kill(-pid, SIGKILL);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  {
+    std::lock_guard lock(mu_);
+    children_.erase(id);
+  }
+  if (!killed_for.empty()) return killed_for;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
+  std::ostringstream why;
+  if (WIFSIGNALED(status)) why << "the stage's process died of signal " << WTERMSIG(status);
+  else why << "'kiln " << argv[1] << "' exited " << WEXITSTATUS(status);
+  const std::string last = log_last_line(log_path);
+  if (!last.empty()) why << ": " << last;
+  return why.str();
+}
+
+}  // namespace kiln::jobs

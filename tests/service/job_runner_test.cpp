@@ -1,0 +1,133 @@
+// The runner with a fake kiln (a shell script): stages run as child processes, a crash or a
+// runaway fails that job only, a cancel kills the running stage.
+#include <sys/stat.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "service/jobs/job_runner.h"
+
+namespace fs = std::filesystem;
+using namespace kiln::jobs;
+
+namespace {
+
+struct RunnerFixture {
+  fs::path dir = fs::temp_directory_path() / ("kiln-runner-" + job_id_new());
+  std::unique_ptr<JobStore> store;
+
+  // The fake kiln: the job's description.yaml says what each verb does.
+  RunnerFixture() {
+    fs::create_directories(dir / "jobs");
+    const fs::path fake = dir / "fake-kiln";
+    std::ofstream(fake) << "#!/bin/sh\n"
+                          "case \"$1\" in\n"
+                          "  compile) grep -q crash description.yaml && kill -SEGV $$;\n"
+                          "           grep -q hang description.yaml && sleep 60;\n"
+                          "           echo plan > model.kiln ;;\n"
+                          "  verify) echo '{}' ;;\n"
+                          "  image) mkdir -p image && echo tar > image/image.oci.tar ;;\n"
+                          "esac\n"
+                          "exit 0\n";
+    fs::permissions(fake, fs::perms::owner_all);
+    auto opened = JobStore::open((dir / "jobs.db").string());
+    REQUIRE(opened);
+    store = std::move(*opened);
+  }
+  ~RunnerFixture() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  std::string submit(const std::string& behaviour) {
+    JobRecord j;
+    j.id = job_id_new();
+    j.name = behaviour;
+    fs::create_directories(job_dir(dir.string(), j.id));
+    std::ofstream(fs::path(job_dir(dir.string(), j.id)) / "description.yaml") << behaviour << '\n';
+    auto created = store->job_create(j, job_stage_names(), "", "");
+    REQUIRE(created);
+    return created->id;
+  }
+  JobRecord wait_final(const std::string& id, std::chrono::seconds limit = std::chrono::seconds(30)) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      auto job = store->job_get(id);
+      REQUIRE(job);
+      REQUIRE(job->has_value());
+      if (job_state_is_final((*job)->state) || std::chrono::steady_clock::now() > end) return **job;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  JobRunnerOptions options(std::chrono::seconds limit = std::chrono::seconds(60)) {
+    JobRunnerOptions o;
+    o.data_dir = dir.string();
+    o.kiln_exe = (dir / "fake-kiln").string();
+    o.workers = 2;
+    o.job_time_limit = limit;
+    return o;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("job runner: stages run as children; a crashing stage fails its job only", "[service]") {
+  RunnerFixture f;
+  JobRunner runner(*f.store, f.options());
+  const std::string good = f.submit("fine");
+  const std::string bad = f.submit("crash");
+  runner.start();
+  const JobRecord ok = f.wait_final(good);
+  const JobRecord crashed = f.wait_final(bad);
+  CHECK(ok.state == "succeeded");
+  CHECK(ok.progress == Approx(100));
+  auto artifacts = f.store->artifacts_list(good);
+  REQUIRE(artifacts);
+  bool plan = false, image = false;
+  for (const ArtifactRecord& a : *artifacts) {
+    plan = plan || (a.name == "model.kiln" && a.kind == "kiln_plan" && a.sha256.size() == 64);
+    image = image || (a.name == "image.oci.tar" && a.path == "image/image.oci.tar");
+  }
+  CHECK(plan);
+  CHECK(image);
+  CHECK(crashed.state == "failed");
+  CHECK(crashed.error.find("stage compile: the stage's process died of signal 11") != std::string::npos);
+  CHECK(crashed.stages[0].state == "done");
+  CHECK(crashed.stages[1].state == "failed");
+}
+
+TEST_CASE("job runner: a runaway stage is killed at the job's time limit; cancel kills a running stage", "[service]") {
+  RunnerFixture f;
+  JobRunner runner(*f.store, f.options(std::chrono::seconds(1)));
+  const std::string slow = f.submit("hang");
+  runner.start();
+  const auto t0 = std::chrono::steady_clock::now();
+  const JobRecord timed_out = f.wait_final(slow);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+  CHECK(timed_out.state == "failed");
+  CHECK(timed_out.error.find("time limit of 1 s") != std::string::npos);
+  runner.stop();
+
+  JobRunner patient(*f.store, f.options());
+  const std::string cancelled = f.submit("hang");
+  patient.start();
+  for (int i = 0; i < 500; ++i) {
+    auto job = f.store->job_get(cancelled);
+    REQUIRE(job);
+    if ((*job)->stage == "compile") break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  auto changed = patient.cancel(cancelled);
+  REQUIRE(changed);
+  CHECK(*changed);
+  const auto t1 = std::chrono::steady_clock::now();
+  patient.stop();  // joins the worker: returns only once the killed child was reaped
+  CHECK(std::chrono::steady_clock::now() - t1 < std::chrono::seconds(10));
+  auto job = f.store->job_get(cancelled);
+  REQUIRE(job);
+  CHECK((*job)->state == "cancelled");
+  CHECK((*job)->stages[1].state == "skipped");
+}
