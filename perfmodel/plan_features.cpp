@@ -47,7 +47,7 @@ int64_t attr_at(const Attrs& a, const std::string& name, size_t i, int64_t fallb
 }
 
 // Conv: NCHW in and out, weights [M, C/group, kh, kw]; depthwise when group == C == M.
-bool conv_features(const PlanView& v, const PlanStep& s, Measurement& m) {
+bool conv_features(const PlanView& v, const PlanStep& s, Measurement& m, double& weight_bytes) {
   const Shape x = v.shape(input(s, 0)), w = v.shape(input(s, 1)), y = v.shape(output(s));
   if (x.size() != 4 || w.size() != 4 || y.size() != 4) return false;
   const int64_t group = attr_int(s.attrs, "group", 1);
@@ -67,13 +67,14 @@ bool conv_features(const PlanView& v, const PlanStep& s, Measurement& m) {
   m.groups = depthwise ? x[1] : group;
   const double e = element_bytes(m.dtype);
   m.macs = static_cast<double>(shape_numel(y)) * static_cast<double>(shape_numel(w) / w[0]);
-  m.bytes = e * (v.numel(input(s, 0)) + v.numel(output(s)) + static_cast<double>(shape_numel(w))) + 4.0 * static_cast<double>(w[0]);
+  weight_bytes = e * static_cast<double>(shape_numel(w)) + 4.0 * static_cast<double>(w[0]);
+  m.bytes = e * (v.numel(input(s, 0)) + v.numel(output(s))) + weight_bytes;
   if (input(s, 3) >= 0) m.bytes += e * v.numel(input(s, 3));  // fused residual
   return true;
 }
 
 // Gemm [M,K] x [K,N]; MatMul with leading dims folded into M.
-bool gemm_features(const PlanView& v, const PlanStep& s, Measurement& m) {
+bool gemm_features(const PlanView& v, const PlanStep& s, Measurement& m, double& weight_bytes) {
   const Shape a = v.shape(input(s, 0)), y = v.shape(output(s));
   if (a.empty() || y.empty()) return false;
   int64_t k = a.back();
@@ -86,6 +87,7 @@ bool gemm_features(const PlanView& v, const PlanStep& s, Measurement& m) {
   const double e = element_bytes(m.dtype);
   m.macs = static_cast<double>(m.m) * static_cast<double>(m.k) * static_cast<double>(m.n);
   m.bytes = e * static_cast<double>(m.m * m.k + m.k * m.n + m.m * m.n) + 4.0 * static_cast<double>(m.n);
+  if (v.is_constant(input(s, 1))) weight_bytes = e * static_cast<double>(m.k * m.n) + 4.0 * static_cast<double>(m.n);
   return true;
 }
 
@@ -115,7 +117,7 @@ bool pool_features(const PlanView& v, const PlanStep& s, Measurement& m) {
 // DepthFirstConv (expansion 1x1 -> depthwise -> projection, tile by tile): a convolution whose
 // MACs are its weights' (the expansion at the input resolution, the rest at the output's) and
 // whose bytes are only its border (the intermediates stay in cache).
-bool depth_first_features(const PlanView& v, const PlanStep& s, Measurement& m) {
+bool depth_first_features(const PlanView& v, const PlanStep& s, Measurement& m, double& weight_bytes) {
   const Shape x = v.shape(input(s, 0)), y = v.shape(output(s));
   if (x.size() != 4 || y.size() != 4) return false;
   m.op = "conv";
@@ -141,7 +143,8 @@ bool depth_first_features(const PlanView& v, const PlanStep& s, Measurement& m) 
     if (w[2] > m.kernel_h) m.kernel_h = m.kernel_w = w[2];
     first = false;
   }
-  m.bytes = element_bytes(m.dtype) * (v.numel(input(s, 0)) + v.numel(output(s)) + weights);
+  weight_bytes = element_bytes(m.dtype) * weights;
+  m.bytes = element_bytes(m.dtype) * (v.numel(input(s, 0)) + v.numel(output(s))) + weight_bytes;
   return m.macs > 0;
 }
 
@@ -206,14 +209,18 @@ std::vector<StepFeatures> plan_features(const Plan& plan, const std::vector<Engi
     if (e.op == "ToPlain") {
       // Converts the value the next kernel reads (or a graph output at the end) to plain float32.
       double elements = 0;
+      int converted = -1;
       for (size_t j = next_plan_step; j < plan.steps.size() && elements == 0; ++j)
         for (int slot : plan.steps[j].inputs)
           if (slot >= 0 && !v.is_constant(slot)) {
             elements = v.numel(slot);
+            converted = slot;
             break;
           }
       if (next_plan_step >= plan.steps.size())
-        for (const auto& [slot, name] : plan.outputs) elements = std::max(elements, v.numel(slot));
+        for (const auto& [slot, name] : plan.outputs)
+          if (v.numel(slot) > elements) elements = v.numel(slot), converted = slot;
+      if (const Shape shape = v.shape(converted); !shape.empty()) m.batch = shape[0];
       m.bytes = elements * (last_element_bytes + 4.0);
       out.push_back(std::move(f));
       continue;
@@ -231,19 +238,20 @@ std::vector<StepFeatures> plan_features(const Plan& plan, const std::vector<Engi
     m.dtype = dtype_of(s);
     bool mapped = false;
     switch (s.op) {
-      case OpKind::Conv: mapped = conv_features(v, s, m); break;
+      case OpKind::Conv: mapped = conv_features(v, s, m, f.weight_bytes); break;
       case OpKind::Gemm:
-      case OpKind::MatMul: mapped = gemm_features(v, s, m); break;
+      case OpKind::MatMul: mapped = gemm_features(v, s, m, f.weight_bytes); break;
       case OpKind::MaxPool:
       case OpKind::AveragePool:
       case OpKind::GlobalAveragePool: mapped = pool_features(v, s, m); break;
-      case OpKind::DepthFirstConv: mapped = depth_first_features(v, s, m); break;
+      case OpKind::DepthFirstConv: mapped = depth_first_features(v, s, m, f.weight_bytes); break;
       case OpKind::Add: mapped = add_features(v, s, m); break;
       default: break;
     }
     if (!mapped) {
       m.op.clear();
       m.macs = 0;
+      f.weight_bytes = 0;
       f.view = is_view_op(s.op) || e.kernel.find("view") != std::string::npos;
       m.bytes = f.view ? 0 : generic_bytes(v, s, out_bytes);
       const Shape y = v.shape(output(s));

@@ -22,6 +22,7 @@ struct StepFeatures {
   std::string op;      // the plan op ("Conv", "ToPlain", ...)
   std::string kernel;  // the Engine's implementation
   bool view = false;   // runs no kernel of its own (a view, an in-place reshape)
+  double weight_bytes = 0;  // the part of m.bytes read from constants: it does not grow with the batch
   Measurement m;       // kind "kernel"; m.op empty when the sweep has no counterpart
 };
 

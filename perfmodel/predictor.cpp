@@ -309,3 +309,80 @@ PlanPrediction LatencyPredictor::predict(const std::vector<StepFeatures>& steps)
 }
 
 }  // namespace kiln::perf
+
+namespace kiln::perf {
+
+nlohmann::json LatencyPredictor::to_json() const {
+  using nlohmann::json;
+  json groups = json::array();
+  for (const auto& [key, g] : groups_)
+    groups.push_back({{"key", key}, {"op", g.op}, {"dtype", g.dtype}, {"threads", g.threads},
+                      {"params", {g.params.overhead_ms, g.params.macs_per_ms, g.params.bytes_per_ms}},
+                      {"use_knn", g.use_knn}, {"features", g.features}, {"residual", g.residual},
+                      {"mean", g.mean}, {"scale", g.scale}});
+  json bandwidth = json::array();
+  for (const auto& [threads, table] : bandwidth_) bandwidth.push_back({{"threads", threads}, {"table", table}});
+  json summary_groups = json::array();
+  for (const GroupSummary& g : summary_.groups)
+    summary_groups.push_back({{"op", g.op}, {"dtype", g.dtype}, {"threads", g.threads}, {"points", g.points},
+                              {"params", {g.params.overhead_ms, g.params.macs_per_ms, g.params.bytes_per_ms}},
+                              {"heldout_roofline", g.heldout_roofline}, {"heldout_knn", g.heldout_knn}, {"use_knn", g.use_knn}});
+  const FitSummary& s = summary_;
+  return {{"neighbours", neighbours_}, {"groups", groups}, {"bandwidth", bandwidth},
+          {"summary", {{"points_used", s.points_used}, {"points_loaded", s.points_loaded}, {"loaded_kept", s.loaded_kept},
+                       {"method", s.method}, {"heldout_median", {s.heldout_median_roofline, s.heldout_median_knn, s.heldout_median_chosen}},
+                       {"heldout_within10", {s.heldout_within10_roofline, s.heldout_within10_knn, s.heldout_within10_chosen}},
+                       {"step_overhead_ms", s.step_overhead_ms}, {"bandwidth_points", s.bandwidth_points},
+                       {"groups", summary_groups}}}};
+}
+
+Result<LatencyPredictor> LatencyPredictor::from_json(const nlohmann::json& j) {
+  // A cache file is ours, but may be stale or damaged: any shape error is a miss, not a crash.
+  try {
+    LatencyPredictor p;
+    p.neighbours_ = j.at("neighbours").get<int>();
+    const auto params = [](const nlohmann::json& a) {
+      return RooflineParams{a.at(0).get<double>(), a.at(1).get<double>(), a.at(2).get<double>()};
+    };
+    for (const nlohmann::json& g : j.at("groups")) {
+      Group group;
+      group.op = g.at("op").get<std::string>();
+      group.dtype = g.at("dtype").get<std::string>();
+      group.threads = g.at("threads").get<int>();
+      group.params = params(g.at("params"));
+      group.use_knn = g.at("use_knn").get<bool>();
+      group.features = g.at("features").get<std::vector<std::vector<double>>>();
+      group.residual = g.at("residual").get<std::vector<double>>();
+      group.mean = g.at("mean").get<std::vector<double>>();
+      group.scale = g.at("scale").get<std::vector<double>>();
+      KILN_REQUIRE(group.features.size() == group.residual.size() && group.mean.size() == group.scale.size(), parse,
+                   "cached fit: group ", g.at("key").get<std::string>(), " is inconsistent");
+      for (const auto& f : group.features)
+        KILN_REQUIRE(f.size() == group.mean.size(), parse, "cached fit: feature width differs");
+      p.groups_[g.at("key").get<std::string>()] = std::move(group);
+    }
+    for (const nlohmann::json& b : j.at("bandwidth"))
+      p.bandwidth_[b.at("threads").get<int>()] = b.at("table").get<std::vector<std::pair<double, double>>>();
+    const nlohmann::json& s = j.at("summary");
+    FitSummary& f = p.summary_;
+    f.points_used = s.at("points_used").get<int>();
+    f.points_loaded = s.at("points_loaded").get<int>();
+    f.loaded_kept = s.at("loaded_kept").get<bool>();
+    f.method = s.at("method").get<std::string>();
+    const auto& hm = s.at("heldout_median");
+    f.heldout_median_roofline = hm.at(0), f.heldout_median_knn = hm.at(1), f.heldout_median_chosen = hm.at(2);
+    const auto& hw = s.at("heldout_within10");
+    f.heldout_within10_roofline = hw.at(0), f.heldout_within10_knn = hw.at(1), f.heldout_within10_chosen = hw.at(2);
+    f.step_overhead_ms = s.at("step_overhead_ms").get<double>();
+    f.bandwidth_points = s.at("bandwidth_points").get<int>();
+    for (const nlohmann::json& g : s.at("groups"))
+      f.groups.push_back({g.at("op").get<std::string>(), g.at("dtype").get<std::string>(), g.at("threads").get<int>(),
+                          g.at("points").get<int>(), params(g.at("params")), g.at("heldout_roofline").get<double>(),
+                          g.at("heldout_knn").get<double>(), g.at("use_knn").get<bool>()});
+    return p;
+  } catch (const nlohmann::json::exception& e) {
+    return make_error(ErrorCode::parse, "cached fit: ", e.what());
+  }
+}
+
+}  // namespace kiln::perf

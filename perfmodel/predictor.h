@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "kernels/core/status.h"
 #include "perfmodel/measurement.h"
 #include "perfmodel/plan_features.h"
@@ -91,6 +93,10 @@ class LatencyPredictor {
   PlanPrediction predict(const std::vector<StepFeatures>& steps) const;
 
   const FitSummary& summary() const { return summary_; }
+
+  // The fitted state and back, so that a fit can be cached per profile (predictor_cache.h).
+  nlohmann::json to_json() const;
+  static Result<LatencyPredictor> from_json(const nlohmann::json& j);
 
   struct Group {
     std::string op, dtype;

@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "perfmodel/measurement_json.h"
+
 namespace kiln::perf {
 namespace {
 
@@ -27,48 +29,19 @@ json fingerprint_to_json(const TargetFingerprint& fp) {
           {"host", fp.host}};
 }
 
-json measurement_to_json(const Measurement& m) {
-  json j = json::object();
-#define KILN_FIELD(f) j[#f] = m.f;
-  KILN_MEASUREMENT_FIELDS(KILN_FIELD)
-#undef KILN_FIELD
-  return j;
-}
-
-// Reads field `name` of `j` into `v`; `where` names the place for the error ("targets[0].measurements[3]").
-template <typename T>
-Status read_field(const json& j, const char* name, T& v, const std::string& where) {
-  const auto it = j.find(name);
-  KILN_REQUIRE(it != j.end(), parse, where, ": missing field '", name, "'");
-  if constexpr (std::is_same_v<T, std::string>) {
-    KILN_REQUIRE(it->is_string(), parse, where, ".", name, ": expected a string");
-    v = it->template get<std::string>();
-  } else if constexpr (std::is_integral_v<T>) {
-    KILN_REQUIRE(it->is_number_integer() && !(it->is_number_unsigned() && it->template get<uint64_t>() > INT64_MAX), parse,
-                 where, ".", name, ": expected an integer");
-    const int64_t x = it->template get<int64_t>();
-    KILN_REQUIRE(std::in_range<T>(x), parse, where, ".", name, ": ", x, " is out of range");
-    v = static_cast<T>(x);
-  } else {
-    KILN_REQUIRE(it->is_number(), parse, where, ".", name, ": expected a number");
-    v = it->template get<T>();
-  }
-  return Status::ok();
-}
-
 Result<TargetFingerprint> fingerprint_from_json(const json& j, const std::string& where) {
   KILN_REQUIRE(j.is_object(), parse, where, ": expected an object");
   TargetFingerprint fp;
-  KILN_TRY(read_field(j, "id", fp.id, where));
-  KILN_TRY(read_field(j, "cpu_model", fp.cpu_model, where));
-  KILN_TRY(read_field(j, "vendor", fp.vendor, where));
-  KILN_TRY(read_field(j, "logical_cpus", fp.logical_cpus, where));
-  KILN_TRY(read_field(j, "usable_threads", fp.usable_threads, where));
-  KILN_TRY(read_field(j, "memory_bytes", fp.memory_bytes, where));
-  KILN_TRY(read_field(j, "caches", fp.caches, where));
-  KILN_TRY(read_field(j, "onednn_version", fp.onednn_version, where));
-  KILN_TRY(read_field(j, "kiln_version", fp.kiln_version, where));
-  KILN_TRY(read_field(j, "host", fp.host, where));
+  KILN_TRY(json_read_field(j, "id", fp.id, where));
+  KILN_TRY(json_read_field(j, "cpu_model", fp.cpu_model, where));
+  KILN_TRY(json_read_field(j, "vendor", fp.vendor, where));
+  KILN_TRY(json_read_field(j, "logical_cpus", fp.logical_cpus, where));
+  KILN_TRY(json_read_field(j, "usable_threads", fp.usable_threads, where));
+  KILN_TRY(json_read_field(j, "memory_bytes", fp.memory_bytes, where));
+  KILN_TRY(json_read_field(j, "caches", fp.caches, where));
+  KILN_TRY(json_read_field(j, "onednn_version", fp.onednn_version, where));
+  KILN_TRY(json_read_field(j, "kiln_version", fp.kiln_version, where));
+  KILN_TRY(json_read_field(j, "host", fp.host, where));
   const auto isa = j.find("isa");
   KILN_REQUIRE(isa != j.end() && isa->is_array(), parse, where, ".isa: expected an array of strings");
   for (const json& f : *isa) {
@@ -78,19 +51,6 @@ Result<TargetFingerprint> fingerprint_from_json(const json& j, const std::string
   KILN_REQUIRE(fingerprint_id(fp) == fp.id, parse, where, ".id: '", fp.id,
                "' does not match the fingerprint's fields (", fingerprint_id(fp), "): the file was edited or is damaged");
   return fp;
-}
-
-Result<Measurement> measurement_from_json(const json& j, const std::string& where) {
-  KILN_REQUIRE(j.is_object(), parse, where, ": expected an object");
-  Measurement m;
-#define KILN_FIELD(f) KILN_TRY(read_field(j, #f, m.f, where));
-  KILN_MEASUREMENT_FIELDS(KILN_FIELD)
-#undef KILN_FIELD
-  KILN_REQUIRE(m.kind == kKindPeak || m.kind == kKindBandwidth || m.kind == kKindKernel, parse, where, ".kind: '", m.kind,
-               "' is not one of peak, bandwidth, kernel");
-  KILN_REQUIRE(!m.key.empty(), parse, where, ".key: empty");
-  KILN_REQUIRE(m.threads > 0 && m.runs >= 0 && m.median_ms >= 0, parse, where, ": threads, runs or median_ms out of range");
-  return m;
 }
 
 struct ImportedTarget {
@@ -163,9 +123,9 @@ Result<ProfileCounts> profile_import_text(BenchmarkStore& store, std::string_vie
       for (const json& js : jt["skipped"]) {
         SkippedBenchmark s;
         KILN_REQUIRE(js.is_object(), parse, where, ".skipped: expected objects");
-        KILN_TRY(read_field(js, "kind", s.kind, where + ".skipped"));
-        KILN_TRY(read_field(js, "dtype", s.dtype, where + ".skipped"));
-        KILN_TRY(read_field(js, "reason", s.reason, where + ".skipped"));
+        KILN_TRY(json_read_field(js, "kind", s.kind, where + ".skipped"));
+        KILN_TRY(json_read_field(js, "dtype", s.dtype, where + ".skipped"));
+        KILN_TRY(json_read_field(js, "reason", s.reason, where + ".skipped"));
         it.skipped.push_back(std::move(s));
       }
     }

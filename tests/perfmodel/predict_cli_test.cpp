@@ -2,18 +2,14 @@
 // (synthetic) profile for this machine, the JSON carries the prediction, memory, target and fit.
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
 #include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "perfmodel/fingerprint.h"
 #include "perfmodel/store.h"
 #include "tests/perfmodel/synthetic_profile.h"
+#include "tests/perfmodel/run_kiln.h"
 #include "tests/perfmodel/temp_dir.h"
 
 using namespace kiln::perf;
@@ -21,27 +17,7 @@ using namespace kiln::perf::testing;
 
 namespace {
 
-struct Run {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-Run run_predict(const TempDir& dir, const std::string& args) {
-  const std::string err_path = dir.file("stderr.txt");
-  const std::string cmd = "timeout 120 " KILN_BINARY " predict " + args + " 2>" + err_path;
-  Run r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) r.out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(err_path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  r.err = s.str();
-  return r;
-}
+KilnRun run_predict(const TempDir& dir, const std::string& args) { return run_kiln(dir, "predict " + args); }
 
 const std::string kModel = std::string(KILN_EXAMPLES_DIR) + "/fashion-mnist/model.onnx";
 
@@ -49,7 +25,7 @@ const std::string kModel = std::string(KILN_EXAMPLES_DIR) + "/fashion-mnist/mode
 
 TEST_CASE("kiln predict without a profile tells the user to run bench-target", "[perfmodel][predict]") {
   TempDir dir;
-  Run r = run_predict(dir, kModel + " --db " + dir.file("none.sqlite"));
+  KilnRun r = run_predict(dir, kModel + " --db " + dir.file("none.sqlite"));
   CHECK(r.exit_code == 1);
   CHECK(r.err.find("kiln: error: no benchmark store") != std::string::npos);
   CHECK(r.err.find("kiln bench-target") != std::string::npos);
@@ -84,7 +60,7 @@ TEST_CASE("kiln predict --json has the prediction, memory, target and fit", "[pe
         REQUIRE((*store)->measurement_put(fp.id, *run, m));
     for (const Measurement& m : synthetic_bandwidth(20e6, 1)) REQUIRE((*store)->measurement_put(fp.id, *run, m));
   }
-  const Run r = run_predict(dir, kModel + " --db " + dir.file("b.sqlite") + " --batch 4 --threads 1 --precision fp32 --json");
+  const KilnRun r = run_predict(dir, kModel + " --db " + dir.file("b.sqlite") + " --batch 4 --threads 1 --precision fp32 --json");
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   const nlohmann::json j = nlohmann::json::parse(r.out);

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <algorithm>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "perfmodel/measurement.h"
@@ -53,6 +55,21 @@ inline std::vector<Measurement> synthetic_bandwidth(double bytes_per_ms, int thr
     out.push_back(m);
   }
   return out;
+}
+
+// A whole profile in which every dtype and thread count has its own roofline: bf16 twice and int8
+// four times fp32's compute, two threads 1.8x one; conv, gemm, maxpool and add, and bandwidth.
+inline std::vector<Measurement> synthetic_profile_all_dtypes() {
+  std::vector<Measurement> rows;
+  for (int threads : {1, 2})
+    for (const auto& [dtype, speed] : std::vector<std::pair<std::string, double>>{{"f32", 1}, {"bf16", 2}, {"int8", 4}})
+      for (const char* op : {"conv", "gemm", "maxpool", "add"}) {
+        const double t = threads == 1 ? 1.0 : 1.8;
+        for (const Measurement& m : synthetic_sweep({0.005, 30e6 * speed * t, 15e6 * t}, op, dtype, threads)) rows.push_back(m);
+      }
+  for (int threads : {1, 2})
+    for (const Measurement& m : synthetic_bandwidth(20e6 * threads, threads)) rows.push_back(m);
+  return rows;
 }
 
 }  // namespace kiln::perf::testing

@@ -1,0 +1,123 @@
+// `kiln plan`: on a (synthetic) profile of this machine it prints the ranked candidates and the
+// explanation and writes plan.json; the second plan reads the fit and the model's costs from the
+// cache; an impossible constraint answers "infeasible" (exit 3) with the closest candidates; an
+// unknown target and a cost objective without a price are clear errors.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "perfmodel/fingerprint.h"
+#include "perfmodel/store.h"
+#include "tests/perfmodel/run_kiln.h"
+#include "tests/perfmodel/synthetic_profile.h"
+#include "tests/perfmodel/temp_dir.h"
+
+using namespace kiln::perf;
+using namespace kiln::perf::testing;
+
+namespace {
+
+const std::string kModel = std::string(KILN_EXAMPLES_DIR) + "/fashion-mnist/model.onnx";
+
+void write(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  REQUIRE(out.good());
+}
+
+// This machine's store holding the synthetic profile.
+std::string synthetic_store(const TempDir& dir) {
+  const std::string path = dir.file("b.sqlite");
+  auto store = BenchmarkStore::open(path);
+  REQUIRE(store);
+  const TargetFingerprint fp = fingerprint_local();
+  REQUIRE((*store)->target_put(fp, "measured"));
+  auto run = (*store)->run_begin(fp.id, "synthetic");
+  REQUIRE(run);
+  for (const Measurement& m : synthetic_profile_all_dtypes()) REQUIRE((*store)->measurement_put(fp.id, *run, m));
+  return path;
+}
+
+std::string description(const std::string& objective, const std::string& constraints) {
+  return "name: planned\nmodel: {path: " + kModel + "}\ninputs: {input: {shape: [batch, 1, 28, 28], dtype: float32}}\n" +
+         "objective: " + objective + "\n" + (constraints.empty() ? "" : "constraints: " + constraints + "\n") +
+         "optimizations: {batch_sizes: [1, 8, 32]}\n";
+}
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  return nlohmann::json::parse(in);
+}
+
+}  // namespace
+
+TEST_CASE("kiln plan ranks the candidates, explains the choice, writes plan.json and caches", "[perfmodel][plan]") {
+  TempDir dir;
+  const std::string db = synthetic_store(dir);
+  write(dir.file("app.yaml"), description("throughput", "{max_latency_ms: 1000, max_memory_mb: 4096}"));
+  const std::string args = "plan " + dir.file("app.yaml") + " --db " + db + " --cache-dir " + dir.file("cache") + " -o " + dir.file("out");
+  KilnRun r = run_kiln(dir, args);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("Chosen: ") != std::string::npos);
+  CHECK(r.out.find("Objective: the highest throughput") != std::string::npos);
+  CHECK(r.out.find("fp16") != std::string::npos);  // not considered, and said why
+  const nlohmann::json plan = read_json(dir.file("out/plan.json"));
+  CHECK(plan.at("format") == "kiln-plan");
+  CHECK(plan.at("status") == "ok");
+  REQUIRE(plan.at("chosen").is_object());
+  CHECK(plan.at("chosen").at("chosen") == true);
+  CHECK(plan.at("candidates").at(0).at("name") == plan.at("chosen").at("name"));
+  CHECK(plan.at("target").at("profile") == fingerprint_local().id);
+  CHECK(plan.at("timings_ms").at("fit_cached") == false);
+  CHECK(plan.at("timings_ms").at("model_costs_cached") == false);
+  const size_t candidates = plan.at("candidates").size();
+  CHECK(candidates % 3 == 0);  // three batch sizes for every precision x threads
+  for (const auto& c : plan.at("candidates")) {
+    CHECK(c.at("predicted_ms").get<double>() > 0);
+    CHECK(c.at("feasible") == true);
+  }
+
+  r = run_kiln(dir, args + " --json");
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json again = nlohmann::json::parse(r.out);
+  CHECK(again.at("timings_ms").at("fit_cached") == true);
+  CHECK(again.at("timings_ms").at("model_costs_cached") == true);
+  CHECK(again.at("chosen").at("name") == plan.at("chosen").at("name"));
+  CHECK(again.at("chosen").at("predicted_ms") == plan.at("chosen").at("predicted_ms"));
+}
+
+TEST_CASE("kiln plan: infeasible constraints, unknown targets and a cost without a price", "[perfmodel][plan]") {
+  TempDir dir;
+  const std::string db = synthetic_store(dir);
+  const std::string common = " --db " + db + " --cache-dir " + dir.file("cache") + " -o " + dir.file("out");
+
+  write(dir.file("tight.yaml"), description("latency", "{max_latency_ms: 0.000001}"));
+  KilnRun r = run_kiln(dir, "plan " + dir.file("tight.yaml") + common);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 3);
+  CHECK(r.out.find("Infeasible") != std::string::npos);
+  CHECK(r.out.find("> max_latency_ms 1e-06") != std::string::npos);
+  CHECK(read_json(dir.file("out/plan.json")).at("status") == "infeasible");
+
+  write(dir.file("app.yaml"), description("latency", ""));
+  write(dir.file("remote.yaml"),
+        "name: far-away\nkind: hpc\nscheduler: slurm\ncontainer_runtime: apptainer\nnodes: 2\n"
+        "node: {cpu: {model: Imaginary CPU 9000, cores: 64}, memory_gb: 256}\n");
+  r = run_kiln(dir, "plan " + dir.file("app.yaml") + " --target " + dir.file("remote.yaml") + common);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("target 'far-away' (Imaginary CPU 9000)") != std::string::npos);
+  CHECK(r.err.find("kiln bench-target") != std::string::npos);
+
+  write(dir.file("cost.yaml"), description("cost", ""));
+  r = run_kiln(dir, "plan " + dir.file("cost.yaml") + common);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("price_per_node_hour") != std::string::npos);
+
+  r = run_kiln(dir, "plan " + dir.file("app.yaml") + " --db " + dir.file("none.sqlite"));
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("no benchmark store") != std::string::npos);
+}
