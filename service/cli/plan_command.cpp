@@ -3,6 +3,8 @@
 // compiling it once per precision), searches precision × batch × threads × instances against the
 // description's objective and constraints, prints the ranked candidates with the explanation and
 // writes plan.json. Exit code 3 when no candidate meets the constraints (the plan is still written).
+#include <sys/stat.h>
+
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -14,6 +16,7 @@
 
 #include "api/description.h"
 #include "containers/oci/digest.h"
+#include "perfmodel/cache_file.h"
 #include "perfmodel/precision_compile.h"
 #include "perfmodel/predictor_cache.h"
 #include "perfmodel/search/model_costs.h"
@@ -128,12 +131,34 @@ Result<std::string> file_digest(const std::string& path) {
   return sha.hex();
 }
 
+// Hashing a 100 MB model takes ~60 ms of the plan's budget: the digest is remembered per file
+// (path, size, modification time, inode), as git's index does, and recomputed when any differs.
+Result<std::string> file_digest_remembered(const std::string& path, const std::string& cache_root) {
+  struct stat st {};
+  KILN_REQUIRE(::stat(path.c_str(), &st) == 0, io, "cannot open model ", path);
+  std::error_code ec;
+  const std::string canonical = fs::weakly_canonical(path, ec).string();
+  const nlohmann::json identity = {{"path", canonical}, {"size", static_cast<int64_t>(st.st_size)},
+                                   {"mtime_ns", static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec},
+                                   {"inode", static_cast<uint64_t>(st.st_ino)}};
+  const std::string memo = cache_root + "/digests/" + oci::sha256_digest(canonical).substr(7, 32) + ".json";
+  if (auto text = perf::cache_file_read(memo)) {
+    const nlohmann::json j = nlohmann::json::parse(*text, nullptr, false);
+    if (j.is_object() && j.value("identity", nlohmann::json()) == identity && j.value("sha256", "").size() == 64)
+      return j["sha256"].get<std::string>();
+  }
+  KILN_ASSIGN(digest, file_digest(path));
+  (void)perf::cache_file_write(memo, nlohmann::json{{"identity", identity}, {"sha256", digest}}.dump());
+  return digest;
+}
+
 // Per precision: the cached costs, else compiled now (and cached).
 Result<std::map<std::string, perf::ModelCosts>> model_costs(const PlanOptions& o, const std::string& model_path,
                                                            const std::vector<std::string>& precisions,
                                                            const std::string& fingerprint_id, std::vector<std::string>* notes) {
-  KILN_ASSIGN(digest, file_digest(model_path));
-  const std::string dir = o.cache_dir.empty() ? perf::model_costs_cache_dir() : o.cache_dir + "/model-costs";
+  const std::string root = o.cache_dir.empty() ? perf::kiln_cache_dir() : o.cache_dir;
+  KILN_ASSIGN(digest, file_digest_remembered(model_path, root));
+  const std::string dir = root + "/model-costs";
   std::map<std::string, perf::ModelCosts> out;
   std::optional<Graph> graph;
   for (const std::string& precision : precisions) {
