@@ -13,6 +13,7 @@ using CommandRunner = std::function<int()>;
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitError = 1;  // bad input or a failed operation; the message says which
 inline constexpr int kExitUsage = 2;  // command-line misuse
+inline constexpr int kExitInfeasible = 3;  // plan/optimize: no candidate meets the constraints (the plan is still written)
 
 void add_inspect_command(CLI::App& app, CommandRunner& run);
 void add_run_command(CLI::App& app, CommandRunner& run);

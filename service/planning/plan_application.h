@@ -1,0 +1,64 @@
+// `kiln plan` as a function, shared by the CLI verbs (plan, optimize) and the service
+// (POST /v1/plan): resolve the target and its benchmark profile, fit (or read the cached fit of)
+// the latency predictor, get the model's per-precision costs (cached by model digest), search,
+// and render plan.json.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/description.h"
+#include "kernels/core/status.h"
+#include "perfmodel/predictor.h"
+#include "perfmodel/search/model_costs.h"
+#include "perfmodel/search/planner.h"
+#include "perfmodel/target_profile.h"
+
+namespace kiln::planning {
+
+struct PlanInputs {
+  const api::ApplicationDescription* app = nullptr;
+  const api::TargetInfrastructure* target = nullptr;  // null: this machine
+  std::string target_source;  // names the target document in errors
+  std::string model_path;     // the model file (the description's, resolved)
+  std::string db;             // benchmark store; empty: the default
+  std::string profile;        // stored profile to use (id or CPU model part); empty: the target's
+  std::string cache_root;     // fits, model costs and digests; empty: kiln_cache_dir()
+  bool no_cache = false;      // recompute the model's costs
+};
+
+struct PlanTimings {
+  double profile_ms = 0, fit_ms = 0, costs_ms = 0, search_ms = 0, total_ms = 0;
+  bool fit_cached = false, costs_cached = false;
+};
+
+struct PlanOutcome {
+  perf::PlanTarget target;
+  perf::TargetProfile profile;
+  std::optional<perf::LatencyPredictor> predictor;
+  std::map<std::string, perf::ModelCosts> costs;  // per precision
+  perf::PlanResult result;
+  PlanTimings timings;
+  std::string model_digest;  // SHA-256 hex of the model file
+};
+
+// The model file a description names, resolved against the description's folder; an error for a
+// model given only by URL.
+Result<std::string> plan_model_path(const api::ApplicationDescription& app);
+
+Result<PlanOutcome> plan_application(const PlanInputs& inputs);
+
+// plan.json: format kiln-plan v1 (status, chosen, candidates, excluded, explanation, fit, timings).
+nlohmann::json plan_json(const PlanInputs& inputs, const PlanOutcome& outcome);
+
+// One candidate as plan.json and report.json list it.
+nlohmann::json candidate_json(const perf::Candidate& c, bool chosen);
+
+// SHA-256 hex of a file, remembered per (path, size, mtime, inode) under `cache_root`/digests.
+Result<std::string> file_digest_remembered(const std::string& path, const std::string& cache_root);
+
+}  // namespace kiln::planning
