@@ -27,6 +27,7 @@ void add_export_command(CLI::App& app, CommandRunner& run);
 void add_bench_target_command(CLI::App& app, CommandRunner& run);
 void add_predict_command(CLI::App& app, CommandRunner& run);
 void add_plan_command(CLI::App& app, CommandRunner& run);
+void add_optimize_command(CLI::App& app, CommandRunner& run);
 void add_serve_command(CLI::App& app, CommandRunner& run);
 
 // Prints "kiln: error: <message>" on stderr and returns kExitError.

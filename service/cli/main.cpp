@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   add_bench_target_command(app, run);
   add_predict_command(app, run);
   add_plan_command(app, run);
+  add_optimize_command(app, run);
   add_serve_command(app, run);
   try {
     app.parse(argc, argv);

@@ -1,0 +1,384 @@
+// kiln optimize APP.yaml [--target TARGET.yaml]: plan (service/planning), then for the top
+// candidates (and the best fp32 one, the fallback when a reduced precision loses too much
+// accuracy): compile at the candidate's batch and precision (int8 calibrated on the description's
+// calibration data), verify against the fp32 reference on the description's validation data
+// (once per precision: accuracy does not depend on batch or threads), and, when the target is this
+// machine, measure. The choice uses measured numbers where there are any. Writes plan.json,
+// report.json and the chosen model.kiln; exit 3 when no candidate passes.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/engine.h"
+#include "kernels/plan_file.h"
+#include "kernels/verify/verify.h"
+#include "perfmodel/fingerprint.h"
+#include "perfmodel/microbench/timing.h"
+#include "perfmodel/precision_compile.h"
+#include "service/cli/commands.h"
+#include "service/cli/compiled_model.h"
+#include "service/cli/description_data.h"
+#include "service/planning/plan_application.h"
+
+namespace kiln::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct OptimizeOptions {
+  std::string description;
+  std::string target;
+  std::string db;
+  std::string profile;
+  std::string cache_dir;
+  std::string output = "optimized";
+  int top = 3;
+  int runs = 20;
+  bool no_measure = false;
+  bool json = false;
+};
+
+// One precision's verification, shared by its candidates.
+struct Verification {
+  bool ran = false;
+  std::string error;        // compile or verify failed
+  std::string data_source;
+  bool labels = false;
+  double accuracy_drop = NAN, top1_agreement = NAN, cosine = NAN;
+  std::string accuracy_basis;  // what the accuracy check compared
+  std::string failure;         // the accuracy constraint missed, with its numbers
+};
+
+struct Trial {
+  perf::Candidate candidate;
+  std::string error;
+  std::optional<perf::Timing> measured;
+  double measured_throughput = 0;
+  std::vector<std::string> blocked_by;  // measured constraint misses and accuracy
+  Plan plan;
+  std::string passes;
+  bool ok() const { return error.empty() && blocked_by.empty(); }
+  double latency() const { return measured ? measured->median_ms : candidate.latency_ms; }
+  double throughput() const { return measured ? measured_throughput : candidate.throughput_per_s; }
+};
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+std::string join(const std::vector<std::string>& v, const std::string& sep) {
+  std::string out;
+  for (const std::string& s : v) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+// The top candidates, plus the best fp32 one when none of them is fp32.
+std::vector<perf::Candidate> pick(const perf::PlanResult& r, int top) {
+  std::vector<perf::Candidate> out;
+  for (const perf::Candidate& c : r.candidates)
+    if (static_cast<int>(out.size()) < top) out.push_back(c);
+  const bool has_fp32 = std::any_of(out.begin(), out.end(), [](const perf::Candidate& c) { return c.precision == "fp32"; });
+  if (!has_fp32)
+    for (const perf::Candidate& c : r.candidates)
+      if (c.precision == "fp32") {
+        out.push_back(c);
+        break;
+      }
+  return out;
+}
+
+Result<CompiledModel> compile_candidate(const std::string& model, const api::ApplicationDescription& app,
+                                        const perf::Candidate& c, std::string* calibration_note) {
+  CompileRequest request;
+  request.model = model;
+  request.dims.batch = c.batch;
+  KILN_ASSIGN(passes, perf::precision_pipeline(c.precision));
+  request.passes = passes;
+  request.keep_reference_plan = true;
+  CalibrationCli calibration;
+  if (c.precision == "int8") {
+    if (app.calibration) {
+      KILN_ASSIGN(cal, description_calibration(*app.calibration, app.source));
+      calibration = std::move(cal);
+    } else {
+      calibration.random = 16;
+      *calibration_note = "int8 was calibrated on 16 seeded random samples (the description has no data.calibration): "
+                          "its accuracy on real inputs may differ";
+    }
+    request.calibration = &calibration;
+  }
+  return compile_model(request, nullptr);
+}
+
+// Verification data: the validation set, else the calibration set, else seeded random inputs.
+Result<VerifyData> verification_data(const api::ApplicationDescription& app, const Plan& plan) {
+  const std::optional<api::Dataset>& set = app.validation ? app.validation : app.calibration;
+  if (!set) return verify_random_data(plan, 64, 1);
+  KILN_ASSIGN(options, description_dataset(*set, app.source));
+  return load_dataset(options, plan);
+}
+
+void verify(const api::ApplicationDescription& app, const CompiledModel& model, Verification& v) {
+  v.ran = true;
+  auto data = verification_data(app, model.plan);
+  if (!data) {
+    v.error = "verification data: " + data.error().message;
+    return;
+  }
+  auto report = verify_plans(model.plan, *model.reference_plan, *data);
+  if (!report) {
+    v.error = "verification: " + report.error().message;
+    return;
+  }
+  v.data_source = report->data_source;
+  v.labels = report->labels;
+  double cosine = 1;
+  const OutputMetrics* classifier = nullptr;
+  for (const OutputMetrics& m : report->outputs) {
+    cosine = std::min(cosine, m.cosine);
+    if (m.classifier && !classifier) classifier = &m;
+  }
+  v.cosine = cosine;
+  if (classifier) {
+    v.top1_agreement = classifier->top1_agreement;
+    if (classifier->has_labels) v.accuracy_drop = classifier->accuracy_drop;
+  }
+  if (!app.constraints.max_accuracy_drop) return;
+  const double limit = *app.constraints.max_accuracy_drop;
+  if (!std::isnan(v.accuracy_drop)) {
+    v.accuracy_basis = "accuracy drop on labelled data";
+    if (v.accuracy_drop > limit) v.failure = "accuracy drop " + fmt("%.4f", v.accuracy_drop) + " > max_accuracy_drop " + fmt("%g", limit);
+  } else if (!std::isnan(v.top1_agreement)) {
+    // Without labels the drop is at most the share of samples whose top-1 class changed.
+    v.accuracy_basis = "top-1 disagreement with fp32 (no labels: an upper bound of the drop)";
+    if (1 - v.top1_agreement > limit)
+      v.failure = "top-1 disagreement " + fmt("%.4f", 1 - v.top1_agreement) + " > max_accuracy_drop " + fmt("%g", limit);
+  } else {
+    v.accuracy_basis = "cosine similarity (no classifier output)";
+    if (v.cosine < 0.99) v.failure = "cosine " + fmt("%.5f", v.cosine) + " < 0.99 (no classifier output to measure a drop)";
+  }
+}
+
+perf::Timing measure(const Plan& plan, int threads, int runs, std::string* error) {
+  auto engine = Engine::create(plan, {threads, nullptr});
+  if (!engine) {
+    *error = engine.error().message;
+    return {};
+  }
+  const VerifyData random = verify_random_data(plan, 1, 1);
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    const PlanInput& in = plan.inputs[i];
+    inputs.push_back(batch_slice(random.inputs[i], sym_shape_concrete(plan.slot_types[static_cast<size_t>(in.slot)].shape),
+                                 in.type.dtype, 0, 1));
+  }
+  Status failed = Status::ok();
+  perf::TimingOptions options;
+  options.warmup = 3;
+  options.min_runs = runs;
+  options.max_runs = runs * 5;
+  options.budget_ms = 500;
+  perf::Timing t = perf::time_call([&] {
+    if (auto r = (*engine)->run(inputs); !r && failed.ok()) failed = r.status();
+  }, options);
+  if (!failed.ok()) *error = failed.message();
+  return t;
+}
+
+void check_measured(const api::Constraints& k, Trial& t) {
+  if (!t.measured) return;
+  if (k.max_latency_ms && t.measured->median_ms > *k.max_latency_ms)
+    t.blocked_by.push_back("measured latency " + fmt("%.2f", t.measured->median_ms) + " ms > max_latency_ms " + fmt("%g", *k.max_latency_ms));
+  if (k.min_throughput_per_s && t.measured_throughput < *k.min_throughput_per_s)
+    t.blocked_by.push_back("measured throughput " + fmt("%.1f", t.measured_throughput) + "/s < min_throughput_per_s " +
+                           fmt("%g", *k.min_throughput_per_s));
+}
+
+bool better(api::Objective objective, const Trial& a, const Trial& b) {
+  if (objective == api::Objective::latency) return a.latency() < b.latency();
+  return a.throughput() > b.throughput();  // throughput, and cost at a fixed price per node-hour
+}
+
+int run_optimize(const OptimizeOptions& o) {
+  auto app = api::application_load(o.description);
+  if (!app) return report_error(app.message());
+  std::optional<api::TargetInfrastructure> target;
+  if (!o.target.empty()) {
+    auto loaded = api::target_load(o.target);
+    if (!loaded) return report_error("target '" + o.target + "': " + loaded.message());
+    target = std::move(loaded).value();
+  }
+  auto model_path = planning::plan_model_path(app.value());
+  if (!model_path) return report_error(model_path.error().message);
+  planning::PlanInputs in;
+  in.app = &app.value();
+  in.target = target ? &*target : nullptr;
+  in.target_source = o.target;
+  in.model_path = *model_path;
+  in.db = o.db;
+  in.profile = o.profile;
+  in.cache_root = o.cache_dir;
+  auto outcome = planning::plan_application(in);
+  if (!outcome) return report_error(outcome.error().message);
+  const perf::PlanResult& plan = outcome->result;
+  const bool here = outcome->target.profile_id == perf::fingerprint_local().id && (!target || target->kind == api::TargetKind::local);
+  const bool measuring = here && !o.no_measure;
+  // The plan's sentences describe predictions; what was verified and measured follows them.
+  std::vector<std::string> explanation;
+  for (const std::string& line : plan.explanation) explanation.push_back("Plan: " + line);
+  if (!here) explanation.push_back("The target is not this machine: candidates are compiled and verified but not measured; the choice uses predictions.");
+
+  std::vector<Trial> trials;
+  std::map<std::string, Verification> verified;  // per precision
+  std::string calibration_note;
+  const std::vector<perf::Candidate> picks = pick(plan, o.top);
+  for (size_t i = 0; i < picks.size(); ++i) {
+    Trial t;
+    t.candidate = picks[i];
+    const perf::Candidate& c = t.candidate;
+    std::fprintf(stderr, "[%zu/%zu] %s: compiling", i + 1, picks.size(), c.name().c_str());
+    auto compiled = compile_candidate(*model_path, app.value(), c, &calibration_note);
+    if (!compiled) {
+      t.error = "compile: " + compiled.error().message;
+      std::fprintf(stderr, " failed: %s\n", t.error.c_str());
+      trials.push_back(std::move(t));
+      continue;
+    }
+    t.passes = join(perf::precision_pipeline(c.precision).value(), ",");
+    Verification& v = verified[c.precision];
+    if (!v.ran) {
+      std::fprintf(stderr, ", verifying");
+      verify(app.value(), *compiled, v);
+    }
+    if (!v.error.empty()) t.error = v.error;
+    else if (!v.failure.empty()) t.blocked_by.push_back(v.failure);
+    if (measuring && t.error.empty()) {
+      std::fprintf(stderr, ", measuring");
+      std::string error;
+      perf::Timing timing = measure(compiled->plan, c.threads, o.runs, &error);
+      if (!error.empty()) t.error = "measure: " + error;
+      else {
+        t.measured = timing;
+        t.measured_throughput = timing.median_ms > 0 ? static_cast<double>(c.instances * c.batch) * 1000.0 / timing.median_ms *
+                                                           static_cast<double>(outcome->target.nodes)
+                                                     : 0.0;
+        check_measured(app->constraints, t);
+        std::fprintf(stderr, ": %.3f ms (predicted %.3f, %+.0f%%)", timing.median_ms, c.latency_ms,
+                     100.0 * (c.latency_ms / timing.median_ms - 1.0));
+      }
+    }
+    std::fprintf(stderr, "%s\n", t.error.empty() ? "" : (" failed: " + t.error).c_str());
+    t.plan = std::move(compiled->plan);
+    trials.push_back(std::move(t));
+  }
+  if (!calibration_note.empty()) explanation.push_back(calibration_note);
+
+  std::optional<size_t> chosen;
+  for (size_t i = 0; i < trials.size(); ++i)
+    if (trials[i].ok() && (!chosen || better(app->objective, trials[i], trials[*chosen]))) chosen = i;
+
+  // report.json: every trial, predicted beside measured, and the choice.
+  nlohmann::json candidates = nlohmann::json::array();
+  for (size_t i = 0; i < trials.size(); ++i) {
+    const Trial& t = trials[i];
+    const Verification& v = verified[t.candidate.precision];
+    nlohmann::json j = planning::candidate_json(t.candidate, chosen && *chosen == i);
+    j["measured_ms"] = t.measured ? nlohmann::json(t.measured->median_ms) : nlohmann::json(nullptr);
+    j["measured_p90_ms"] = t.measured ? nlohmann::json(t.measured->p90_ms) : nlohmann::json(nullptr);
+    j["prediction_error"] = t.measured ? nlohmann::json(t.candidate.latency_ms / t.measured->median_ms - 1.0) : nlohmann::json(nullptr);
+    if (t.measured) j["throughput_per_s"] = t.measured_throughput;
+    j["predicted_throughput_per_s"] = t.candidate.throughput_per_s;
+    j["accuracy_drop"] = std::isnan(v.accuracy_drop) ? nlohmann::json(nullptr) : nlohmann::json(v.accuracy_drop);
+    j["top1_agreement"] = std::isnan(v.top1_agreement) ? nlohmann::json(nullptr) : nlohmann::json(v.top1_agreement);
+    j["cosine"] = std::isnan(v.cosine) ? nlohmann::json(nullptr) : nlohmann::json(v.cosine);
+    j["verification_data"] = v.data_source;
+    j["accuracy_basis"] = v.accuracy_basis;
+    j["error"] = t.error;
+    j["blocked_by"] = t.blocked_by;
+    j["passed"] = t.ok();
+    j["passes"] = t.passes;
+    candidates.push_back(std::move(j));
+  }
+  if (chosen) {
+    const Trial& t = trials[*chosen];
+    explanation.push_back("Optimized choice: " + t.candidate.name() + (t.measured ? ", measured " + fmt("%.3f", t.measured->median_ms) +
+                                                                                      " ms per batch, " + fmt("%.1f", t.measured_throughput) + " samples/s"
+                                                                                : ", predicted " + fmt("%.3f", t.candidate.latency_ms) + " ms per batch") + ".");
+  } else {
+    explanation.push_back("Infeasible: none of the " + std::to_string(trials.size()) + " candidates tried passed verification and the constraints.");
+  }
+  std::error_code ec;
+  fs::create_directories(o.output, ec);
+  const nlohmann::json plan_doc = planning::plan_json(in, *outcome);
+  const nlohmann::json report = {{"format", "kiln-optimize-report"}, {"version", 1},
+                                 {"status", chosen ? "ok" : "infeasible"}, {"application", app->name},
+                                 {"model", *model_path}, {"model_sha256", outcome->model_digest},
+                                 {"objective", api::objective_name(app->objective)}, {"target", plan_doc["target"]},
+                                 {"measured", measuring}, {"chosen", chosen ? candidates[*chosen] : nlohmann::json(nullptr)},
+                                 {"candidates", candidates}, {"explanation", explanation}};
+  for (const auto& [name, doc] : {std::pair{"plan.json", &plan_doc}, std::pair{"report.json", &report}}) {
+    std::ofstream out(fs::path(o.output) / name, std::ios::trunc);
+    out << doc->dump(2) << '\n';
+    if (!out.good()) return report_error("cannot write " + (fs::path(o.output) / name).string());
+  }
+  if (chosen) {
+    const Trial& t = trials[*chosen];
+    const std::string path = (fs::path(o.output) / "model.kiln").string();
+    if (Status written = plan_write_file(path, t.plan, {std::string("kiln ") + KILN_VERSION, *model_path, t.passes,
+                                                         "batch " + std::to_string(t.candidate.batch) + ", chosen by kiln optimize"});
+        !written.ok())
+      return report_error(written.message());
+  }
+
+  if (o.json) {
+    std::cout << report.dump(2) << '\n';
+  } else {
+    std::printf("%-18s %12s %12s %8s %12s %10s %10s  %s\n", "candidate", "predicted ms", "measured ms", "error", "samples/s",
+                "acc. drop", "top-1 agr", "result");
+    for (size_t i = 0; i < trials.size(); ++i) {
+      const Trial& t = trials[i];
+      const Verification& v = verified[t.candidate.precision];
+      std::string result = chosen && *chosen == i ? "chosen" : t.ok() ? "passed" : "";
+      if (!t.error.empty()) result = t.error;
+      for (const std::string& b : t.blocked_by) result += (result.empty() ? "" : "; ") + b;
+      std::printf("%-18s %12.3f %12s %8s %12.1f %10s %10s  %s\n", t.candidate.name().c_str(), t.candidate.latency_ms,
+                  t.measured ? fmt("%.3f", t.measured->median_ms).c_str() : "-",
+                  t.measured ? fmt("%+.0f%%", 100.0 * (t.candidate.latency_ms / t.measured->median_ms - 1.0)).c_str() : "-",
+                  t.throughput(), std::isnan(v.accuracy_drop) ? "-" : fmt("%.4f", v.accuracy_drop).c_str(),
+                  std::isnan(v.top1_agreement) ? "-" : fmt("%.4f", v.top1_agreement).c_str(), result.c_str());
+    }
+    std::printf("\n");
+    for (const std::string& line : explanation) std::printf("%s\n", line.c_str());
+    std::printf("\nwrote %s/plan.json, report.json%s\n", o.output.c_str(), chosen ? ", model.kiln" : "");
+  }
+  return chosen ? kExitOk : kExitInfeasible;
+}
+
+}  // namespace
+
+void add_optimize_command(CLI::App& app, CommandRunner& run) {
+  auto opts = std::make_shared<OptimizeOptions>();
+  CLI::App* cmd = app.add_subcommand("optimize", "Plan, then compile, verify and measure the best candidates and choose on measured numbers");
+  cmd->add_option("description", opts->description, "Application description (YAML or JSON)")->required();
+  cmd->add_option("--target", opts->target, "Target infrastructure document (default: this machine)");
+  cmd->add_option("--db", opts->db, "Benchmark store (default $KILN_DATA_DIR/benchmarks.sqlite, else ~/.local/share/kiln/benchmarks.sqlite)");
+  cmd->add_option("--profile", opts->profile, "Stored profile to predict with (default: the target's CPU model, or this machine)");
+  cmd->add_option("--cache-dir", opts->cache_dir, "Cache folder for fitted predictors and model costs (default $KILN_CACHE_DIR, else ~/.cache/kiln)");
+  cmd->add_option("--output,-o", opts->output, "Folder for plan.json, report.json and model.kiln (default ./optimized)");
+  cmd->add_option("--top", opts->top, "Candidates compiled, verified and measured (default 3, plus the best fp32 one)")->check(CLI::PositiveNumber);
+  cmd->add_option("--runs", opts->runs, "Timed runs per candidate, at least (default 20)")->check(CLI::PositiveNumber);
+  cmd->add_flag("--no-measure", opts->no_measure, "Compile and verify only; choose on predictions");
+  cmd->add_flag("--json", opts->json, "Print report.json instead of the table");
+  cmd->callback([opts, &run] { run = [opts] { return run_optimize(*opts); }; });
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,111 @@
+// `kiln optimize` on the Fashion-MNIST example with a (synthetic) profile of this machine: the top
+// candidates and the best fp32 one are compiled, verified on the description's labelled data and
+// measured; report.json puts predicted beside measured and the chosen model.kiln loads. An
+// accuracy limit of 0 leaves only fp32; an impossible latency is infeasible (exit 3, no model).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/plan_file.h"
+#include "perfmodel/fingerprint.h"
+#include "perfmodel/store.h"
+#include "tests/perfmodel/run_kiln.h"
+#include "tests/perfmodel/synthetic_profile.h"
+#include "tests/perfmodel/temp_dir.h"
+
+using namespace kiln;
+using namespace kiln::perf;
+using namespace kiln::perf::testing;
+
+namespace {
+
+const std::string kExample = std::string(KILN_EXAMPLES_DIR) + "/fashion-mnist/";
+
+std::string synthetic_store(const TempDir& dir) {
+  const std::string path = dir.file("b.sqlite");
+  auto store = BenchmarkStore::open(path);
+  REQUIRE(store);
+  const TargetFingerprint fp = fingerprint_local();
+  REQUIRE((*store)->target_put(fp, "measured"));
+  auto run = (*store)->run_begin(fp.id, "synthetic");
+  REQUIRE(run);
+  for (const Measurement& m : synthetic_profile_all_dtypes()) REQUIRE((*store)->measurement_put(fp.id, *run, m));
+  return path;
+}
+
+std::string description(const std::string& constraints) {
+  const std::string sample = "{npz: " + kExample + "sample.npz, input: input, labels: labels}";
+  return "name: optimized\nmodel: {path: " + kExample + "model.onnx}\n"
+         "inputs: {input: {shape: [batch, 1, 28, 28], dtype: float32}}\n"
+         "data: {calibration: " + sample + ", validation: " + sample + "}\n"
+         "objective: throughput\nconstraints: " + constraints + "\noptimizations: {batch_sizes: [1, 8]}\n";
+}
+
+void write(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  REQUIRE(out.good());
+}
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  return nlohmann::json::parse(in);
+}
+
+}  // namespace
+
+TEST_CASE("kiln optimize compiles, verifies and measures the best candidates and writes the chosen model", "[perfmodel][optimize]") {
+  TempDir dir;
+  const std::string common = " --db " + synthetic_store(dir) + " --cache-dir " + dir.file("cache") + " --runs 5";
+  write(dir.file("app.yaml"), description("{max_accuracy_drop: 0.5}"));
+  KilnRun r = run_kiln(dir, "optimize " + dir.file("app.yaml") + common + " --top 2 -o " + dir.file("out"));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.find("[1/") != std::string::npos);  // progress per candidate
+  CHECK(r.out.find("Optimized choice: ") != std::string::npos);
+  const nlohmann::json report = read_json(dir.file("out/report.json"));
+  CHECK(report.at("status") == "ok");
+  CHECK(report.at("measured") == true);
+  const auto& candidates = report.at("candidates");
+  REQUIRE(candidates.size() >= 2);
+  bool has_fp32 = false;
+  for (const auto& c : candidates) {
+    has_fp32 = has_fp32 || c.at("precision") == "fp32";
+    CHECK(c.at("measured_ms").get<double>() > 0);
+    CHECK(c.at("predicted_ms").get<double>() > 0);
+    CHECK(c.at("accuracy_drop").is_number());  // labelled validation data
+    CHECK(c.at("verification_data").get<std::string>().find("sample.npz") != std::string::npos);
+  }
+  CHECK(has_fp32);  // the fallback is always tried
+  REQUIRE(report.at("chosen").is_object());
+  CHECK(report.at("chosen").at("passed") == true);
+  auto loaded = plan_read_file(dir.file("out/model.kiln"));
+  REQUIRE(loaded);
+  CHECK(loaded->info.notes.find("batch " + std::to_string(report.at("chosen").at("batch").get<int>())) == 0);
+  CHECK(read_json(dir.file("out/plan.json")).at("format") == "kiln-plan");
+
+  // No accuracy may be lost: only fp32 passes, whatever the plan ranked first.
+  write(dir.file("exact.yaml"), description("{max_accuracy_drop: 0}"));
+  r = run_kiln(dir, "optimize " + dir.file("exact.yaml") + common + " --top 1 --no-measure -o " + dir.file("exact"));
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json exact = read_json(dir.file("exact/report.json"));
+  CHECK(exact.at("chosen").at("precision") == "fp32");
+  CHECK(exact.at("measured") == false);
+  CHECK(exact.at("chosen").at("measured_ms").is_null());
+}
+
+TEST_CASE("kiln optimize with a latency nothing meets is infeasible and writes no model", "[perfmodel][optimize]") {
+  TempDir dir;
+  write(dir.file("app.yaml"), description("{max_latency_ms: 0.000001}"));
+  const KilnRun r = run_kiln(dir, "optimize " + dir.file("app.yaml") + " --db " + synthetic_store(dir) + " --cache-dir " +
+                                      dir.file("cache") + " --top 1 --runs 3 -o " + dir.file("out"));
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 3);
+  CHECK(r.out.find("Infeasible") != std::string::npos);
+  CHECK(read_json(dir.file("out/report.json")).at("status") == "infeasible");
+  CHECK_FALSE(std::filesystem::exists(dir.file("out/model.kiln")));
+}
