@@ -13,6 +13,9 @@ namespace kiln::perf {
 inline constexpr const char* kKindPeak = "peak";            // compute-bound oneDNN matmul
 inline constexpr const char* kKindBandwidth = "bandwidth";  // streaming read of a working set
 inline constexpr const char* kKindKernel = "kernel";        // a one-op graph on the compiled engine
+// A whole model as `kiln optimize` measured it (key "<model sha256> <precision> b<batch> t<threads>",
+// kernel = the model's sha256). Never fitted on: it corrects later predictions of that same model.
+inline constexpr const char* kKindModel = "model";
 
 struct Measurement {
   std::string kind;   // kKindPeak, kKindBandwidth, kKindKernel

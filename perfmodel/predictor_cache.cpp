@@ -33,6 +33,7 @@ std::string predictor_fit_digest(const std::vector<Measurement>& rows, const Fit
   f.num(options.neighbours);
   f.str(options.method);
   for (const Measurement& m : rows) {
+    if (m.kind != kKindKernel && m.kind != kKindBandwidth) continue;  // what the fit reads: model runs do not refit
     f.str(m.kind), f.str(m.key), f.str(m.op), f.str(m.dtype);
     f.num(m.threads), f.num(m.batch), f.num(m.macs), f.num(m.bytes), f.num(m.working_set_bytes);
     f.num(m.median_ms), f.num(m.load_avg);

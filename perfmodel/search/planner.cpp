@@ -140,6 +140,12 @@ void explain(const api::ApplicationDescription& app, const PlanTarget& target, P
   r.explanation.push_back("Considered " + std::to_string(r.candidates.size()) + " candidates: " + std::to_string(feasible) +
                           " meet the constraints, " + std::to_string(pareto) + " on the Pareto front (latency, throughput, memory).");
   for (const ExcludedChoice& e : r.excluded) r.explanation.push_back("Not considered: " + e.what + " (" + e.reason + ").");
+  int measured = 0, corrected = 0;
+  for (const Candidate& c : r.candidates) measured += c.latency_source == "measured", corrected += c.latency_source == "corrected";
+  if (measured + corrected > 0)
+    r.explanation.push_back("Earlier measurements of this model on this target: " + std::to_string(measured) +
+                            " candidates use their measured time, " + std::to_string(corrected) +
+                            " predictions are scaled by measured/predicted of the nearest measured batch.");
   bool extrapolated = false;
   for (const Candidate& c : r.candidates) extrapolated = extrapolated || c.threads_extrapolated;
   if (extrapolated) {
@@ -148,6 +154,32 @@ void explain(const api::ApplicationDescription& app, const PlanTarget& target, P
     r.explanation.push_back("The profile has kernel points for " + measured +
                             " thread(s) only: other thread counts are scaled from the nearest (less certain).");
   }
+}
+
+// The run of this precision and thread count nearest in batch (log scale), if any.
+const ModelRun* nearest_run(const std::vector<ModelRun>& runs, const Candidate& c) {
+  const ModelRun* best = nullptr;
+  double best_distance = 0;
+  for (const ModelRun& r : runs) {
+    if (r.precision != c.precision || r.threads != c.threads || !(r.median_ms > 0)) continue;
+    const double d = std::abs(std::log(static_cast<double>(r.batch) / static_cast<double>(c.batch)));
+    if (!best || d < best_distance) best = &r, best_distance = d;
+  }
+  return best;
+}
+
+void apply_model_runs(const std::vector<ModelRun>& runs, const ModelCosts& model, const LatencyPredictor& predictor, Candidate& c) {
+  const ModelRun* run = nearest_run(runs, c);
+  if (!run) return;
+  if (run->batch == c.batch) {
+    c.latency_ms = run->median_ms;
+    c.latency_source = "measured";
+    return;
+  }
+  const double predicted_there = predictor.predict(model_costs_steps_at(model, run->batch, run->threads)).total_ms;
+  if (!(predicted_there > 0)) return;
+  c.latency_ms *= run->median_ms / predicted_there;
+  c.latency_source = "corrected";
 }
 
 }  // namespace
@@ -194,7 +226,7 @@ std::vector<int> plan_thread_counts(int cores) {
 
 Result<PlanResult> plan_search(const api::ApplicationDescription& app, const PlanTarget& target,
                                const std::map<std::string, ModelCosts>& costs, const LatencyPredictor& predictor,
-                               std::vector<ExcludedChoice> excluded) {
+                               std::vector<ExcludedChoice> excluded, const std::vector<ModelRun>& runs) {
   const bool needs_price = app.objective == api::Objective::cost || app.constraints.max_cost_per_million.has_value();
   KILN_REQUIRE(!needs_price || target.price_per_node_hour, invalid_argument, "target '", target.name,
                "' has no price_per_node_hour: the objective 'cost' and constraints.max_cost_per_million need one");
@@ -213,6 +245,7 @@ Result<PlanResult> plan_search(const api::ApplicationDescription& app, const Pla
         c.threads_extrapolated = std::find(target.measured_threads.begin(), target.measured_threads.end(), threads) ==
                                  target.measured_threads.end();
         c.latency_ms = predictor.predict(model_costs_steps_at(model, batch, threads)).total_ms;
+        apply_model_runs(runs, model, predictor, c);
         const double per_node = c.latency_ms > 0 ? static_cast<double>(c.instances * batch) * 1000.0 / c.latency_ms : 0.0;
         c.throughput_per_s = per_node * static_cast<double>(target.nodes);
         c.memory_bytes = c.instances * model_costs_memory_at(model, batch);

@@ -5,6 +5,10 @@
 // The choice is explained in words and numbers; when no candidate meets the constraints the
 // answer is "infeasible" with the closest candidates and what blocks each.
 //
+// Earlier measurements of the same model on the same target close the loop: a candidate measured
+// exactly takes its measured time, the others of that precision and thread count are scaled by
+// measured / predicted at the nearest measured batch.
+//
 // Accuracy cannot be predicted: fp32 is the reference (no drop); bf16 and int8 candidates stay
 // in the ranking marked "unverified" until `kiln optimize` verifies them on the user's data.
 #pragma once
@@ -47,6 +51,7 @@ struct Candidate {
   std::optional<double> cost_per_million;
   std::string accuracy;    // "reference" (fp32) or "unverified"
   bool threads_extrapolated = false;  // the profile has no kernel points at this thread count
+  std::string latency_source = "predicted";  // "measured" (an earlier run of exactly this), "corrected" (scaled by one)
   std::vector<std::string> blocked_by;  // the constraints it misses, each with its numbers
   bool feasible() const { return blocked_by.empty(); }
   bool pareto = false;
@@ -78,10 +83,18 @@ std::vector<std::string> plan_precisions(const api::ApplicationDescription& app,
 std::vector<int64_t> plan_batch_sizes(const api::ApplicationDescription& app);
 std::vector<int> plan_thread_counts(int cores);
 
+// A whole-model measurement of this model on this target, from an earlier `kiln optimize`.
+struct ModelRun {
+  std::string precision;
+  int64_t batch = 1;
+  int threads = 1;
+  double median_ms = 0;
+};
+
 // Searches the space over `costs` (one per precision considered). Fails only when the objective
 // needs something the target does not give (cost without a price).
 Result<PlanResult> plan_search(const api::ApplicationDescription& app, const PlanTarget& target,
                                const std::map<std::string, ModelCosts>& costs, const LatencyPredictor& predictor,
-                               std::vector<ExcludedChoice> excluded = {});
+                               std::vector<ExcludedChoice> excluded = {}, const std::vector<ModelRun>& runs = {});
 
 }  // namespace kiln::perf

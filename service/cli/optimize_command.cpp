@@ -5,6 +5,8 @@
 // (once per precision: accuracy does not depend on batch or threads), and, when the target is this
 // machine, measure. The choice uses measured numbers where there are any. Writes plan.json,
 // report.json and the chosen model.kiln; exit 3 when no candidate passes.
+#include <stdlib.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -22,6 +24,8 @@
 #include "perfmodel/fingerprint.h"
 #include "perfmodel/microbench/timing.h"
 #include "perfmodel/precision_compile.h"
+#include "perfmodel/store.h"
+#include "perfmodel/target_profile.h"
 #include "service/cli/commands.h"
 #include "service/cli/compiled_model.h"
 #include "service/cli/description_data.h"
@@ -203,6 +207,45 @@ void check_measured(const api::Constraints& k, Trial& t) {
                            fmt("%g", *k.min_throughput_per_s));
 }
 
+// Closing the loop: each measured candidate becomes a `model` row of the target's profile, which
+// later plans of the same model use in place of (or to correct) their predictions. The fit never
+// reads these rows.
+Status store_runs(const std::string& db, const std::string& target_id, const std::string& digest, const std::string& app,
+                  const std::vector<Trial>& trials) {
+  KILN_ASSIGN(store, perf::BenchmarkStore::open(db));
+  KILN_ASSIGN(run, store->run_begin(target_id, "kiln optimize " + app));
+  double load[1] = {0};
+  if (getloadavg(load, 1) != 1) load[0] = 0;
+  int64_t stored = 0;
+  const Status written = store->transaction([&]() -> Status {
+    for (const Trial& t : trials) {
+      if (!t.measured) continue;
+      const perf::Candidate& c = t.candidate;
+      perf::Measurement m;
+      m.kind = perf::kKindModel;
+      m.key = digest + " " + c.precision + " b" + std::to_string(c.batch) + " t" + std::to_string(c.threads);
+      m.op = "model";
+      m.dtype = perf::precision_dtype(c.precision);
+      m.threads = c.threads;
+      m.batch = c.batch;
+      m.backend = "engine";
+      m.kernel = digest;
+      m.median_ms = t.measured->median_ms;
+      m.p10_ms = t.measured->p10_ms;
+      m.p90_ms = t.measured->p90_ms;
+      m.runs = t.measured->runs;
+      m.throughput = static_cast<double>(c.batch) * 1000.0 / t.measured->median_ms;
+      m.measured_at = perf::utc_now();
+      m.load_avg = load[0];
+      KILN_TRY(store->measurement_put(target_id, run, m));
+      ++stored;
+    }
+    return Status::ok();
+  });
+  KILN_TRY(store->run_finish(run, written.ok() ? "complete" : "failed", stored, 0));
+  return written;
+}
+
 bool better(api::Objective objective, const Trial& a, const Trial& b) {
   if (objective == api::Objective::latency) return a.latency() < b.latency();
   return a.throughput() > b.throughput();  // throughput, and cost at a fixed price per node-hour
@@ -281,6 +324,14 @@ int run_optimize(const OptimizeOptions& o) {
     trials.push_back(std::move(t));
   }
   if (!calibration_note.empty()) explanation.push_back(calibration_note);
+
+  if (measuring) {
+    const std::string db = o.db.empty() ? perf::benchmark_store_default_path() : o.db;
+    if (Status stored = store_runs(db, outcome->target.profile_id, outcome->model_digest, app->name, trials); !stored.ok())
+      explanation.push_back("The measurements were not stored: " + stored.message());
+    else
+      explanation.push_back("The measurements were stored in " + db + ": later plans of this model on this target use them.");
+  }
 
   std::optional<size_t> chosen;
   for (size_t i = 0; i < trials.size(); ++i)

@@ -176,7 +176,11 @@ Result<PlanOutcome> plan_application(const PlanInputs& in) {
   out.timings.costs_ms = ms_since(t0);
 
   t0 = Clock::now();
-  KILN_ASSIGN(result, perf::plan_search(*in.app, out.target, out.costs, *out.predictor, excluded));
+  std::vector<perf::ModelRun> runs;
+  for (const perf::Measurement& m : out.profile.measurements)
+    if (m.kind == perf::kKindModel && m.kernel == out.model_digest)
+      runs.push_back({m.dtype == "f32" ? "fp32" : m.dtype, m.batch, m.threads, m.median_ms});
+  KILN_ASSIGN(result, perf::plan_search(*in.app, out.target, out.costs, *out.predictor, excluded, runs));
   out.result = std::move(result);
   out.timings.search_ms = ms_since(t0);
   for (const std::string& n : notes) out.result.explanation.push_back(n);
@@ -189,7 +193,7 @@ nlohmann::json candidate_json(const perf::Candidate& c, bool chosen) {
                       {"instances", c.instances}, {"predicted_ms", c.latency_ms}, {"throughput_per_s", c.throughput_per_s},
                       {"memory_bytes", c.memory_bytes}, {"accuracy", c.accuracy}, {"pareto", c.pareto},
                       {"feasible", c.feasible()}, {"blocked_by", c.blocked_by}, {"chosen", chosen},
-                      {"threads_extrapolated", c.threads_extrapolated}};
+                      {"threads_extrapolated", c.threads_extrapolated}, {"latency_source", c.latency_source}};
   j["cost_per_million"] = c.cost_per_million ? nlohmann::json(*c.cost_per_million) : nlohmann::json(nullptr);
   return j;
 }

@@ -88,6 +88,24 @@ TEST_CASE("kiln optimize compiles, verifies and measures the best candidates and
   CHECK(loaded->info.notes.find("batch " + std::to_string(report.at("chosen").at("batch").get<int>())) == 0);
   CHECK(read_json(dir.file("out/plan.json")).at("format") == "kiln-plan");
 
+  // The loop closes: the measured candidates are stored, and the next plan of this model uses them.
+  r = run_kiln(dir, "plan " + dir.file("app.yaml") + common.substr(0, common.find(" --runs")) + " --json -o " + dir.file("replan"));
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json replan = nlohmann::json::parse(r.out);
+  int measured = 0, corrected = 0;
+  for (const auto& c : replan.at("candidates")) {
+    measured += c.at("latency_source") == "measured";
+    corrected += c.at("latency_source") == "corrected";
+    for (const auto& t : candidates)
+      if (t.at("name") == c.at("name")) {
+        CHECK(c.at("latency_source") == "measured");
+        CHECK(c.at("predicted_ms").get<double>() == Approx(t.at("measured_ms").get<double>()));
+      }
+  }
+  CHECK(measured == static_cast<int>(candidates.size()));
+  CHECK(corrected > 0);
+  CHECK(replan.at("timings_ms").at("fit_cached") == true);  // model rows never refit the predictor
+
   // No accuracy may be lost: only fp32 passes, whatever the plan ranked first.
   write(dir.file("exact.yaml"), description("{max_accuracy_drop: 0}"));
   r = run_kiln(dir, "optimize " + dir.file("exact.yaml") + common + " --top 1 --no-measure -o " + dir.file("exact"));
