@@ -178,7 +178,7 @@ Result<PlanOutcome> plan_application(const PlanInputs& in) {
   t0 = Clock::now();
   std::vector<perf::ModelRun> runs;
   for (const perf::Measurement& m : out.profile.measurements)
-    if (m.kind == perf::kKindModel && m.kernel == out.model_digest)
+    if (in.use_model_runs && m.kind == perf::kKindModel && m.kernel == out.model_digest)
       runs.push_back({m.dtype == "f32" ? "fp32" : m.dtype, m.batch, m.threads, m.median_ms});
   KILN_ASSIGN(result, perf::plan_search(*in.app, out.target, out.costs, *out.predictor, excluded, runs));
   out.result = std::move(result);

@@ -29,6 +29,7 @@ struct PlanInputs {
   std::string profile;        // stored profile to use (id or CPU model part); empty: the target's
   std::string cache_root;     // fits, model costs and digests; empty: kiln_cache_dir()
   bool no_cache = false;      // recompute the model's costs
+  bool use_model_runs = true; // earlier measurements of this model correct its predictions (off: predictions only)
 };
 
 struct PlanTimings {

@@ -1,0 +1,255 @@
+// Decision quality of `kiln plan` (issue 5, must-show 2): for each model, the whole space
+// precision × batch × threads per instance (instances filling the cores) is measured
+// exhaustively on this machine; then for each case (objective + constraint) kiln's choice, made
+// from predictions only (earlier whole-model measurements are not used), is compared with the best
+// configuration the measurements show. Regret = how much worse kiln's choice measures than that
+// best (latency: pick/best - 1; throughput: 1 - pick/best); a pick that breaks a constraint when
+// measured counts as a miss. Ends with the share of cases within 5%.
+// Constraints are set relative to the measured space (e.g. 2x the fastest latency) so that they
+// bind; the planner never sees the measurements.
+// Usage: kiln_plan_regret [--cache DIR] [--db FILE] [--models a,b] [--batches 1,4,16]
+//                         [--precisions fp32,bf16,int8] [--runs N] [--cache-dir D]
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "compilers/ir/shape_inference.h"
+#include "compilers/onnx/import.h"
+#include "kernels/engine.h"
+#include "kernels/verify/verify.h"
+#include "perfmodel/fingerprint.h"
+#include "perfmodel/precision_compile.h"
+#include "service/planning/plan_application.h"
+
+#ifndef KILN_DEFAULT_MODEL_CACHE
+#define KILN_DEFAULT_MODEL_CACHE "build/model-cache"
+#endif
+#ifndef KILN_EXAMPLES_DIR
+#define KILN_EXAMPLES_DIR "examples"
+#endif
+
+namespace fs = std::filesystem;
+using namespace kiln;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Options {
+  std::string cache = KILN_DEFAULT_MODEL_CACHE;
+  std::string db;
+  std::string cache_dir;
+  std::vector<std::string> models = {"fashion-mnist", "squeezenet1_1", "resnet18", "mobilenet_v2", "shufflenet_v2_x1_0"};
+  std::vector<int64_t> batches = {1, 4, 16};
+  std::vector<std::string> precisions = {"fp32", "bf16", "int8"};
+  int runs = 10;
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+bool parse(int argc, char** argv, Options& o) {
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i], v = argv[i + 1];
+    if (a == "--cache") o.cache = v;
+    else if (a == "--db") o.db = v;
+    else if (a == "--cache-dir") o.cache_dir = v;
+    else if (a == "--models") o.models = split(v);
+    else if (a == "--precisions") o.precisions = split(v);
+    else if (a == "--runs") o.runs = std::max(3, std::atoi(v.c_str()));
+    else if (a == "--batches") {
+      o.batches.clear();
+      for (const std::string& b : split(v)) o.batches.push_back(std::atoll(b.c_str()));
+    } else return false;
+  }
+  return argc % 2 == 1;
+}
+
+struct Measured {
+  std::string precision;
+  int64_t batch = 1;
+  int threads = 1, instances = 1;
+  double latency_ms = 0;      // median per batch, all instances running
+  double throughput = 0;      // samples per second over the node
+  std::string name() const {
+    return precision + " b" + std::to_string(batch) + " t" + std::to_string(threads) + "x" + std::to_string(instances);
+  }
+};
+
+Result<Graph> load_at(const std::string& path, int64_t batch) {
+  KILN_ASSIGN(graph, onnx_import_file(path));
+  ShapeInferenceOptions options;
+  for (ValueId in : graph.inputs) {
+    const ValueType& t = graph.value(in).type;
+    if (t.rank_known && !t.shape.empty() && !t.shape[0].known() && !t.shape[0].symbol.empty()) options.bindings[t.shape[0].symbol] = batch;
+  }
+  KILN_TRY(graph_infer_shapes(graph, options).status());
+  return graph;
+}
+
+// `instances` engines run side by side, each on `threads` threads, `runs` batches each.
+Result<Measured> measure(const Plan& plan, Measured m, int runs) {
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (int i = 0; i < m.instances; ++i) {
+    KILN_ASSIGN(e, Engine::create(plan, {m.threads, nullptr}));
+    engines.push_back(std::move(e));
+  }
+  const VerifyData random = verify_random_data(plan, 1, 1);
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    const PlanInput& in = plan.inputs[i];
+    inputs.push_back(batch_slice(random.inputs[i], sym_shape_concrete(plan.slot_types[static_cast<size_t>(in.slot)].shape), in.type.dtype, 0, 1));
+  }
+  std::vector<std::vector<double>> times(static_cast<size_t>(m.instances));
+  std::vector<Status> failed(static_cast<size_t>(m.instances), Status::ok());
+  const auto start = Clock::now();
+  std::vector<std::thread> workers;
+  for (int i = 0; i < m.instances; ++i)
+    workers.emplace_back([&, i] {
+      for (int r = 0; r < runs + 2; ++r) {
+        const auto t0 = Clock::now();
+        if (auto out = engines[static_cast<size_t>(i)]->run(inputs); !out) {
+          failed[static_cast<size_t>(i)] = out.status();
+          return;
+        }
+        if (r >= 2) times[static_cast<size_t>(i)].push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      }
+    });
+  for (std::thread& w : workers) w.join();
+  const double wall_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  for (const Status& s : failed) KILN_TRY(s);
+  std::vector<double> all;
+  for (const auto& t : times) all.insert(all.end(), t.begin(), t.end());
+  std::sort(all.begin(), all.end());
+  m.latency_ms = all[all.size() / 2];
+  // Throughput from the medians (the two warm-up runs are inside the wall time, so not from it).
+  (void)wall_ms;
+  m.throughput = static_cast<double>(m.instances * m.batch) * 1000.0 / m.latency_ms;
+  return m;
+}
+
+struct Case {
+  api::Objective objective = api::Objective::throughput;
+  api::Constraints constraints;
+  std::string label;
+};
+
+bool meets(const Measured& m, const api::Constraints& k) {
+  return (!k.max_latency_ms || m.latency_ms <= *k.max_latency_ms) && (!k.min_throughput_per_s || m.throughput >= *k.min_throughput_per_s);
+}
+
+double value(const Measured& m, api::Objective o) { return o == api::Objective::latency ? m.latency_ms : m.throughput; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  if (!parse(argc, argv, o)) {
+    std::fprintf(stderr, "usage: kiln_plan_regret [--cache DIR] [--db FILE] [--models a,b] [--batches 1,4,16] "
+                         "[--precisions fp32,bf16,int8] [--runs N] [--cache-dir D]\n");
+    return 2;
+  }
+  const perf::TargetFingerprint here = perf::fingerprint_local();
+  const int cores = std::max(1, here.usable_threads);
+  std::vector<int> thread_counts = perf::plan_thread_counts(cores);
+  std::printf("machine %s (%s), %d usable cores; space: precisions x batches {", here.id.c_str(), here.cpu_model.c_str(), cores);
+  for (int64_t b : o.batches) std::printf(" %lld", static_cast<long long>(b));
+  std::printf(" } x threads per instance {");
+  for (int t : thread_counts) std::printf(" %d", t);
+  std::printf(" } (instances fill the cores, measured running side by side)\n\n");
+
+  int cases = 0, within = 0;
+  std::vector<double> regrets;
+  std::printf("%-20s %-40s %-16s %12s %-16s %12s %8s\n", "model", "case", "kiln's choice", "measured", "best measured", "value", "regret");
+  for (const std::string& name : o.models) {
+    const std::string path = name == "fashion-mnist" ? std::string(KILN_EXAMPLES_DIR) + "/fashion-mnist/model.onnx"
+                                                     : o.cache + "/" + name + ".onnx";
+    if (!fs::exists(path)) {
+      std::fprintf(stderr, "skipping %s: %s not found\n", name.c_str(), path.c_str());
+      continue;
+    }
+    // The space, measured.
+    std::vector<Measured> space;
+    for (const std::string& precision : o.precisions)
+      for (int64_t batch : o.batches) {
+        auto graph = load_at(path, batch);
+        if (!graph) { std::fprintf(stderr, "%s: %s\n", name.c_str(), graph.error().message.c_str()); return 1; }
+        auto plan = perf::precision_compile(std::move(*graph), precision);
+        if (!plan) { std::fprintf(stderr, "%s %s: %s\n", name.c_str(), precision.c_str(), plan.error().message.c_str()); return 1; }
+        for (int threads : thread_counts) {
+          Measured m{precision, batch, threads, std::max(1, cores / threads)};
+          auto measured = measure(*plan, m, o.runs);
+          if (!measured) { std::fprintf(stderr, "%s: %s\n", m.name().c_str(), measured.error().message.c_str()); return 1; }
+          std::fprintf(stderr, "  %s %s: %.3f ms, %.1f/s\n", name.c_str(), measured->name().c_str(), measured->latency_ms, measured->throughput);
+          space.push_back(*measured);
+        }
+      }
+    double fastest = 1e300, most = 0;
+    for (const Measured& m : space) fastest = std::min(fastest, m.latency_ms), most = std::max(most, m.throughput);
+    std::vector<Case> model_cases(5);
+    model_cases[0] = {api::Objective::latency, {}, "min latency"};
+    model_cases[1] = {api::Objective::throughput, {}, "max throughput"};
+    model_cases[2] = {api::Objective::throughput, {}, "max throughput, latency <= 2x fastest"};
+    model_cases[2].constraints.max_latency_ms = 2 * fastest;
+    model_cases[3] = {api::Objective::throughput, {}, "max throughput, latency <= 5x fastest"};
+    model_cases[3].constraints.max_latency_ms = 5 * fastest;
+    model_cases[4] = {api::Objective::latency, {}, "min latency, throughput >= 0.5x most"};
+    model_cases[4].constraints.min_throughput_per_s = 0.5 * most;
+
+    for (const Case& c : model_cases) {
+      api::ApplicationDescription app;
+      app.name = name;
+      app.source = path;
+      app.model.path = path;
+      app.objective = c.objective;
+      app.constraints = c.constraints;
+      for (const std::string& p : o.precisions) app.optimizations.precisions.push_back(p == "fp32" ? api::Precision::fp32 : p == "bf16" ? api::Precision::bf16 : api::Precision::int8);
+      app.optimizations.batch_sizes = o.batches;
+      planning::PlanInputs in;
+      in.app = &app;
+      in.model_path = path;
+      in.db = o.db;
+      in.cache_root = o.cache_dir;
+      in.use_model_runs = false;  // predictions only
+      auto outcome = planning::plan_application(in);
+      if (!outcome) { std::fprintf(stderr, "%s: %s\n", name.c_str(), outcome.error().message.c_str()); return 1; }
+      const Measured* best = nullptr;
+      for (const Measured& m : space)
+        if (meets(m, c.constraints) && (!best || (c.objective == api::Objective::latency ? m.latency_ms < best->latency_ms : m.throughput > best->throughput)))
+          best = &m;
+      const Measured* pick = nullptr;
+      if (outcome->result.chosen) {
+        const perf::Candidate& k = outcome->result.candidates[*outcome->result.chosen];
+        for (const Measured& m : space)
+          if (m.precision == k.precision && m.batch == k.batch && m.threads == k.threads) pick = &m;
+      }
+      double regret = 0;
+      std::string shown = "-";
+      if (!best && !pick) regret = 0;  // both say infeasible
+      else if (!pick || !best || !meets(*pick, c.constraints)) regret = INFINITY;
+      else regret = c.objective == api::Objective::latency ? pick->latency_ms / best->latency_ms - 1 : 1 - pick->throughput / best->throughput;
+      ++cases;
+      if (regret <= 0.05) ++within;
+      regrets.push_back(regret);
+      std::printf("%-20s %-40s %-16s %12.3f %-16s %12.3f %7.1f%%%s\n", name.c_str(), c.label.c_str(),
+                  pick ? pick->name().c_str() : "infeasible", pick ? value(*pick, c.objective) : 0.0,
+                  best ? best->name().c_str() : "none", best ? value(*best, c.objective) : 0.0, std::isinf(regret) ? 999.9 : 100 * regret,
+                  pick && !meets(*pick, c.constraints) ? " (breaks the constraint)" : "");
+    }
+  }
+  std::sort(regrets.begin(), regrets.end());
+  std::printf("\n%d cases: %d within 5%% of the exhaustive best (%.0f%%); median regret %.1f%%\n", cases, within,
+              cases ? 100.0 * within / cases : 0.0, regrets.empty() ? 0.0 : 100 * regrets[regrets.size() / 2]);
+  return 0;
+}
