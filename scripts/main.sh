@@ -2,7 +2,9 @@
 # The main job on the bundled example: install, build, then import the Fashion-MNIST model,
 # print its summary, run it on the bundled sample with the reference executor, compile it with the
 # default pass pipeline (checking every pass numerically) and run the compiled engine on the same
-# sample; results under out/.
+# sample; then the whole loop: profile this machine (a quick profile), plan the example's
+# application description, optimize it (compile, verify on the 10,000 test images, measure the
+# best candidates) and build the image of the chosen model; results under out/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -28,4 +30,19 @@ echo
 echo "== kiln bench out/fashion-mnist/model.kiln"
 build/kiln bench out/fashion-mnist/model.kiln --iters 200
 echo
-echo "results: out/fashion-mnist/{outputs.npz,compiled_outputs.npz,model.kiln,inspect.json}"
+echo
+echo "== kiln bench-target --quick (a small profile of this machine; the full one, kiln bench-target, takes ~4 min)"
+build/kiln bench-target --quick --db out/benchmarks.sqlite
+echo
+app=examples/fashion-mnist/application.yaml
+echo "== kiln plan $app"
+build/kiln plan "$app" --db out/benchmarks.sqlite --cache-dir out/cache -o out/fashion-mnist/plan
+echo
+echo "== kiln optimize $app (the top 2 candidates and the best fp32 one)"
+build/kiln optimize "$app" --db out/benchmarks.sqlite --cache-dir out/cache --top 2 -o out/fashion-mnist/optimized
+echo
+echo "== kiln image out/fashion-mnist/optimized/model.kiln"
+build/kiln image out/fashion-mnist/optimized/model.kiln -o out/fashion-mnist/image
+echo
+echo "results: out/fashion-mnist/{outputs.npz,compiled_outputs.npz,model.kiln,inspect.json}, plan/plan.json,"
+echo "         optimized/{plan.json,report.json,model.kiln}, image/ (OCI layout, archives, recipes)"

@@ -21,13 +21,13 @@ build_packages=(
   libyaml-cpp-dev  # api/: descriptions and targets as YAML
   libboost-dev  # Boost.Beast/Asio (header-only): kiln-runtime serve-model, later kiln serve
   libsqlite3-dev  # perfmodel/: the benchmark store
+  dataset-fashion-mnist  # the main job: kiln optimize verifies accuracy on its 10,000 test images
 )
 test_packages=(
   libonnx-testdata
   clang libclang-rt-14-dev  # scripts/hardening.sh: libFuzzer targets (clang 14, Debian 12)
   python3 python3-numpy python3-torch python3-torchvision python3-onnx
   umoci skopeo
-  dataset-fashion-mnist  # `kiln verify` on the Fashion-MNIST example (tests/cli)
   docker-registry apache2-utils  # registry push tests: a local registry, htpasswd for Basic auth
   munge slurmctld slurmd slurm-client  # tests/containers/slurm_test.sh: job.slurm on a one-node Slurm cluster
 )

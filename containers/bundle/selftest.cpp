@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/io/plan_io.h"
+#include "kernels/precision.h"
 
 namespace kiln {
 namespace {
@@ -21,6 +22,21 @@ uint64_t splitmix64(uint64_t& state) {
 }
 
 }  // namespace
+
+SelftestTolerance selftest_tolerance_for(const Plan& plan) {
+  bool bf16 = false, int8 = false;
+  for (const PlanStep& step : plan.steps) {
+    auto p = precision_from_attrs(step.attrs);
+    if (!p) continue;
+    bf16 = bf16 || *p == Precision::bf16;
+    int8 = int8 || *p == Precision::int8;
+  }
+  // bf16 keeps 8 bits of mantissa (relative rounding 2^-9 per value, accumulated over the layers);
+  // int8 quantizes every activation to 1 part in 255 of its range.
+  if (int8) return {1e-3, 8e-2};
+  if (bf16) return {1e-3, 3e-2};
+  return {};
+}
 
 Result<NamedTensors> selftest_inputs_make(const Plan& plan, uint64_t seed) {
   NamedTensors inputs;

@@ -28,6 +28,11 @@ struct SelftestTolerance {
   double rel = 1e-3;
 };
 
+// The tolerance for a compiled plan: the fp32 default, or room for the rounding a bf16 or int8
+// plan has by design (its accuracy is verified separately, by kiln verify/optimize; the self-test
+// only checks that the runtime computes what was built).
+SelftestTolerance selftest_tolerance_for(const Plan& plan);
+
 struct SelftestCheck {
   std::string output;
   double max_abs_error = 0;

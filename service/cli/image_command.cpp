@@ -202,6 +202,7 @@ int run_image(const ImageCmdOptions& opts) {
   request.compiled = &model->compiled.plan;
   request.reference = model->reference ? &*model->reference : &model->compiled.plan;
   request.reference_kind = model->reference ? "uncompiled plan" : "compiled plan";
+  request.tolerance = selftest_tolerance_for(model->compiled.plan);
   request.runtime_binary = *runtime;
   request.model_name = opts.name.empty() ? fs::path(opts.model).stem().string() : opts.name;
   request.source = opts.model;

@@ -20,6 +20,7 @@
 #include "containers/bundle/sbom.h"
 #include "containers/bundle/selftest.h"
 #include "containers/oci/digest.h"
+#include "kernels/precision.h"
 #include "containers/oci/docker_archive.h"
 #include "containers/oci/image.h"
 
@@ -355,6 +356,25 @@ TEST_CASE("self-test inputs are seeded and comparisons state the limit", "[conta
   auto missing = selftest_compare(expected, {}, {});
   REQUIRE_FALSE(missing[0].passed);
   REQUIRE(selftest_status(missing).message().find("missing") != std::string::npos);
+}
+
+TEST_CASE("the self-test tolerance follows the plan's precision", "[containers]") {
+  Plan plan;
+  plan.steps.push_back({});
+  plan.steps.push_back({});
+  const SelftestTolerance fp32 = selftest_tolerance_for(plan);
+  CHECK(fp32.rel == Approx(SelftestTolerance{}.rel));
+  precision_to_attrs(Precision::bf16, plan.steps[0].attrs);
+  const SelftestTolerance bf16 = selftest_tolerance_for(plan);
+  CHECK(bf16.rel > fp32.rel);
+  precision_to_attrs(Precision::int8, plan.steps[1].attrs);
+  const SelftestTolerance int8 = selftest_tolerance_for(plan);
+  CHECK(int8.rel > bf16.rel);
+  // Still a check: a result off by a fifth of the output's range fails even an int8 plan.
+  const std::vector<float> ref{10, -2}, off{12, -2}, near{10.5f, -2};
+  const NamedTensors expected{{"y", Tensor::from_values<float>({2}, ref)}};
+  CHECK_FALSE(selftest_compare(expected, {{"y", Tensor::from_values<float>({2}, off)}}, int8)[0].passed);
+  CHECK(selftest_compare(expected, {{"y", Tensor::from_values<float>({2}, near)}}, int8)[0].passed);
 }
 
 TEST_CASE("cached layers give the same blob, and a damaged cache entry is not used", "[containers]") {
