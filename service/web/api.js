@@ -1,0 +1,63 @@
+// Calls to kiln's API from the page. The optional bearer token lives in sessionStorage (this tab
+// only) and goes in an Authorization header, never in a URL.
+
+const TOKEN_KEY = 'kiln.apiToken';
+
+export function tokenGet() {
+  return sessionStorage.getItem(TOKEN_KEY) || '';
+}
+
+export function tokenSet(token) {
+  if (token) sessionStorage.setItem(TOKEN_KEY, token);
+  else sessionStorage.removeItem(TOKEN_KEY);
+}
+
+export function apiFetch(path, options = {}) {
+  const headers = new Headers(options.headers || {});
+  const token = tokenGet();
+  if (token) headers.set('Authorization', 'Bearer ' + token);
+  return fetch(path, { ...options, headers });
+}
+
+// An API error: the status and the body's {error: {code, message, details[]}}.
+export class ApiError extends Error {
+  constructor(status, code, message, details) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.details = details;
+  }
+}
+
+export async function apiErrorOf(response) {
+  let body = null;
+  try {
+    body = await response.json();
+  } catch {
+    // Not JSON (a proxy's page, say): the status line is all there is.
+  }
+  const e = body && body.error ? body.error : {};
+  const message = typeof e.message === 'string' ? e.message : `HTTP ${response.status} ${response.statusText}`;
+  return new ApiError(response.status, e.code || '', message, Array.isArray(e.details) ? e.details : []);
+}
+
+export async function apiJson(path, options = {}) {
+  const response = await apiFetch(path, options);
+  if (!response.ok) throw await apiErrorOf(response);
+  return response.json();
+}
+
+// Saves a file the API serves. A plain link would do without a token, but a link cannot carry
+// the Authorization header, so the bytes are fetched and handed to the browser as a blob.
+export async function apiDownload(path, name) {
+  const response = await apiFetch(path);
+  if (!response.ok) throw await apiErrorOf(response);
+  const url = URL.createObjectURL(await response.blob());
+  const link = document.createElement('a');
+  link.href = url;
+  link.download = name;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60000);
+}
