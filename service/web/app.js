@@ -409,7 +409,7 @@ async function jobWatch(id) {
   const base = `/v1/jobs/${encodeURIComponent(id)}`;
   try {
     jobRender(await apiJson(base));
-    $('progress-section').scrollIntoView({ block: 'start' });
+    $('progress-heading').focus();  // keyboard and screen-reader users continue here
     await eventStreamFollow(`${base}/events`, eventApply, { signal: mine.abort.signal });
     if (watch !== mine) return;
     const job = await apiJson(base);

@@ -22,6 +22,7 @@ import time
 import urllib.request
 
 SKIP = 77
+TOKEN = "kiln_00000000000000aa_test-secret"
 
 # Network errors the page is expected to cause: the target registry may not exist (404) or
 # need a token (401), and the first submission is invalid on purpose (422).
@@ -76,6 +77,7 @@ def main():
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -98,7 +100,8 @@ def main():
             options.add_argument(arg)
         options.add_experimental_option("prefs", {"download.default_directory": downloads,
                                                   "download.prompt_for_download": False})
-        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        # performance: the DevTools network events, to see the headers and URLs the page sent.
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
         driver = webdriver.Chrome(service=Service(driver_path), options=options)
         driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": downloads})
         wait = WebDriverWait(driver, 20)
@@ -114,6 +117,13 @@ def main():
             ".filter(e => e.labels.length === 0 && !e.getAttribute('aria-label') && e.type !== 'radio' && e.type !== 'checkbox' || "
             "(e.type === 'radio' || e.type === 'checkbox') && e.closest('label') === null).map(e => e.id || e.name)")
         assert not unlabelled, "controls without a label: %s" % unlabelled
+
+        # A token, as `--auth tokens` would need (this server runs with --auth none and ignores it):
+        # every API call must send it as a bearer header, downloads included, and no URL may hold it.
+        driver.get_log("performance")  # drained: the calls the page made before the token do not count
+        driver.find_element(By.CSS_SELECTOR, "#access summary").click()
+        by_id("api-token").send_keys(TOKEN + Keys.TAB)
+        assert driver.execute_script("return sessionStorage.getItem('kiln.apiToken')") == TOKEN
 
         # The model's input comes from the file.
         by_id("model-file").send_keys(os.path.join(examples, "fashion-mnist", "model.onnx"))
@@ -183,6 +193,21 @@ def main():
         driver.set_window_size(1280, min(height + 100, 8000))
         shot = os.path.join(shots, "web_form_report.png")
         driver.save_screenshot(shot)
+
+        requests = []
+        for entry in driver.get_log("performance"):
+            message = json.loads(entry["message"])["message"]
+            if message["method"] == "Network.requestWillBeSent":
+                requests.append(message["params"]["request"])
+        assert not [r["url"] for r in requests if TOKEN in r["url"]], "a URL holds the token"
+        api_calls = [r for r in requests if r["url"].startswith(server.base + "/v1/")]
+        without = ["%s %s" % (r["method"], r["url"]) for r in api_calls
+                   if {k.lower(): v for k, v in r["headers"].items()}.get("authorization") != "Bearer " + TOKEN]
+        assert not without, "API calls without the bearer token: %s" % without
+        sent = {"%s %s" % (r["method"], r["url"][len(server.base):]) for r in api_calls}
+        for call in ("POST /v1/jobs", "GET /v1/jobs/%s/events" % job_id, "GET /v1/jobs/%s/report?format=html" % job_id,
+                     "GET /v1/jobs/%s/artifacts/model.kiln" % job_id):
+            assert call in sent, "%s was not sent: %s" % (call, sorted(sent))
 
         errors = [e for e in driver.get_log("browser")
                   if e["level"] == "SEVERE" and not any(x in e["message"] for x in EXPECTED_NETWORK_ERRORS)]
