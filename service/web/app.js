@@ -414,7 +414,8 @@ async function jobWatch(id) {
     if (watch !== mine) return;
     const job = await apiJson(base);
     jobRender(job);
-    $('job-status').textContent = job.state === 'succeeded' ? 'Done.' : `The job ${job.state}: ${job.error || ''}`;
+    const outcome = { succeeded: 'Done.', failed: 'The job failed', cancelled: 'The job was cancelled' }[job.state];
+    $('job-status').textContent = job.error ? `${outcome}: ${job.error}` : outcome;
     if (job.state === 'succeeded') await reportShow(id);
   } catch (e) {
     if (mine.abort.signal.aborted) return;

@@ -26,7 +26,9 @@ TOKEN = "kiln_00000000000000aa_test-secret"
 
 # Network errors the page is expected to cause: the target registry may not exist (404) or
 # need a token (401), and the first submission is invalid on purpose (422).
-EXPECTED_NETWORK_ERRORS = ("/v1/targets - Failed to load resource", "/v1/jobs - Failed to load resource")
+EXPECTED_NETWORK_ERRORS = ("/v1/targets - Failed to load resource: the server responded with a status of 404",
+                           "/v1/targets - Failed to load resource: the server responded with a status of 401",
+                           "/v1/jobs - Failed to load resource: the server responded with a status of 422")
 
 
 def chromium_path():
