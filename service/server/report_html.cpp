@@ -199,7 +199,7 @@ void artifacts_section(std::ostringstream& s, const jobs::JobRecord& job, const 
     const std::string sha = string_of(a, "sha256");
     s << "<tr><td><a class=\"artifact\" download href=\"/v1/jobs/" << url_segment(job.id) << "/artifacts/"
       << url_segment(name) << "\">" << html_escape(name) << "</a></td><td>" << html_escape(string_of(a, "kind"))
-      << "</td><td>" << (bytes ? bytes_text(static_cast<int64_t>(*bytes)) : "–") << "</td><td><code title=\""
+      << "</td><td>" << (bytes && *bytes >= 0 && *bytes < 9e18 ? bytes_text(static_cast<int64_t>(*bytes)) : "–") << "</td><td><code title=\""
       << html_escape(sha) << "\">" << html_escape(sha.substr(0, 12)) << "</code></td></tr>\n";
   }
   s << "</tbody>\n</table>\n</section>\n";

@@ -106,6 +106,10 @@ TEST_CASE("HTML report: an unreadable report.json still shows the job's stages",
   // Wrong types are read as absent, not thrown.
   const std::string odd = server::report_html_render(job_hostile(), R"({"candidates": [1, {"name": 2}], "artifacts": {}})");
   CHECK_THAT(odd, Catch::Contains("<svg"));
+  const std::string huge = server::report_html_render(
+      job_hostile(), R"({"artifacts": [{"name": "a", "bytes": 1e300}], "candidates": [{"name": "b", "measured_ms": 1e300}],
+                         "verification": {"batches": 0, "compiled_seconds": 1, "outputs": "none", "data": "x"}})");
+  CHECK_THAT(huge, Catch::Contains("<td>–</td>"));
 }
 
 TEST_CASE("HTML report: GET /v1/jobs/{id}/report?format=html through the router", "[service]") {
