@@ -1,11 +1,13 @@
 #!/usr/bin/python3
 """The web form in headless Chromium against a real `kiln serve`.
 
-Opens /, sends an invalid job name first (the API's 422 must show next to the name field),
-then uploads the Fashion-MNIST model (its input must be read from the file), describes the
-target and the constraints, submits, waits for the progress bar to reach 100% with every
-stage done, checks the report (chart, stages, artifacts), downloads the compiled plan and
-compares it with the API's SHA-256, and saves a screenshot. Any JavaScript error or CSP
+Opens /, sets an API token, uploads the Fashion-MNIST model (its input must be read from the
+file), submits an invalid job name and then an invalid target (each 422 must show next to the
+field it names), describes the target and the constraints, submits, waits for the progress bar
+to reach 100% with every stage done, checks the report (chart, stages, artifacts), downloads
+the compiled plan and compares it with the API's SHA-256, checks that every API call sent the
+token as a bearer header and no URL held it, opens the report on its own page, shows the job
+again from the form's #job= address, and saves a screenshot. Any JavaScript error or CSP
 violation in the browser's console fails the test.
 
 Usage: web_form_browser_test.py KILN EXAMPLES_DIR SCREENSHOT_DIR
@@ -155,6 +157,16 @@ def main():
         Select(by_id("target-scheduler")).select_by_value("none")
         Select(by_id("target-runtime")).select_by_value("docker")
         driver.find_element(By.CSS_SELECTOR, "input[name=objective][value=throughput]").click()
+        # A target error is shown at its field too (the description is valid now).
+        by_id("target-cores").clear()
+        by_id("target-cores").send_keys("0")
+        by_id("submit").click()
+        wait.until(lambda d: by_id("target-cores-error").is_displayed())
+        assert "/node/cpu/cores" in by_id("target-cores-error").text, by_id("target-cores-error").text
+        assert not by_id("job-name-error").is_displayed(), "the name's error was not cleared"
+        by_id("target-cores").clear()
+        by_id("target-cores").send_keys("2")
+
         description = json.loads(by_id("description-doc").get_property("value"))
         assert description["constraints"] == {"max_latency_ms": 10, "max_accuracy_drop": 0.01, "max_memory_mb": 512}, description
         assert description["inputs"] == {"input": {"shape": ["batch", 1, 28, 28], "dtype": "float32"}}, description
@@ -190,12 +202,6 @@ def main():
         with open(path, "rb") as f:
             assert hashlib.sha256(f.read()).hexdigest() == listed["model.kiln"]["sha256"], "downloaded bytes differ"
 
-        # The whole page, for people to look at.
-        height = driver.execute_script("return document.documentElement.scrollHeight")
-        driver.set_window_size(1280, min(height + 100, 8000))
-        shot = os.path.join(shots, "web_form_report.png")
-        driver.save_screenshot(shot)
-
         requests = []
         for entry in driver.get_log("performance"):
             message = json.loads(entry["message"])["message"]
@@ -210,6 +216,21 @@ def main():
         for call in ("POST /v1/jobs", "GET /v1/jobs/%s/events" % job_id, "GET /v1/jobs/%s/report?format=html" % job_id,
                      "GET /v1/jobs/%s/artifacts/model.kiln" % job_id):
             assert call in sent, "%s was not sent: %s" % (call, sorted(sent))
+
+        # The report on its own page (a browser's navigation asks for text/html): no console errors
+        # there either, checked below with the rest.
+        page = driver.current_url
+        driver.get("%s/v1/jobs/%s/report" % (server.base, job_id))
+        wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, "main#report svg.chart")))
+        assert driver.find_elements(By.CSS_SELECTOR, "main#report a.artifact[download]"), "no artifact links"
+        driver.get(page)  # back to the form, which shows the job again from its #job= address
+        wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, "#report-view svg.chart")))
+
+        # The whole page, for people to look at.
+        height = driver.execute_script("return document.documentElement.scrollHeight")
+        driver.set_window_size(1280, min(height + 100, 8000))
+        shot = os.path.join(shots, "web_form_report.png")
+        driver.save_screenshot(shot)
 
         errors = [e for e in driver.get_log("browser")
                   if e["level"] == "SEVERE" and not any(x in e["message"] for x in EXPECTED_NETWORK_ERRORS)]
