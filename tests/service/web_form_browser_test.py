@@ -202,6 +202,12 @@ def main():
         with open(path, "rb") as f:
             assert hashlib.sha256(f.read()).hexdigest() == listed["model.kiln"]["sha256"], "downloaded bytes differ"
 
+        # The whole page, for people to look at.
+        height = driver.execute_script("return document.documentElement.scrollHeight")
+        driver.set_window_size(1280, min(height + 100, 8000))
+        shot = os.path.join(shots, "web_form_report.png")
+        driver.save_screenshot(shot)
+
         requests = []
         for entry in driver.get_log("performance"):
             message = json.loads(entry["message"])["message"]
@@ -225,12 +231,6 @@ def main():
         assert driver.find_elements(By.CSS_SELECTOR, "main#report a.artifact[download]"), "no artifact links"
         driver.get(page)  # back to the form, which shows the job again from its #job= address
         wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, "#report-view svg.chart")))
-
-        # The whole page, for people to look at.
-        height = driver.execute_script("return document.documentElement.scrollHeight")
-        driver.set_window_size(1280, min(height + 100, 8000))
-        shot = os.path.join(shots, "web_form_report.png")
-        driver.save_screenshot(shot)
 
         errors = [e for e in driver.get_log("browser")
                   if e["level"] == "SEVERE" and not any(x in e["message"] for x in EXPECTED_NETWORK_ERRORS)]
