@@ -29,16 +29,48 @@ export class ApiError extends Error {
   }
 }
 
-export async function apiErrorOf(response) {
+// From an error answer's status and text; a body that is not the API's (a proxy's page, say)
+// leaves the status line.
+function apiErrorFrom(status, statusText, text) {
   let body = null;
   try {
-    body = await response.json();
+    body = JSON.parse(text);
   } catch {
-    // Not JSON (a proxy's page, say): the status line is all there is.
+    // Not JSON.
   }
   const e = body && body.error ? body.error : {};
-  const message = typeof e.message === 'string' ? e.message : `HTTP ${response.status} ${response.statusText}`;
-  return new ApiError(response.status, e.code || '', message, Array.isArray(e.details) ? e.details : []);
+  const message = typeof e.message === 'string' ? e.message : `HTTP ${status} ${statusText}`;
+  return new ApiError(status, e.code || '', message, Array.isArray(e.details) ? e.details : []);
+}
+
+export async function apiErrorOf(response) {
+  return apiErrorFrom(response.status, response.statusText, await response.text());
+}
+
+// POSTs a form with upload progress (fetch() reports none, and models can be large): calls
+// onProgress(fraction) while sending; resolves with the JSON answer, rejects with an ApiError.
+export function apiUpload(path, form, onProgress) {
+  return new Promise((resolve, reject) => {
+    const request = new XMLHttpRequest();
+    request.open('POST', path);
+    const token = tokenGet();
+    if (token) request.setRequestHeader('Authorization', 'Bearer ' + token);
+    request.upload.addEventListener('progress', (event) => {
+      if (event.lengthComputable) onProgress(event.loaded / event.total);
+    });
+    request.addEventListener('load', () => {
+      if (request.status >= 200 && request.status < 300) {
+        try {
+          return resolve(JSON.parse(request.responseText));
+        } catch {
+          // Falls through to the error.
+        }
+      }
+      reject(apiErrorFrom(request.status, request.statusText, request.responseText));
+    });
+    request.addEventListener('error', () => reject(new Error('the server cannot be reached')));
+    request.send(form);
+  });
 }
 
 export async function apiJson(path, options = {}) {

@@ -2,7 +2,7 @@
 // validation) from the fields, submits it, shows the API's errors next to the fields they name,
 // follows the job's events to a progress bar and stage list, and shows the HTML report.
 // A job being watched is named in the URL (#job=ID), so a reload, or a link, shows it again.
-import { apiDownload, apiErrorOf, apiFetch, apiJson, ApiError, tokenGet, tokenSet } from './api.js';
+import { apiDownload, apiErrorOf, apiFetch, apiJson, apiUpload, ApiError, tokenGet, tokenSet } from './api.js';
 import { descriptionBuild, documentText, nameFromFile, targetBuild } from './documents.js';
 import { eventStreamFollow } from './event_stream.js';
 import { onnxInputsRead } from './onnx_inputs.js';
@@ -324,9 +324,9 @@ async function submit(event) {
   button.disabled = true;
   button.textContent = 'Uploading…';
   try {
-    const response = await apiFetch('/v1/jobs', { method: 'POST', body: requestBuild() });
-    if (!response.ok) throw await apiErrorOf(response);
-    const accepted = await response.json();
+    const accepted = await apiUpload('/v1/jobs', requestBuild(), (fraction) => {
+      button.textContent = `Uploading… ${Math.round(100 * fraction)}%`;
+    });
     history.pushState(null, '', `#job=${encodeURIComponent(accepted.id)}`);
     jobWatch(accepted.id);
   } catch (e) {
@@ -385,7 +385,12 @@ function jobRender(job) {
 
 function eventApply(event) {
   const data = event.data;
-  if (event.type === 'stage' && data && typeof data === 'object') {
+  if (!data || typeof data !== 'object') return;
+  // progress and log events are in the contract (JobEvent); the server sends them once stages
+  // report from inside.
+  if (event.type === 'progress' && typeof data.progress === 'number') progressRender(data.progress, 'running');
+  if (event.type === 'log' && typeof data.message === 'string') $('job-status').textContent = data.message;
+  if (event.type === 'stage') {
     const stage = watch.stages.find((s) => s.name === data.stage);
     if (stage) {
       stage.state = data.state;

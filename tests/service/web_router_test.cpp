@@ -71,7 +71,7 @@ TEST_CASE("web form: a revalidation with the current ETag gets 304 without a bod
   CHECK(header_of(server::web_handle(get("/")), "ETag") != etag);
 }
 
-TEST_CASE("web form: the page has no inline script or style; what it loads is served", "[service]") {
+TEST_CASE("web form: the page has no inline script or style, and what it loads is served", "[service]") {
   const std::string html = server::web_handle(get("/")).body;
   // Scripts only by src, no event-handler attributes, no style attributes or elements.
   const std::regex script("<script\\b[^>]*>");
