@@ -421,6 +421,7 @@ async function jobWatch(id) {
     jobRender(job);
     const outcome = { succeeded: 'Done.', failed: 'The job failed', cancelled: 'The job was cancelled' }[job.state];
     $('job-status').textContent = job.error ? `${outcome}: ${job.error}` : outcome;
+    recentJobsLoad();
     if (job.state === 'succeeded') await reportShow(id);
   } catch (e) {
     if (mine.abort.signal.aborted) return;
@@ -460,6 +461,32 @@ async function reportShow(id) {
   $('report-section').hidden = false;
 }
 
+// ---- recent jobs ------------------------------------------------------------------------------
+
+// The last jobs, each a link to #job=ID; hidden when the list cannot be read (no token yet).
+async function recentJobsLoad() {
+  let jobs = [];
+  try {
+    jobs = (await apiJson('/v1/jobs?limit=10')).jobs || [];
+  } catch {
+    jobs = [];
+  }
+  const list = $('jobs-list');
+  list.replaceChildren();
+  for (const job of jobs) {
+    const li = document.createElement('li');
+    const link = document.createElement('a');
+    link.href = `#job=${encodeURIComponent(job.id)}`;
+    link.textContent = job.name;
+    const state = document.createElement('span');
+    state.className = `state state-${job.state}`;
+    state.textContent = job.state;
+    li.append(link, ' ', state, ` — ${job.created_at}`);
+    list.append(li);
+  }
+  $('jobs-section').hidden = jobs.length === 0;
+}
+
 // ---- wiring -----------------------------------------------------------------------------------
 
 function jobFromLocation() {
@@ -473,6 +500,7 @@ function init() {
     tokenSet($('api-token').value.trim());
     fieldErrorClear('api-token');
     registeredTargetsLoad();
+    recentJobsLoad();
   });
   $('model-file').addEventListener('change', modelChosen);
   $('job-name').addEventListener('input', () => {
@@ -507,10 +535,11 @@ function init() {
       $('job-status').textContent = e.message;
     }
   });
-  window.addEventListener('popstate', jobFromLocation);
+  window.addEventListener('hashchange', jobFromLocation);
   inputRowAdd();
   documentsRefresh();
   registeredTargetsLoad();
+  recentJobsLoad();
   jobFromLocation();
 }
 

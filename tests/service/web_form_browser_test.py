@@ -191,6 +191,10 @@ def main():
         links = {a.text: a for a in driver.find_elements(By.CSS_SELECTOR, "#report-view a.artifact")}
         assert "model.kiln" in links and "image.oci.tar" in links, sorted(links)
 
+        # The job is listed under the recent jobs, linked to its #job= address.
+        recent = wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, "#jobs-list a[href='#job=%s']" % job_id)))
+        assert recent.text == "fashion-classifier", recent.text
+
         # Download the compiled plan; it must be the artifact the API lists.
         listed = {a["name"]: a for a in server.get_json("/v1/jobs/%s/artifacts" % job_id)["artifacts"]}
         links["model.kiln"].click()
