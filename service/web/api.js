@@ -38,7 +38,8 @@ function apiErrorFrom(status, statusText, text) {
   } catch {
     // Not JSON.
   }
-  const e = body && body.error ? body.error : {};
+  // The HTTP layer's own rejections (413 for the whole body, 431) carry {"error": "message"}.
+  const e = body && body.error ? (typeof body.error === 'string' ? { message: body.error } : body.error) : {};
   const message = typeof e.message === 'string' ? e.message : `HTTP ${status} ${statusText}`;
   return new ApiError(status, e.code || '', message, Array.isArray(e.details) ? e.details : []);
 }

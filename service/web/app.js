@@ -293,9 +293,10 @@ function errorsShow(error) {
       item(`${d.part || 'request'} ${where}${d.message}`, field);
     }
   } else {
-    // 413 and the like say which part in their message only.
+    // 413 and the like say which part in their message only; a whole body over the server's
+    // limit is the model's doing.
     const part = /part '([a-z]+)'/.exec(error.message || '');
-    const field = part ? fieldOf(part[1], '') : null;
+    const field = part ? fieldOf(part[1], '') : error.status === 413 ? 'model-file' : null;
     if (field) fieldErrorShow(field, error.message);
     item(error.message, field);
   }
