@@ -69,7 +69,8 @@ export function apiUpload(path, form, onProgress) {
       }
       reject(apiErrorFrom(request.status, request.statusText, request.responseText));
     });
-    request.addEventListener('error', () => reject(new Error('the server cannot be reached')));
+    request.addEventListener('error', () =>
+      reject(new Error('no answer from the server (it is down, or it closed the connection on a body over its limit)')));
     request.send(form);
   });
 }

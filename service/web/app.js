@@ -331,7 +331,7 @@ async function submit(event) {
     history.pushState(null, '', `#job=${encodeURIComponent(accepted.id)}`);
     jobWatch(accepted.id);
   } catch (e) {
-    errorsShow(e instanceof ApiError ? e : new ApiError(0, '', `The server cannot be reached: ${e.message}`, []));
+    errorsShow(e instanceof ApiError ? e : new ApiError(0, '', `The upload failed: ${e.message}.`, []));
   } finally {
     button.disabled = false;
     button.textContent = 'Optimize';
