@@ -416,9 +416,15 @@ async function jobWatch(id) {
   try {
     jobRender(await apiJson(base));
     $('progress-heading').focus();  // keyboard and screen-reader users continue here
-    await eventStreamFollow(`${base}/events`, eventApply, { signal: mine.abort.signal });
-    if (watch !== mine) return;
-    const job = await apiJson(base);
+    let job;
+    for (;;) {
+      await eventStreamFollow(`${base}/events`, eventApply, { signal: mine.abort.signal });
+      job = await apiJson(base);
+      if (watch !== mine) return;  // another job is shown now
+      if (['succeeded', 'failed', 'cancelled'].includes(job.state)) break;
+      // The stream ended before the job did (the server is stopping): follow it again.
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+    }
     jobRender(job);
     const outcome = { succeeded: 'Done.', failed: 'The job failed', cancelled: 'The job was cancelled' }[job.state];
     $('job-status').textContent = job.error ? `${outcome}: ${job.error}` : outcome;
