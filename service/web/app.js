@@ -419,10 +419,15 @@ async function jobWatch(id) {
     let job;
     for (;;) {
       await eventStreamFollow(`${base}/events`, eventApply, { signal: mine.abort.signal });
-      job = await apiJson(base);
+      // The stream can end before the job does when the server stops: then the job is read
+      // again once the server is back (the event stream waits for it), and followed further.
+      job = await apiJson(base).catch((e) => {
+        if (e instanceof ApiError) throw e;
+        return null;
+      });
       if (watch !== mine) return;  // another job is shown now
-      if (['succeeded', 'failed', 'cancelled'].includes(job.state)) break;
-      // The stream ended before the job did (the server is stopping): follow it again.
+      if (job && ['succeeded', 'failed', 'cancelled'].includes(job.state)) break;
+      $('job-status').textContent = 'Waiting for the server…';
       await new Promise((resolve) => setTimeout(resolve, 1000));
     }
     jobRender(job);
