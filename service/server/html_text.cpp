@@ -1,7 +1,7 @@
 #include "service/server/html_text.h"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iterator>
 

@@ -77,7 +77,8 @@ std::string report_chart_svg(const std::vector<ChartRow>& rows, const std::strin
     const ChartRow& r = rows[i];
     const int y = kTop + static_cast<int>(i) * kRowHeight;
     if (r.chosen)
-      s << "<rect x=\"0\" y=\"" << y << "\" width=\"" << kWidth << "\" height=\"" << kRowHeight << "\" fill=\"" << kChosenFill << "\"/>\n";
+      s << "<rect x=\"0\" y=\"" << y << "\" width=\"" << kWidth << "\" height=\"" << kRowHeight << "\" fill=\""
+        << kChosenFill << "\"/>\n";
     s << "<text x=\"" << kLabelWidth - 8 << "\" y=\"" << y + 27 << "\" text-anchor=\"end\""
       << (r.chosen ? " font-weight=\"bold\"" : "") << ">" << (r.chosen ? "★ " : "") << html_escape(text_shorten(r.label, 26))
       << "</text>\n";

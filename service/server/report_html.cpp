@@ -199,7 +199,8 @@ void artifacts_section(std::ostringstream& s, const jobs::JobRecord& job, const 
     const std::string sha = string_of(a, "sha256");
     s << "<tr><td><a class=\"artifact\" download href=\"/v1/jobs/" << url_segment(job.id) << "/artifacts/"
       << url_segment(name) << "\">" << html_escape(name) << "</a></td><td>" << html_escape(string_of(a, "kind"))
-      << "</td><td>" << (bytes && *bytes >= 0 && *bytes < 9e18 ? bytes_text(static_cast<int64_t>(*bytes)) : "–") << "</td><td><code title=\""
+      << "</td><td>" << (bytes && *bytes >= 0 && *bytes < 9e18 ? bytes_text(static_cast<int64_t>(*bytes)) : "–")
+      << "</td><td><code title=\""
       << html_escape(sha) << "\">" << html_escape(sha.substr(0, 12)) << "</code></td></tr>\n";
   }
   s << "</tbody>\n</table>\n</section>\n";
@@ -215,7 +216,9 @@ std::string report_html_render(const jobs::JobRecord& job, std::string_view repo
   std::ostringstream s;
   s << "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>kiln report: "
-    << html_escape(job.name) << "</title>\n<link rel=\"icon\" href=\"data:,\">\n<link rel=\"stylesheet\" href=\"/static/style.css\">\n</head>\n<body>\n"
+    << html_escape(job.name)
+    << "</title>\n<link rel=\"icon\" href=\"data:,\">\n<link rel=\"stylesheet\" href=\"/static/style.css\">\n</head>\n"
+       "<body>\n"
     << "<header class=\"site\"><h1><a href=\"/\">kiln</a> report</h1></header>\n"
     << "<main id=\"report\" class=\"report\">\n<h2>" << html_escape(job.name) << "</h2>\n"
     << "<p class=\"summary\">Job <code>" << html_escape(job.id) << "</code>: <strong class=\"state state-"

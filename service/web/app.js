@@ -130,7 +130,8 @@ async function modelChosen() {
       $('inputs-rows').replaceChildren();
       for (const input of inputs) inputRowAdd(input);
       if (inputs.length === 0) inputRowAdd();
-      $('model-file-help').textContent = `Read ${inputs.length} input${inputs.length === 1 ? '' : 's'} from the model; check the shapes below.`;
+      const count = `${inputs.length} input${inputs.length === 1 ? '' : 's'}`;
+      $('model-file-help').textContent = `Read ${count} from the model; check the shapes below.`;
     }
   } catch (e) {
     fieldErrorShow('model-file', `This file does not read as an ONNX model (${e.message}).`);
