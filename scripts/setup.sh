@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs every Debian package kiln needs (idempotent, non-interactive), then configures and
 # builds Release into build/. Usage: scripts/setup.sh [--tests]
-#   --tests  also installs what the test suite needs (conformance data, PyTorch for the models test).
+#   --tests  also installs what the test suite needs (conformance data, PyTorch for the models test,
+#            Chromium for the web form's browser test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +31,7 @@ test_packages=(
   umoci skopeo
   docker-registry apache2-utils  # registry push tests: a local registry, htpasswd for Basic auth
   munge slurmctld slurmd slurm-client  # tests/containers/slurm_test.sh: job.slurm on a one-node Slurm cluster
+  chromium chromium-driver python3-selenium  # tests/service/web_form_browser_test.py (131 MB download, 550 MB installed)
 )
 
 packages=("${build_packages[@]}")

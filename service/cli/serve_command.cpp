@@ -14,6 +14,7 @@
 #include "service/jobs/job_store.h"
 #include "service/runtime/serve/http_server.h"
 #include "service/server/jobs_router.h"
+#include "service/server/web_router.h"
 
 namespace kiln::cli {
 namespace {
@@ -73,6 +74,8 @@ int run_serve(const ServeOptions& opts) {
   http.max_body_bytes = limits.max_body_bytes();
   http.body_limit_hint = "kiln serve --max-model-mb";
   auto server = serve::HttpServer::create(http, [&router](const serve::HttpRequest& req, serve::ReplyFn reply) {
+    // The web form (/, /static/...) needs no token: it holds no data, the API calls it makes do.
+    if (server::web_route_matches(req.target.substr(0, req.target.find('?')))) return reply(server::web_handle(req));
     reply(router.handle(req));
   });
   if (!server) return report_error(server.error().message);

@@ -11,6 +11,8 @@
 #include "api/description.h"
 #include "containers/oci/digest.h"
 #include "service/server/multipart.h"
+#include "service/server/report_html.h"
+#include "service/server/web_router.h"
 
 namespace kiln::server {
 namespace {
@@ -483,11 +485,18 @@ HttpResponse JobsRouter::job_route(const HttpRequest& request, const std::string
     return HttpResponse{200, bytes.str(), {{"Content-Type", type}, {"ETag", "\"" + a.sha256 + "\""}}};
   };
   if (sub == "report") {
-    const std::string format = query_parse(query)["format"];
-    if (!format.empty() && format != "json")
-      return error_response(400, "bad_request", "query parameter 'format': only json is available yet");
-    for (const jobs::ArtifactRecord& a : *artifacts)
-      if (a.kind == "report_json") return file_response(a, "application/json");
+    std::string format = query_parse(query)["format"];
+    if (format.empty()) format = request.header("accept").rfind("text/html", 0) == 0 ? "html" : "json";
+    if (format != "json" && format != "html")
+      return error_response(400, "bad_request", "query parameter 'format': expected json or html");
+    for (const jobs::ArtifactRecord& a : *artifacts) {
+      if (a.kind != "report_json") continue;
+      HttpResponse r = file_response(a, "application/json");
+      if (format == "json" || r.status != 200) return r;
+      r = {200, report_html_render(**job, r.body), {{"Content-Type", "text/html; charset=utf-8"}, {"Cache-Control", "no-cache"}}};
+      web_security_headers_add(r);
+      return r;
+    }
     return error_response(409, "conflict", "job '" + id + "' has no report yet (state " + (*job)->state + ")");
   }
   if (sub == "artifacts") {

@@ -5,7 +5,8 @@
 //   GET    /v1/jobs/{id}                   state, stage, progress, timings, errors
 //   DELETE /v1/jobs/{id}                   cancel
 //   GET    /v1/jobs/{id}/events            server-sent events (stage, done); Last-Event-ID resumes
-//   GET    /v1/jobs/{id}/report            report.json once the report stage ran
+//   GET    /v1/jobs/{id}/report            report.json once the report stage ran (?format=html or
+//                                          Accept: text/html: rendered by report_html)
 //   GET    /v1/jobs/{id}/artifacts[/{name}] the recorded artifacts; names are looked up in the
 //                                          job's artifact list, never joined to a path
 //   GET    /healthz, /readyz, /metrics
