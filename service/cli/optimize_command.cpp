@@ -29,7 +29,7 @@
 #include "service/cli/commands.h"
 #include "service/cli/compiled_model.h"
 #include "service/cli/description_data.h"
-#include "service/planning/plan_application.h"
+#include "service/cli/plan_request.h"
 
 namespace kiln::cli {
 namespace {
@@ -37,11 +37,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct OptimizeOptions {
-  std::string description;
-  std::string target;
-  std::string db;
-  std::string profile;
-  std::string cache_dir;
+  PlanCli plan;
   std::string output = "optimized";
   int top = 3;
   int runs = 20;
@@ -252,24 +248,12 @@ bool better(api::Objective objective, const Trial& a, const Trial& b) {
 }
 
 int run_optimize(const OptimizeOptions& o) {
-  auto app = api::application_load(o.description);
-  if (!app) return report_error(app.message());
-  std::optional<api::TargetInfrastructure> target;
-  if (!o.target.empty()) {
-    auto loaded = api::target_load(o.target);
-    if (!loaded) return report_error("target '" + o.target + "': " + loaded.message());
-    target = std::move(loaded).value();
-  }
-  auto model_path = planning::plan_model_path(app.value());
-  if (!model_path) return report_error(model_path.error().message);
-  planning::PlanInputs in;
-  in.app = &app.value();
-  in.target = target ? &*target : nullptr;
-  in.target_source = o.target;
-  in.model_path = *model_path;
-  in.db = o.db;
-  in.profile = o.profile;
-  in.cache_root = o.cache_dir;
+  auto request = plan_request_load(o.plan);
+  if (!request) return report_error(request.error().message);
+  const planning::PlanInputs& in = (*request)->inputs;
+  const api::ApplicationDescription* app = &(*request)->app;
+  const std::optional<api::TargetInfrastructure>& target = (*request)->target;
+  const std::string* model_path = &in.model_path;
   auto outcome = planning::plan_application(in);
   if (!outcome) return report_error(outcome.error().message);
   const perf::PlanResult& plan = outcome->result;
@@ -289,7 +273,7 @@ int run_optimize(const OptimizeOptions& o) {
     t.candidate = picks[i];
     const perf::Candidate& c = t.candidate;
     std::fprintf(stderr, "[%zu/%zu] %s: compiling", i + 1, picks.size(), c.name().c_str());
-    auto compiled = compile_candidate(*model_path, app.value(), c, &calibration_note);
+    auto compiled = compile_candidate(*model_path, *app, c, &calibration_note);
     if (!compiled) {
       t.error = "compile: " + compiled.error().message;
       std::fprintf(stderr, " failed: %s\n", t.error.c_str());
@@ -300,7 +284,7 @@ int run_optimize(const OptimizeOptions& o) {
     Verification& v = verified[c.precision];
     if (!v.ran) {
       std::fprintf(stderr, ", verifying");
-      verify(app.value(), *compiled, v);
+      verify(*app, *compiled, v);
     }
     if (!v.error.empty()) t.error = v.error;
     else if (!v.failure.empty()) t.blocked_by.push_back(v.failure);
@@ -326,7 +310,7 @@ int run_optimize(const OptimizeOptions& o) {
   if (!calibration_note.empty()) explanation.push_back(calibration_note);
 
   if (measuring) {
-    const std::string db = o.db.empty() ? perf::benchmark_store_default_path() : o.db;
+    const std::string db = o.plan.db.empty() ? perf::benchmark_store_default_path() : o.plan.db;
     if (Status stored = store_runs(db, outcome->target.profile_id, outcome->model_digest, app->name, trials); !stored.ok())
       explanation.push_back("The measurements were not stored: " + stored.message());
     else
@@ -419,11 +403,7 @@ int run_optimize(const OptimizeOptions& o) {
 void add_optimize_command(CLI::App& app, CommandRunner& run) {
   auto opts = std::make_shared<OptimizeOptions>();
   CLI::App* cmd = app.add_subcommand("optimize", "Plan, then compile, verify and measure the best candidates and choose on measured numbers");
-  cmd->add_option("description", opts->description, "Application description (YAML or JSON)")->required();
-  cmd->add_option("--target", opts->target, "Target infrastructure document (default: this machine)");
-  cmd->add_option("--db", opts->db, "Benchmark store (default $KILN_DATA_DIR/benchmarks.sqlite, else ~/.local/share/kiln/benchmarks.sqlite)");
-  cmd->add_option("--profile", opts->profile, "Stored profile to predict with (default: the target's CPU model, or this machine)");
-  cmd->add_option("--cache-dir", opts->cache_dir, "Cache folder for fitted predictors and model costs (default $KILN_CACHE_DIR, else ~/.cache/kiln)");
+  opts->plan.add_to(*cmd);
   cmd->add_option("--output,-o", opts->output, "Folder for plan.json, report.json and model.kiln (default ./optimized)");
   cmd->add_option("--top", opts->top, "Candidates compiled, verified and measured (default 3, plus the best fp32 one)")->check(CLI::PositiveNumber);
   cmd->add_option("--runs", opts->runs, "Timed runs per candidate, at least (default 20)")->check(CLI::PositiveNumber);

@@ -7,7 +7,7 @@
 #include <iostream>
 
 #include "service/cli/commands.h"
-#include "service/planning/plan_application.h"
+#include "service/cli/plan_request.h"
 
 namespace kiln::cli {
 namespace {
@@ -15,11 +15,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct PlanOptions {
-  std::string description;
-  std::string target;
-  std::string db;
-  std::string profile;
-  std::string cache_dir;
+  PlanCli plan;
   std::string output = ".";
   int top = 12;
   bool no_cache = false;
@@ -46,25 +42,9 @@ void print_table(const perf::PlanResult& r, const perf::PlanTarget& t, int top) 
 }
 
 int run_plan(const PlanOptions& o) {
-  auto app = api::application_load(o.description);
-  if (!app) return report_error(app.message());
-  std::optional<api::TargetInfrastructure> target;
-  if (!o.target.empty()) {
-    auto loaded = api::target_load(o.target);
-    if (!loaded) return report_error("target '" + o.target + "': " + loaded.message());
-    target = std::move(loaded).value();
-  }
-  auto model_path = planning::plan_model_path(app.value());
-  if (!model_path) return report_error(model_path.error().message);
-
-  planning::PlanInputs in;
-  in.app = &app.value();
-  in.target = target ? &*target : nullptr;
-  in.target_source = o.target;
-  in.model_path = *model_path;
-  in.db = o.db;
-  in.profile = o.profile;
-  in.cache_root = o.cache_dir;
+  auto request = plan_request_load(o.plan);
+  if (!request) return report_error(request.error().message);
+  planning::PlanInputs& in = (*request)->inputs;
   in.no_cache = o.no_cache;
   auto outcome = planning::plan_application(in);
   if (!outcome) return report_error(outcome.error().message);
@@ -98,11 +78,7 @@ int run_plan(const PlanOptions& o) {
 void add_plan_command(CLI::App& app, CommandRunner& run) {
   auto opts = std::make_shared<PlanOptions>();
   CLI::App* cmd = app.add_subcommand("plan", "Choose precision, batch size and threads for an application on a target (prediction only)");
-  cmd->add_option("description", opts->description, "Application description (YAML or JSON)")->required();
-  cmd->add_option("--target", opts->target, "Target infrastructure document (default: this machine)");
-  cmd->add_option("--db", opts->db, "Benchmark store (default $KILN_DATA_DIR/benchmarks.sqlite, else ~/.local/share/kiln/benchmarks.sqlite)");
-  cmd->add_option("--profile", opts->profile, "Stored profile to predict with: fingerprint id, or part of its CPU model (default: the target's CPU model, or this machine)");
-  cmd->add_option("--cache-dir", opts->cache_dir, "Cache folder for fitted predictors and model costs (default $KILN_CACHE_DIR, else ~/.cache/kiln)");
+  opts->plan.add_to(*cmd);
   cmd->add_flag("--no-cache", opts->no_cache, "Compile the model again instead of reading its cached costs (the fit is always cached by its rows)");
   cmd->add_option("--output,-o", opts->output, "Folder for plan.json (default: the current folder)");
   cmd->add_option("--top", opts->top, "Candidates shown in the table (default 12; plan.json has all)")->check(CLI::PositiveNumber);

@@ -12,36 +12,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/perfmodel/run_kiln.h"
 #include "tests/perfmodel/temp_dir.h"
 
-using kiln::perf::testing::TempDir;
+using namespace kiln::perf::testing;
 
 namespace {
 
-struct Run {
-  int exit_code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
+KilnRun run_bench_target(const TempDir& dir, const std::string& args) { return run_kiln(dir, "bench-target " + args); }
 
-Run run_kiln(const TempDir& dir, const std::string& args) {
-  const std::string err_path = dir.file("stderr.txt");
-  const std::string cmd = "timeout 120 " KILN_BINARY " bench-target " + args + " 2>" + err_path;
-  Run r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) r.out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(err_path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  r.err = s.str();
-  return r;
-}
-
-nlohmann::json parse(const Run& r) {
+nlohmann::json parse(const KilnRun& r) {
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   return nlohmann::json::parse(r.out);
@@ -52,7 +32,7 @@ nlohmann::json parse(const Run& r) {
 TEST_CASE("kiln bench-target --quick measures, then skips what is stored, exports and imports", "[perfmodel][cli]") {
   TempDir dir;
   const std::string db = dir.file("a.sqlite");
-  const Run first = run_kiln(dir, "--quick --threads 1 --json --db " + db);
+  const KilnRun first = run_bench_target(dir, "--quick --threads 1 --json --db " + db);
   const nlohmann::json j1 = parse(first);
   INFO(first.err);
   CHECK_THAT(first.err, Catch::Contains("[peak 1/") && Catch::Contains("[bandwidth 1/") && Catch::Contains("[sweep 1/") &&
@@ -63,7 +43,7 @@ TEST_CASE("kiln bench-target --quick measures, then skips what is stored, export
   CHECK(j1["already_stored"] == 0);
 
   // Incremental: everything is stored, nothing is measured again.
-  const Run second = run_kiln(dir, "--quick --threads 1 --json --db " + db);
+  const KilnRun second = run_bench_target(dir, "--quick --threads 1 --json --db " + db);
   const nlohmann::json j2 = parse(second);
   CHECK(j2["measured"] == 0);
   CHECK(j2["already_stored"] == j1["planned"]);
@@ -72,18 +52,18 @@ TEST_CASE("kiln bench-target --quick measures, then skips what is stored, export
   CHECK_THAT(second.err, !Catch::Contains("[sweep 1/"));
 
   // --force re-measures one section.
-  const nlohmann::json j3 = parse(run_kiln(dir, "--quick --threads 1 --only peak --force --json --db " + db));
+  const nlohmann::json j3 = parse(run_bench_target(dir, "--quick --threads 1 --only peak --force --json --db " + db));
   CHECK(j3["measured"].get<int>() > 0);
   CHECK(j3["measured"].get<int>() < j1["measured"].get<int>());
 
   const std::string profile = dir.file("node.json");
-  const nlohmann::json exported = parse(run_kiln(dir, "--export " + profile + " --json --db " + db));
+  const nlohmann::json exported = parse(run_bench_target(dir, "--export " + profile + " --json --db " + db));
   CHECK(exported["exported"]["measurements"] == j1["planned"]);
   const std::string other = dir.file("b.sqlite");
-  const nlohmann::json imported = parse(run_kiln(dir, "--import " + profile + " --json --db " + other));
+  const nlohmann::json imported = parse(run_bench_target(dir, "--import " + profile + " --json --db " + other));
   CHECK(imported["imported"]["measurements"] == j1["planned"]);
 
-  const nlohmann::json listed = parse(run_kiln(dir, "--list --json --db " + other));
+  const nlohmann::json listed = parse(run_bench_target(dir, "--list --json --db " + other));
   bool found = false, h100_prior = false;
   for (const auto& t : listed["targets"]) {
     if (t["id"] == j1["target"]) {
@@ -120,17 +100,17 @@ TEST_CASE("kiln bench-target --quick measures, then skips what is stored, export
 
 TEST_CASE("kiln bench-target: bad input is one clean error", "[perfmodel][cli]") {
   TempDir dir;
-  const Run section = run_kiln(dir, "--only peak,flops --db " + dir.file("a.sqlite"));
+  const KilnRun section = run_bench_target(dir, "--only peak,flops --db " + dir.file("a.sqlite"));
   CHECK(section.exit_code == 1);
   CHECK_THAT(section.err, Catch::Contains("unknown section 'flops'"));
 
   std::ofstream(dir.file("v9.json")) << R"({"format": "kiln-target-profile", "version": 9, "targets": []})";
-  const Run version = run_kiln(dir, "--import " + dir.file("v9.json") + " --db " + dir.file("a.sqlite"));
+  const KilnRun version = run_bench_target(dir, "--import " + dir.file("v9.json") + " --db " + dir.file("a.sqlite"));
   CHECK(version.exit_code == 1);
   CHECK_THAT(version.err, Catch::Contains("kiln: error:") && Catch::Contains("version 9") && Catch::Contains("version 1"));
 
   std::ofstream(dir.file("junk.sqlite")) << std::string(4096, 'j');
-  const Run junk = run_kiln(dir, "--list --db " + dir.file("junk.sqlite"));
+  const KilnRun junk = run_bench_target(dir, "--list --db " + dir.file("junk.sqlite"));
   CHECK(junk.exit_code == 1);
   CHECK_THAT(junk.err, Catch::Contains("not a kiln benchmark store"));
 }
@@ -156,7 +136,7 @@ TEST_CASE("kiln bench-target: Ctrl-C keeps what was measured and the next run co
   CHECK(measured > 0);
   CHECK(measured < j["planned"].get<int>());
 
-  const nlohmann::json plan = parse(run_kiln(dir, "--only sweep --threads 1 --dry-run --json --db " + db));
+  const nlohmann::json plan = parse(run_bench_target(dir, "--only sweep --threads 1 --dry-run --json --db " + db));
   CHECK(plan["already_stored"] == measured);
   CHECK(plan["to_measure"].get<int>() == plan["planned"].get<int>() - measured);
 }

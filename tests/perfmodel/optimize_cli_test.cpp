@@ -24,18 +24,6 @@ namespace {
 
 const std::string kExample = std::string(KILN_EXAMPLES_DIR) + "/fashion-mnist/";
 
-std::string synthetic_store(const TempDir& dir) {
-  const std::string path = dir.file("b.sqlite");
-  auto store = BenchmarkStore::open(path);
-  REQUIRE(store);
-  const TargetFingerprint fp = fingerprint_local();
-  REQUIRE((*store)->target_put(fp, "measured"));
-  auto run = (*store)->run_begin(fp.id, "synthetic");
-  REQUIRE(run);
-  for (const Measurement& m : synthetic_profile_all_dtypes()) REQUIRE((*store)->measurement_put(fp.id, *run, m));
-  return path;
-}
-
 std::string description(const std::string& constraints) {
   const std::string sample = "{npz: " + kExample + "sample.npz, input: input, labels: labels}";
   return "name: optimized\nmodel: {path: " + kExample + "model.onnx}\n"
@@ -44,24 +32,12 @@ std::string description(const std::string& constraints) {
          "objective: throughput\nconstraints: " + constraints + "\noptimizations: {batch_sizes: [1, 8]}\n";
 }
 
-void write(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  REQUIRE(out.good());
-}
-
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  REQUIRE(in.good());
-  return nlohmann::json::parse(in);
-}
-
 }  // namespace
 
 TEST_CASE("kiln optimize compiles, verifies and measures the best candidates and writes the chosen model", "[perfmodel][optimize]") {
   TempDir dir;
   const std::string common = " --db " + synthetic_store(dir) + " --cache-dir " + dir.file("cache") + " --runs 5";
-  write(dir.file("app.yaml"), description("{max_accuracy_drop: 0.5}"));
+  write_file(dir.file("app.yaml"), description("{max_accuracy_drop: 0.5}"));
   KilnRun r = run_kiln(dir, "optimize " + dir.file("app.yaml") + common + " --top 2 -o " + dir.file("out"));
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
@@ -107,7 +83,7 @@ TEST_CASE("kiln optimize compiles, verifies and measures the best candidates and
   CHECK(replan.at("timings_ms").at("fit_cached") == true);  // model rows never refit the predictor
 
   // No accuracy may be lost: only fp32 passes, whatever the plan ranked first.
-  write(dir.file("exact.yaml"), description("{max_accuracy_drop: 0}"));
+  write_file(dir.file("exact.yaml"), description("{max_accuracy_drop: 0}"));
   r = run_kiln(dir, "optimize " + dir.file("exact.yaml") + common + " --top 1 --no-measure -o " + dir.file("exact"));
   REQUIRE(r.exit_code == 0);
   const nlohmann::json exact = read_json(dir.file("exact/report.json"));
@@ -118,7 +94,7 @@ TEST_CASE("kiln optimize compiles, verifies and measures the best candidates and
 
 TEST_CASE("kiln optimize with a latency nothing meets is infeasible and writes no model", "[perfmodel][optimize]") {
   TempDir dir;
-  write(dir.file("app.yaml"), description("{max_latency_ms: 0.000001}"));
+  write_file(dir.file("app.yaml"), description("{max_latency_ms: 0.000001}"));
   const KilnRun r = run_kiln(dir, "optimize " + dir.file("app.yaml") + " --db " + synthetic_store(dir) + " --cache-dir " +
                                       dir.file("cache") + " --top 1 --runs 3 -o " + dir.file("out"));
   INFO(r.out << r.err);

@@ -21,24 +21,6 @@ namespace {
 
 const std::string kModel = std::string(KILN_EXAMPLES_DIR) + "/fashion-mnist/model.onnx";
 
-void write(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  REQUIRE(out.good());
-}
-
-// This machine's store holding the synthetic profile.
-std::string synthetic_store(const TempDir& dir) {
-  const std::string path = dir.file("b.sqlite");
-  auto store = BenchmarkStore::open(path);
-  REQUIRE(store);
-  const TargetFingerprint fp = fingerprint_local();
-  REQUIRE((*store)->target_put(fp, "measured"));
-  auto run = (*store)->run_begin(fp.id, "synthetic");
-  REQUIRE(run);
-  for (const Measurement& m : synthetic_profile_all_dtypes()) REQUIRE((*store)->measurement_put(fp.id, *run, m));
-  return path;
-}
 
 std::string description(const std::string& objective, const std::string& constraints) {
   return "name: planned\nmodel: {path: " + kModel + "}\ninputs: {input: {shape: [batch, 1, 28, 28], dtype: float32}}\n" +
@@ -46,18 +28,12 @@ std::string description(const std::string& objective, const std::string& constra
          "optimizations: {batch_sizes: [1, 8, 32]}\n";
 }
 
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  REQUIRE(in.good());
-  return nlohmann::json::parse(in);
-}
-
 }  // namespace
 
 TEST_CASE("kiln plan ranks the candidates, explains the choice, writes plan.json and caches", "[perfmodel][plan]") {
   TempDir dir;
   const std::string db = synthetic_store(dir);
-  write(dir.file("app.yaml"), description("throughput", "{max_latency_ms: 1000, max_memory_mb: 4096}"));
+  write_file(dir.file("app.yaml"), description("throughput", "{max_latency_ms: 1000, max_memory_mb: 4096}"));
   const std::string args = "plan " + dir.file("app.yaml") + " --db " + db + " --cache-dir " + dir.file("cache") + " -o " + dir.file("out");
   KilnRun r = run_kiln(dir, args);
   INFO(r.out << r.err);
@@ -95,7 +71,7 @@ TEST_CASE("kiln plan: infeasible constraints, unknown targets and a cost without
   const std::string db = synthetic_store(dir);
   const std::string common = " --db " + db + " --cache-dir " + dir.file("cache") + " -o " + dir.file("out");
 
-  write(dir.file("tight.yaml"), description("latency", "{max_latency_ms: 0.000001}"));
+  write_file(dir.file("tight.yaml"), description("latency", "{max_latency_ms: 0.000001}"));
   KilnRun r = run_kiln(dir, "plan " + dir.file("tight.yaml") + common);
   INFO(r.out << r.err);
   CHECK(r.exit_code == 3);
@@ -103,8 +79,8 @@ TEST_CASE("kiln plan: infeasible constraints, unknown targets and a cost without
   CHECK(r.out.find("> max_latency_ms 1e-06") != std::string::npos);
   CHECK(read_json(dir.file("out/plan.json")).at("status") == "infeasible");
 
-  write(dir.file("app.yaml"), description("latency", ""));
-  write(dir.file("remote.yaml"),
+  write_file(dir.file("app.yaml"), description("latency", ""));
+  write_file(dir.file("remote.yaml"),
         "name: far-away\nkind: hpc\nscheduler: slurm\ncontainer_runtime: apptainer\nnodes: 2\n"
         "node: {cpu: {model: Imaginary CPU 9000, cores: 64}, memory_gb: 256}\n");
   r = run_kiln(dir, "plan " + dir.file("app.yaml") + " --target " + dir.file("remote.yaml") + common);
@@ -112,7 +88,7 @@ TEST_CASE("kiln plan: infeasible constraints, unknown targets and a cost without
   CHECK(r.err.find("target 'far-away' (Imaginary CPU 9000)") != std::string::npos);
   CHECK(r.err.find("kiln bench-target") != std::string::npos);
 
-  write(dir.file("cost.yaml"), description("cost", ""));
+  write_file(dir.file("cost.yaml"), description("cost", ""));
   r = run_kiln(dir, "plan " + dir.file("cost.yaml") + common);
   CHECK(r.exit_code == 1);
   CHECK(r.err.find("price_per_node_hour") != std::string::npos);

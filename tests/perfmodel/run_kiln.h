@@ -1,4 +1,5 @@
-// Runs the kiln binary under test with arguments, capturing stdout, stderr and the exit code.
+// Runs the kiln binary under test with arguments, capturing stdout, stderr and the exit code; and
+// the small file helpers the CLI tests share.
 #pragma once
 
 #include <sys/wait.h>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "tests/perfmodel/temp_dir.h"
 
@@ -36,6 +38,18 @@ inline KilnRun run_kiln(const TempDir& dir, const std::string& args) {
   s << in.rdbuf();
   r.err = s.str();
   return r;
+}
+
+inline void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  REQUIRE(out.good());
+}
+
+inline nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  return nlohmann::json::parse(in);
 }
 
 }  // namespace kiln::perf::testing

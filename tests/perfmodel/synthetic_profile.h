@@ -6,8 +6,13 @@
 #include <utility>
 #include <vector>
 
+#include <catch2/catch.hpp>
+
+#include "perfmodel/fingerprint.h"
 #include "perfmodel/measurement.h"
 #include "perfmodel/predictor.h"
+#include "perfmodel/store.h"
+#include "tests/perfmodel/temp_dir.h"
 
 namespace kiln::perf::testing {
 
@@ -70,6 +75,19 @@ inline std::vector<Measurement> synthetic_profile_all_dtypes() {
   for (int threads : {1, 2})
     for (const Measurement& m : synthetic_bandwidth(20e6 * threads, threads)) rows.push_back(m);
   return rows;
+}
+
+// A benchmark store at DIR/b.sqlite holding synthetic_profile_all_dtypes() for this machine.
+inline std::string synthetic_store(const TempDir& dir) {
+  const std::string path = dir.file("b.sqlite");
+  auto store = BenchmarkStore::open(path);
+  REQUIRE(store);
+  const TargetFingerprint fp = fingerprint_local();
+  REQUIRE((*store)->target_put(fp, "measured"));
+  auto run = (*store)->run_begin(fp.id, "synthetic");
+  REQUIRE(run);
+  for (const Measurement& m : synthetic_profile_all_dtypes()) REQUIRE((*store)->measurement_put(fp.id, *run, m));
+  return path;
 }
 
 }  // namespace kiln::perf::testing
