@@ -1,0 +1,59 @@
+#include "kernels/cuda/cuda_kernel.h"
+
+#include <array>
+
+namespace kiln::cuda {
+
+std::string_view cuda_op_name(OpKind op) {
+  static constexpr std::array<std::string_view, kOpCount> kNames = {
+#define KILN_OP(name) #name,
+#include "kernels/ops.def"
+#undef KILN_OP
+  };
+  const auto i = static_cast<size_t>(op);
+  return i < kNames.size() ? kNames[i] : "?";
+}
+
+std::optional<FloatType> float_type_of(DType dtype) {
+  if (dtype == DType::f32) return FloatType::f32;
+  if (dtype == DType::f16) return FloatType::f16;
+  return std::nullopt;
+}
+
+ActivationParams device_activation(const PostOps& post_ops) {
+  ActivationParams p;
+  p.alpha = post_ops.alpha;
+  p.beta = post_ops.beta;
+  switch (post_ops.activation) {
+    case Activation::none: p.kind = DeviceActivation::none; break;
+    case Activation::relu: p.kind = DeviceActivation::relu; break;
+    case Activation::clip: p.kind = DeviceActivation::clip; break;
+    case Activation::leaky_relu: p.kind = DeviceActivation::leaky_relu; break;
+    case Activation::sigmoid: p.kind = DeviceActivation::sigmoid; break;
+    case Activation::silu: p.kind = DeviceActivation::silu; break;
+    case Activation::hard_swish: p.kind = DeviceActivation::hard_swish; break;
+    case Activation::hard_sigmoid: p.kind = DeviceActivation::hard_sigmoid; break;
+    case Activation::gelu_erf: p.kind = DeviceActivation::gelu_erf; break;
+    case Activation::tanh: p.kind = DeviceActivation::tanh; break;
+    case Activation::elu: p.kind = DeviceActivation::elu; break;
+  }
+  return p;
+}
+
+std::optional<std::string> require_one_float_type(const KernelBuild& build) {
+  std::optional<DType> seen;
+  auto check = [&](const ValueDesc& v) -> std::optional<std::string> {
+    if (!v.present) return std::nullopt;
+    if (!float_type_of(v.dtype)) return "needs float32 or float16 values, got " + std::string(dtype_name(v.dtype));
+    if (seen && *seen != v.dtype) return std::string("needs one float type for all values");
+    seen = v.dtype;
+    return std::nullopt;
+  };
+  for (const ValueDesc& v : build.inputs)
+    if (auto why = check(v)) return why;
+  for (const ValueDesc& v : build.outputs)
+    if (auto why = check(v)) return why;
+  return std::nullopt;
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,72 @@
+// Launchers for kiln's own CUDA kernels (elementwise.cu, pool.cu, softmax.cu). Plain types only:
+// this header is read by nvcc and by the C++ side, so it includes no kiln header. Every launcher
+// enqueues on `stream` and returns the launch's error (cudaSuccess when nothing went wrong).
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+namespace kiln::cuda {
+
+enum class FloatType { f32, f16 };
+
+// The activations of kernels/post_ops.h, same formulas; cuda/activation_map.cpp maps them.
+enum class DeviceActivation : int { none, relu, clip, leaky_relu, sigmoid, silu, hard_swish, hard_sigmoid, gelu_erf, tanh, elu };
+
+struct ActivationParams {
+  DeviceActivation kind = DeviceActivation::none;
+  float alpha = 0.0f;
+  float beta = 0.0f;
+};
+
+// y[i] = act(x[i]); x may equal y.
+cudaError_t launch_activation(FloatType type, const ActivationParams& act, const void* x, void* y, int64_t n, cudaStream_t stream);
+
+enum class BinaryOp : int { add, sub, mul, div, max, min };
+
+// Numpy broadcasting, already resolved: rank <= kMaxBroadcastRank dims of the output and, per
+// input, the element stride of each output dim (0 where that input is broadcast).
+inline constexpr int kMaxBroadcastRank = 6;
+struct BroadcastShape {
+  int rank = 0;
+  int64_t dims[kMaxBroadcastRank] = {};
+  int64_t a_strides[kMaxBroadcastRank] = {};
+  int64_t b_strides[kMaxBroadcastRank] = {};
+};
+
+cudaError_t launch_binary(FloatType type, BinaryOp op, const void* a, const void* b, void* y, const BroadcastShape& shape,
+                          cudaStream_t stream);
+
+// y[o, c, i] = act(x[o, c, i] * scale[c] + shift[c]) over [outer, channels, inner]; scale and
+// shift are float32 whatever `type` is (BatchNormalization folded at load).
+cudaError_t launch_channel_affine(FloatType type, const void* x, const float* scale, const float* shift, void* y,
+                                  int64_t outer, int64_t channels, int64_t inner, const ActivationParams& act,
+                                  cudaStream_t stream);
+
+// float32 <-> float16 (round to nearest even), n elements.
+cudaError_t launch_f32_to_f16(const float* src, void* dst, int64_t n, cudaStream_t stream);
+cudaError_t launch_f16_to_f32(const void* src, float* dst, int64_t n, cudaStream_t stream);
+
+// 2-D pooling over NCHW. Windows start at out * stride - pad_begin; taps outside the input are
+// skipped. Average divisor: the taps inside the input, or with count_include_pad the taps inside
+// the padded input (pad_end included).
+struct Pool2d {
+  bool max = true;
+  bool count_include_pad = false;
+  int64_t batch_channels = 0;  // N * C
+  int64_t in_h = 0, in_w = 0, out_h = 0, out_w = 0;
+  int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+};
+cudaError_t launch_pool2d(FloatType type, const Pool2d& p, const void* x, void* y, cudaStream_t stream);
+
+// y[r] = mean (or max) of x[r, 0..plane) for r < rows (GlobalAveragePool / GlobalMaxPool).
+cudaError_t launch_global_pool(FloatType type, bool max, const void* x, void* y, int64_t rows, int64_t plane,
+                               cudaStream_t stream);
+
+// Softmax (or log-softmax) along the middle axis of [outer, axis, inner], accumulated in float.
+cudaError_t launch_softmax(FloatType type, bool log, const void* x, void* y, int64_t outer, int64_t axis, int64_t inner,
+                           cudaStream_t stream);
+
+}  // namespace kiln::cuda
