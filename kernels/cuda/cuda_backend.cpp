@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/cuda/cuda_engine.h"
+#include "kernels/cuda/cuda_registry.h"
 #include "kernels/device/device_check.h"
 
 namespace kiln::cuda {
@@ -45,6 +46,10 @@ class CudaBackend final : public DeviceBackend {
       p.total_memory_bytes = static_cast<int64_t>(properties.totalGlobalMem);
     }
     return p;
+  }
+
+  Status check_plan(const Plan& plan, const DeviceEngineOptions& options) override {
+    return cuda_plan_check(plan, options.precision);
   }
 
   Result<std::unique_ptr<DeviceEngine>> create_engine(const Plan& plan, const DeviceEngineOptions& options) override {

@@ -69,7 +69,8 @@ class CudaEngine final : public DeviceEngine {
 
  private:
   Status add_values(const Plan& plan, std::vector<int>& slot_value);
-  Status add_step(const PlanStep& step, const std::vector<int>& slot_value);
+  Status add_step(const Plan& plan, const PlanStep& step, const std::vector<int>& slot_value,
+                  const std::vector<const Tensor*>& constant_of);
   Status plan_arena();
   Status upload_constants();
   Status make_staging();
@@ -94,10 +95,6 @@ class CudaEngine final : public DeviceEngine {
   std::vector<cudaEvent_t> events_;  // per step: start, end (profiling only)
 };
 
-DType device_dtype(DType host, DevicePrecision precision) {
-  return host == DType::f32 && precision == DevicePrecision::fp16 ? DType::f16 : host;
-}
-
 Status CudaEngine::add_values(const Plan& plan, std::vector<int>& slot_value) {
   auto add = [&](int slot, ValueKind kind, std::string name, const Tensor* constant) -> Status {
     KILN_REQUIRE(slot >= 0 && slot < plan.num_slots && static_cast<size_t>(slot) < plan.slot_types.size(), invalid_argument,
@@ -109,7 +106,7 @@ Status CudaEngine::add_values(const Plan& plan, std::vector<int>& slot_value) {
     v.name = std::move(name);
     v.kind = kind;
     v.host_dtype = t.dtype;
-    v.dtype = device_dtype(t.dtype, options_.precision);
+    v.dtype = cuda_device_dtype(t.dtype, options_.precision);
     v.shape = sym_shape_concrete(t.shape);
     v.constant = constant;
     values_.push_back(std::move(v));
@@ -127,39 +124,17 @@ Status CudaEngine::add_values(const Plan& plan, std::vector<int>& slot_value) {
   return Status::ok();
 }
 
-Status CudaEngine::add_step(const PlanStep& step, const std::vector<int>& slot_value) {
+Status CudaEngine::add_step(const Plan& plan, const PlanStep& step, const std::vector<int>& slot_value,
+                            const std::vector<const Tensor*>& constant_of) {
   DeviceStep rt;
   rt.name = step.name;
-  KernelBuild build;
-  build.op = step.op;
-  build.attrs = &step.attrs;
-  build.node_name = step.name;
   for (int slot : step.inputs) {
-    ValueDesc d;
-    const int v = slot < 0 ? -1 : slot_value[static_cast<size_t>(slot)];
+    const int v = slot < 0 || slot >= plan.num_slots ? -1 : slot_value[static_cast<size_t>(slot)];
     KILN_REQUIRE(slot < 0 || v >= 0, invalid_argument, "node '", step.name, "' reads slot ", slot, ", which nothing writes");
-    if (v < 0) {
-      d.present = false;
-    } else {
-      d.dtype = values_[static_cast<size_t>(v)].dtype;
-      d.shape = values_[static_cast<size_t>(v)].shape;
-      d.constant = values_[static_cast<size_t>(v)].constant;
-    }
-    build.inputs.push_back(std::move(d));
     rt.inputs.push_back(v);
   }
-  for (int slot : step.outputs) {
-    ValueDesc d;
-    const int v = slot < 0 ? -1 : slot_value[static_cast<size_t>(slot)];
-    if (v < 0) {
-      d.present = false;
-    } else {
-      d.dtype = values_[static_cast<size_t>(v)].dtype;
-      d.shape = values_[static_cast<size_t>(v)].shape;
-    }
-    build.outputs.push_back(std::move(d));
-    rt.outputs.push_back(v);
-  }
+  for (int slot : step.outputs) rt.outputs.push_back(slot < 0 || slot >= plan.num_slots ? -1 : slot_value[static_cast<size_t>(slot)]);
+  KILN_ASSIGN(build, cuda_kernel_build(plan, step, constant_of, options_.precision));
   KILN_ASSIGN(choice, cuda_kernel_select(build, context_));
   if (options_.verbose) {
     *options_.verbose << "kiln: " << step.name << " (" << cuda_op_name(step.op) << ") -> " << choice.impl->name << '\n';
@@ -296,8 +271,10 @@ Status CudaEngine::build(const Plan& plan, const DeviceEngineOptions& options) {
 
   std::vector<int> slot_value(static_cast<size_t>(plan.num_slots), -1);
   KILN_TRY(add_values(plan, slot_value));
+  std::vector<const Tensor*> constant_of(plan.slot_types.size(), nullptr);
+  for (const auto& [slot, tensor] : plan.constants) constant_of[static_cast<size_t>(slot)] = &tensor;
   for (const PlanStep& step : plan.steps) {
-    Status st = add_step(step, slot_value);
+    Status st = add_step(plan, step, slot_value, constant_of);
     if (!st) return st.code() == ErrorCode::unsupported ? st : st.with_context("node '" + step.name + "' (" + std::string(cuda_op_name(step.op)) + "): ");
   }
   for (const auto& [slot, name] : plan.outputs) {

@@ -56,6 +56,14 @@ struct CudaKernelImpl {
   Result<std::unique_ptr<CudaKernel>> (*create)(const KernelBuild& build, const CudaContext& context);
 };
 
+// The KernelBuild of one plan step on the device: plan types with float32 as float16 in fp16
+// mode; `constant_of` maps slots to host constants. Slots must be in range with concrete types.
+Result<KernelBuild> cuda_kernel_build(const Plan& plan, const PlanStep& step, const std::vector<const Tensor*>& constant_of,
+                                      DevicePrecision precision);
+
+// The dtype a value of `host` dtype has on the device.
+DType cuda_device_dtype(DType host, DevicePrecision precision);
+
 // The op's name from ops.def (the plugin carries no op table: that would pull every reference kernel in).
 std::string_view cuda_op_name(OpKind op);
 

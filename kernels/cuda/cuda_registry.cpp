@@ -15,6 +15,36 @@ const std::array kKernels = {
 
 std::span<const CudaKernelImpl* const> cuda_kernel_registry() { return kKernels; }
 
+static Error no_kernel_error(const KernelBuild& build, const std::vector<std::string>& rejections) {
+  // Only the implementations for this op explain anything; the rest say "handles <ops>".
+  std::string why;
+  for (const std::string& r : rejections)
+    if (r.find(": handles ") == std::string::npos) why += (why.empty() ? "" : "; ") + r;
+  return make_error(ErrorCode::unsupported, "no CUDA kernel for node '", build.node_name, "' (", cuda_op_name(build.op),
+                    ")", why.empty() ? std::string(": no CUDA implementation of this op yet") : ": " + why,
+                    "; run it with --device cpu");
+}
+
+Result<const CudaKernelImpl*> cuda_kernel_find(const KernelBuild& build) {
+  std::vector<std::string> rejections;
+  for (const CudaKernelImpl* impl : cuda_kernel_registry()) {
+    if (auto why_not = impl->supports(build)) rejections.push_back(std::string(impl->name) + ": " + *why_not);
+    else return impl;
+  }
+  return no_kernel_error(build, rejections);
+}
+
+Status cuda_plan_check(const Plan& plan, DevicePrecision precision) {
+  std::vector<const Tensor*> constant_of(plan.slot_types.size(), nullptr);
+  for (const auto& [slot, tensor] : plan.constants)
+    if (slot >= 0 && static_cast<size_t>(slot) < constant_of.size()) constant_of[static_cast<size_t>(slot)] = &tensor;
+  for (const PlanStep& step : plan.steps) {
+    KILN_ASSIGN(build, cuda_kernel_build(plan, step, constant_of, precision));
+    KILN_TRY(cuda_kernel_find(build).status());
+  }
+  return Status::ok();
+}
+
 Result<CudaKernelChoice> cuda_kernel_select(const KernelBuild& build, const CudaContext& context) {
   CudaKernelChoice choice;
   for (const CudaKernelImpl* impl : cuda_kernel_registry()) {
@@ -31,13 +61,7 @@ Result<CudaKernelChoice> cuda_kernel_select(const KernelBuild& build, const Cuda
     choice.kernel = std::move(*kernel);
     return choice;
   }
-  // Only the implementations for this op explain anything; the rest say "not <op>".
-  std::string why;
-  for (const std::string& r : choice.rejections)
-    if (r.find(": handles ") == std::string::npos) why += (why.empty() ? "" : "; ") + r;
-  return make_error(ErrorCode::unsupported, "no CUDA kernel for node '", build.node_name, "' (", cuda_op_name(build.op),
-                    ")", why.empty() ? std::string(": no CUDA implementation of this op yet") : ": " + why,
-                    "; compile it for --device cpu, or leave this op out");
+  return no_kernel_error(build, choice.rejections);
 }
 
 }  // namespace kiln::cuda

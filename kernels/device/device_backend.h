@@ -75,6 +75,10 @@ class DeviceBackend {
   virtual ~DeviceBackend() = default;
   virtual std::string_view name() const = 0;  // "cuda"
   virtual DeviceProbe probe(int device_index) = 0;
+  // Whether every step of `plan` has a kernel on this backend at options.precision; else the
+  // first step that has none, by node name and op, with each implementation's reason. Needs no
+  // device (a capability query), so it is what CPU-only machines can test.
+  virtual Status check_plan(const Plan& plan, const DeviceEngineOptions& options) = 0;
   // Callers check device_check(probe(...)) first; create_engine fails with the same message
   // when the device is unusable. An op without a kernel on this device fails naming the node
   // and the op (no silent fallback to the CPU).

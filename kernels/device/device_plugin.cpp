@@ -47,7 +47,7 @@ Result<DeviceBackend*> cuda_plugin_load(const std::string& path) {
   if (!library) {
     const char* why = dlerror();
     return make_error(ErrorCode::io, "cannot load the CUDA backend plugin ", path, ": ", why ? why : "unknown dlopen error",
-                      " (the CUDA libraries it links, libcublasLt.so.13 and libcudnn.so.9, must be on the library path)");
+                      " (a missing library named there must be on the library path: the plugin needs libcublasLt.so.13 and libcudnn.so.9)");
   }
   auto entry = reinterpret_cast<DeviceBackendEntry>(dlsym(library, kDeviceBackendEntryName));
   if (!entry) {

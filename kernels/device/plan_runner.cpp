@@ -38,6 +38,7 @@ Result<std::unique_ptr<PlanRunner>> PlanRunner::create(const Plan& plan, const P
   KILN_ASSIGN(backend, cuda_backend_open(options.device_options.device_index));
   DeviceEngineOptions device_options = options.device_options;
   if (!device_options.verbose) device_options.verbose = options.verbose;
+  KILN_TRY(backend->check_plan(plan, device_options));
   KILN_ASSIGN(device_engine, backend->create_engine(plan, device_options));
   runner->device_engine_ = std::move(device_engine);
   return runner;
