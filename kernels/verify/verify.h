@@ -41,10 +41,10 @@ VerifyData verify_random_data(const Plan& plan, int64_t samples, uint32_t seed);
 
 struct VerifyOptions {
   int threads = 0;            // compiled engine threads (0: the CPU quota)
-  DeviceKind device = DeviceKind::cpu;  // where the compiled plan runs (the reference always on the CPU)
-  DeviceEngineOptions device_options;
   int reference_threads = 0;  // reference batches run at once (0: as many as engine threads)
   std::string reference_description;  // what the reference plan is, for the report
+  DeviceKind device = DeviceKind::cpu;  // where the compiled plan runs (the reference always on the CPU)
+  DeviceEngineOptions device_options;
 };
 
 // One output's comparison, accumulated batch by batch (also usable on its own, as in the tests).
