@@ -1,9 +1,11 @@
-// Conv 2-D on cuDNN (NCHW, float32 or float16): cudnnConvolutionBiasActivationForward computes
-// y = act(conv(x) + z + bias) in one call, with the fused residual as z (written into y first
-// unless the engine already gave y the residual's buffer) and ReLU as act. Other fused activations
-// run after it as an in-place activation kernel (cuDNN's fused identity activation requires the
-// implicit-precomp-GEMM algorithm, so that is the algorithm then). Weights are constants uploaded
-// once by the engine; a Conv without bias gets a zero bias here, at load.
+// Conv 2-D on cuDNN (NCHW, float32 or float16). The fused residual is written into y first
+// (unless the engine already gave y the residual's buffer), then:
+//  - with ReLU: cudnnConvolutionBiasActivationForward, y = relu(conv(x) + y + bias), one call
+//    (a Conv without bias gets a zero bias here, at load);
+//  - otherwise: cudnnConvolutionForward accumulating into y (beta 1 with a residual), then
+//    cudnnAddTensor for the bias and the activation kernel in place. cuDNN fuses the identity
+//    activation only with the implicit-precomp-GEMM algorithm; these calls take any algorithm.
+// The algorithm is cuDNN's first heuristic choice within the workspace limit.
 // Precision: fp32 forbids tensor-op math (FMA only) so results match the CPU within 1e-4; tf32
 // allows TF32 tensor cores; fp16 stores half and accumulates in float (PSEUDO_HALF config).
 #include <cstring>
@@ -120,7 +122,7 @@ class CudnnConv final : public CudaKernel {
     KILN_CUDNN_TRY(cudnnSetActivationDescriptor(act_desc_.handle, fused_relu_ ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
                                                 CUDNN_NOT_PROPAGATE_NAN, 0.0));
     KILN_TRY(choose_algorithm(context));
-    if (!has_bias_) {
+    if (!has_bias_ && fused_relu_) {
       // Zero bias of y's type: cuDNN's fused call always adds one.
       KILN_ASSIGN(zeros, DeviceBuffer::allocate(static_cast<size_t>(y.shape[1]) * dtype_size(y.dtype), "the zero bias of node '" + b.node_name + "'"));
       zero_bias_ = std::move(zeros);
@@ -138,34 +140,42 @@ class CudnnConv final : public CudaKernel {
     if (residual_ && args.inputs[3] != y)
       KILN_CUDA_TRY(cudaMemcpyAsync(y, args.inputs[3], y_bytes_, cudaMemcpyDeviceToDevice, context_->stream));
     const float one = 1.0f, residual_scale = residual_ ? 1.0f : 0.0f;
-    KILN_CUDNN_TRY(cudnnConvolutionBiasActivationForward(
-        context_->cudnn, &one, x_desc_.handle, args.inputs[0], w_desc_.handle, args.inputs[1], conv_desc_.handle, algorithm_,
-        args.workspace, workspace_, &residual_scale, y_desc_.handle, y, bias_desc_.handle, bias, act_desc_.handle,
-        y_desc_.handle, y));
+    if (fused_relu_) {
+      KILN_CUDNN_TRY(cudnnConvolutionBiasActivationForward(
+          context_->cudnn, &one, x_desc_.handle, args.inputs[0], w_desc_.handle, args.inputs[1], conv_desc_.handle, algorithm_,
+          args.workspace, workspace_, &residual_scale, y_desc_.handle, y, bias_desc_.handle, bias, act_desc_.handle,
+          y_desc_.handle, y));
+      return Status::ok();
+    }
+    KILN_CUDNN_TRY(cudnnConvolutionForward(context_->cudnn, &one, x_desc_.handle, args.inputs[0], w_desc_.handle, args.inputs[1],
+                                           conv_desc_.handle, algorithm_, args.workspace, workspace_, &residual_scale,
+                                           y_desc_.handle, y));
+    if (has_bias_) KILN_CUDNN_TRY(cudnnAddTensor(context_->cudnn, &one, bias_desc_.handle, bias, &one, y_desc_.handle, y));
     if (after_.kind != DeviceActivation::none)
       KILN_CUDA_TRY(launch_activation(type_, after_, y, y, y_elements_, context_->stream));
     return Status::ok();
   }
 
  private:
+  // cuDNN's heuristic order; each result's math type is set with it (the documented pairing),
+  // except that fp32 never takes a tensor-op result (TF32 would miss the 1e-4 bound).
   Status choose_algorithm(const CudaContext& context) {
-    if (!fused_relu_) {
-      // The only algorithm cuDNN runs with the identity activation fused.
-      algorithm_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
-    } else {
-      std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
-      int found = 0;
-      KILN_CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(context.cudnn, x_desc_.handle, w_desc_.handle, conv_desc_.handle,
-                                                            y_desc_.handle, static_cast<int>(perf.size()), &found, perf.data()));
-      bool chosen = false;
-      for (int k = 0; k < found && !chosen; ++k) {
-        if (perf[static_cast<size_t>(k)].status != CUDNN_STATUS_SUCCESS || perf[static_cast<size_t>(k)].memory > kMaxConvWorkspace) continue;
-        algorithm_ = perf[static_cast<size_t>(k)].algo;
-        chosen = true;
-      }
-      KILN_REQUIRE(chosen, unsupported, "cuDNN has no forward algorithm for this convolution within ", kMaxConvWorkspace >> 20,
-                   " MiB of workspace");
+    std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
+    int found = 0;
+    KILN_CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(context.cudnn, x_desc_.handle, w_desc_.handle, conv_desc_.handle,
+                                                          y_desc_.handle, static_cast<int>(perf.size()), &found, perf.data()));
+    bool chosen = false;
+    for (int k = 0; k < found && !chosen; ++k) {
+      const cudnnConvolutionFwdAlgoPerf_t& p = perf[static_cast<size_t>(k)];
+      const bool tensor_op = p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+      if (p.status != CUDNN_STATUS_SUCCESS || p.memory > kMaxConvWorkspace) continue;
+      if (tensor_op && context.precision == DevicePrecision::fp32) continue;
+      algorithm_ = p.algo;
+      KILN_CUDNN_TRY(cudnnSetConvolutionMathType(conv_desc_.handle, p.mathType));
+      chosen = true;
     }
+    KILN_REQUIRE(chosen, unsupported, "cuDNN has no forward algorithm for this convolution within ", kMaxConvWorkspace >> 20,
+                 " MiB of workspace");
     KILN_CUDNN_TRY(cudnnGetConvolutionForwardWorkspaceSize(context.cudnn, x_desc_.handle, w_desc_.handle, conv_desc_.handle,
                                                            y_desc_.handle, algorithm_, &workspace_));
     return Status::ok();

@@ -29,6 +29,7 @@ struct DeviceValue {
   int last_step = -1;
   int64_t offset = -1;        // in the arena (inputs and intermediates) or in the weights (constants)
   int shares_buffer_of = -1;  // value whose arena buffer this one reuses in place
+  bool returned = false;      // a plan output: its buffer lives until the run returns
 
   size_t bytes() const { return static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype); }
   size_t host_bytes() const { return static_cast<size_t>(shape_numel(shape)) * dtype_size(host_dtype); }
@@ -163,7 +164,7 @@ Status CudaEngine::plan_arena() {
     DeviceValue& value = values_[v];
     if (value.kind == ValueKind::input) {
       value.first_step = 0;
-      buffer_end[v] = std::max(value.last_step, 0);
+      buffer_end[v] = value.returned ? end : std::max(value.last_step, 0);
     } else if (value.kind == ValueKind::output) {
       buffer_end[v] = end;
     } else if (value.kind == ValueKind::intermediate && value.first_step >= 0) {
@@ -281,6 +282,7 @@ Status CudaEngine::build(const Plan& plan, const DeviceEngineOptions& options) {
     const int v = slot >= 0 && slot < plan.num_slots ? slot_value[static_cast<size_t>(slot)] : -1;
     KILN_REQUIRE(v >= 0, invalid_argument, "output '", name, "' is never computed");
     if (values_[static_cast<size_t>(v)].kind == ValueKind::intermediate) values_[static_cast<size_t>(v)].kind = ValueKind::output;
+    values_[static_cast<size_t>(v)].returned = true;
     outputs_.push_back({v, {}, {}});
     output_names_.push_back(name);
   }
@@ -292,7 +294,9 @@ Status CudaEngine::build(const Plan& plan, const DeviceEngineOptions& options) {
   KILN_ASSIGN(buffer, DeviceBuffer::allocate(workspace, "the cuDNN/cuBLASLt workspace"));
   workspace_ = std::move(buffer);
   KILN_TRY(make_staging());
-  KILN_CUDA_TRY(cudaStreamSynchronize(context_.stream));  // kernels may have initialized constants on it
+  // Weights went up with cudaMemcpy on the legacy stream, which a non-blocking stream does not
+  // wait for, and kernels may have initialized constants on ours: all of it is done before a run.
+  KILN_CUDA_TRY(cudaDeviceSynchronize());
   const int64_t batch = inputs_.empty() || values_[static_cast<size_t>(inputs_[0].value)].shape.empty()
                             ? 1
                             : values_[static_cast<size_t>(inputs_[0].value)].shape[0];
