@@ -21,7 +21,7 @@ if((kiln_cuda_mode STREQUAL "AUTO" OR kiln_cuda_mode STREQUAL "ON") AND NOT kiln
   endif()
   include(CheckLanguage)
   check_language(CUDA)
-  if(NOT CMAKE_CUDA_COMPILER)
+  if(NOT CMAKE_CUDA_COMPILER OR NOT EXISTS "${CMAKE_CUDA_COMPILER}")
     list(APPEND kiln_cuda_missing "nvcc")
   else()
     if(NOT CUDAToolkit_ROOT)
