@@ -209,6 +209,9 @@ Status CudaEngine::plan_arena() {
   memory_.sum_of_buffers_bytes = plan.sum_of_buffers_bytes;
   KILN_ASSIGN(arena, DeviceBuffer::allocate(static_cast<size_t>(plan.arena_bytes), "the activation arena"));
   arena_ = std::move(arena);
+  // Zeroed once: a buffer read with a zero scale (cuDNN's z without a residual) then never holds
+  // NaN bit patterns from whatever the allocation contained.
+  if (arena_.bytes()) KILN_CUDA_TRY(cudaMemsetAsync(arena_.data(), 0, arena_.bytes(), context_.stream));
   return Status::ok();
 }
 

@@ -64,6 +64,12 @@ Result<DeviceBackend*> cuda_plugin_load(const std::string& path) {
   return backend;
 }
 
+Status cuda_plugin_check_plan(const Plan& plan, const DeviceEngineOptions& options, const DevicePluginSearch& search) {
+  KILN_ASSIGN(path, cuda_plugin_find(search));
+  KILN_ASSIGN(backend, cuda_plugin_load(path));
+  return backend->check_plan(plan, options);
+}
+
 Result<DeviceBackend*> cuda_backend_open(int device_index, const DevicePluginSearch& search) {
   KILN_ASSIGN(path, cuda_plugin_find(search));
   KILN_ASSIGN(backend, cuda_plugin_load(path));

@@ -31,6 +31,11 @@ Result<std::string> cuda_plugin_find(const DevicePluginSearch& search);
 // line, e.g. a missing libcudnn.so.9), the entry symbol is absent, or the ABI differs.
 Result<DeviceBackend*> cuda_plugin_load(const std::string& path);
 
+// Whether every step of `plan` has a CUDA kernel (find, load, check_plan): needs the plugin but
+// no GPU, so `kiln compile --device cuda` answers on any machine.
+Status cuda_plugin_check_plan(const Plan& plan, const DeviceEngineOptions& options,
+                              const DevicePluginSearch& search = device_plugin_search_default());
+
 // What the CLI verbs call: find, load, probe device `device_index` and device_check it.
 Result<DeviceBackend*> cuda_backend_open(int device_index, const DevicePluginSearch& search = device_plugin_search_default());
 

@@ -15,13 +15,14 @@ struct DeviceCli {
   std::string cuda_precision = "fp32";
   int cuda_device = 0;
 
-  void add_to(CLI::App& cmd) {
+  void add_to(CLI::App& cmd, bool with_device_index = true) {
     cmd.add_option("--device", device, "Where the compiled plan runs: cpu (default) or cuda (loads libkiln_cuda.so)")
         ->check(CLI::IsMember({"cpu", "cuda"}));
     cmd.add_option("--cuda-precision", cuda_precision,
                    "With --device cuda: fp32 (default), tf32 (TF32 tensor cores in Conv/Gemm) or fp16")
         ->check(CLI::IsMember({"fp32", "tf32", "fp16"}));
-    cmd.add_option("--cuda-device", cuda_device, "With --device cuda: the GPU index (default 0)")->check(CLI::NonNegativeNumber);
+    if (with_device_index)
+      cmd.add_option("--cuda-device", cuda_device, "With --device cuda: the GPU index (default 0)")->check(CLI::NonNegativeNumber);
   }
 
   DeviceKind kind() const { return device_kind_from_name(device).value_or(DeviceKind::cpu); }

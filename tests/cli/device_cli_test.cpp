@@ -8,7 +8,10 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
+
+#include "tests/support/onnx_builder.h"
 
 namespace fs = std::filesystem;
 
@@ -86,6 +89,32 @@ TEST_CASE("kiln-runtime run --device cuda answers clearly on this machine", "[cl
   const std::string out = (scratch() / "runtime_out.npz").string();
   require_device_answer(run_binary(KILN_RUNTIME_BINARY, "run " + plan + " --input " + kSample + " --output " + out + " --device cuda"),
                         "kiln-runtime");
+}
+
+TEST_CASE("kiln compile --device cuda checks every op has a CUDA kernel, with or without a GPU", "[cli][device]") {
+  const Run good = run_binary(KILN_BINARY, "compile " + kModel + " --device cuda --cuda-precision fp16 -o " + (scratch() / "fashion_cuda.kiln").string());
+  INFO(good.output);
+  REQUIRE_FALSE(good.crashed);
+#if KILN_CUDA_PLUGIN_BUILT
+  CHECK(good.exit_code == 0);
+  CHECK(good.output.find("fuse_elementwise_chain") == std::string::npos);  // the CUDA pipeline leaves kiln's own ops out
+#else
+  CHECK(good.exit_code == 1);
+  CHECK(good.output.find("the CUDA backend plugin is not installed") != std::string::npos);
+#endif
+  kiln::test::OnnxBuilder b;
+  b.input("x", {1, 3, 4}).output("y", {1, 4, 3});
+  kiln::test::OnnxBuilder::ints_attr(b.node("Transpose", {"x"}, {"y"}, "swap_last_two"), "perm", {0, 2, 1});
+  const fs::path model = scratch() / "transpose.onnx";
+  std::ofstream(model, std::ios::binary) << b.bytes();
+  const Run bad = run_binary(KILN_BINARY, "compile " + model.string() + " --device cuda -o " + (scratch() / "transpose.kiln").string());
+  INFO(bad.output);
+  REQUIRE_FALSE(bad.crashed);
+  CHECK(bad.exit_code == 1);
+#if KILN_CUDA_PLUGIN_BUILT
+  CHECK(bad.output.find("kiln: error: no CUDA kernel for node 'swap_last_two' (Transpose)") != std::string::npos);
+#endif
+  CHECK_FALSE(fs::exists(scratch() / "transpose.kiln"));
 }
 
 TEST_CASE("an unknown --device or --cuda-precision is command-line misuse", "[cli][device][bad-input]") {
