@@ -63,6 +63,7 @@ std::optional<std::string> supports(const KernelBuild& b) {
   if (auto no = handles(b, {OpKind::Conv}, "Conv")) return no;
   if (b.inputs[0].shape.size() != 4) return std::string("needs a 2-D convolution (NCHW input)");
   if (auto why = require_one_float_type(b)) return why;
+  if (auto why = require_plain_node_precision(b)) return why;
   if (!b.inputs[1].constant) return std::string("needs constant weights");
   if (b.inputs.size() > 2 && b.inputs[2].present && !b.inputs[2].constant) return std::string("needs a constant bias");
   auto post = post_ops_from_attrs(*b.attrs);

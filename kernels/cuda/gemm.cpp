@@ -68,6 +68,7 @@ Result<GemmShape> gemm_shape(const KernelBuild& b) {
 std::optional<std::string> supports(const KernelBuild& b) {
   if (auto no = handles(b, {OpKind::Gemm, OpKind::MatMul}, "Gemm, MatMul")) return no;
   if (auto why = require_one_float_type(b)) return why;
+  if (auto why = require_plain_node_precision(b)) return why;
   auto post = post_ops_from_attrs(*b.attrs);
   if (!post) return post.error().message;
   auto shape = gemm_shape(b);

@@ -161,6 +161,15 @@ TEST_CASE("the plugin's capability query needs no device and names the node and 
     CHECK(st.message().find("node 'Conv0' (Conv)") != std::string::npos);
     CHECK(st.message().find("cuda.conv: needs equal begin and end pads") != std::string::npos);
   }
+  SECTION("a node a CPU precision pass marked bf16 is refused, not run at another precision") {
+    testing::Builder b;
+    const int x = b.input({2, 8});
+    Attrs bf16 = testing::attrs({{"transB", int64_t{1}}, {"precision", std::string("bf16")}});
+    b.output(b.op(OpKind::Gemm, bf16, {x, b.weight({4, 8})}));
+    const Status st = (*backend)->check_plan(b.plan, {});
+    REQUIRE_FALSE(st);
+    CHECK(st.message().find("cuda.gemm: runs the plan's --cuda-precision, not the node precision bf16") != std::string::npos);
+  }
 }
 
 #endif
