@@ -20,9 +20,11 @@ static Error no_kernel_error(const KernelBuild& build, const std::vector<std::st
   std::string why;
   for (const std::string& r : rejections)
     if (r.find(": handles ") == std::string::npos) why += (why.empty() ? "" : "; ") + r;
+  // kiln's fused ops come from CPU-only passes: the plan was compiled for the CPU.
+  const char* advice = op_is_fused(build.op) ? "; compile the model with --device cuda (kiln's fused ops are CPU-only)"
+                                             : "; run it with --device cpu";
   return make_error(ErrorCode::unsupported, "no CUDA kernel for node '", build.node_name, "' (", cuda_op_name(build.op),
-                    ")", why.empty() ? std::string(": no CUDA implementation of this op yet") : ": " + why,
-                    "; run it with --device cpu");
+                    ")", why.empty() ? std::string(": no CUDA implementation of this op yet") : ": " + why, advice);
 }
 
 Result<const CudaKernelImpl*> cuda_kernel_find(const KernelBuild& build) {
