@@ -1,5 +1,6 @@
 // Two-input arithmetic with numpy broadcasting (rank <= 6), resolved at load into per-input
 // strides for the binary kernel of elementwise.cu.
+#include "kernels/cuda/broadcast_shape.h"
 #include "kernels/cuda/cuda_kernel_support.h"
 #include "kernels/cuda/cuda_registry.h"
 #include "kernels/cuda/cuda_status.h"
@@ -15,21 +16,6 @@ BinaryOp binary_op_of(OpKind op) {
     case OpKind::Max: return BinaryOp::max;
     case OpKind::Min: return BinaryOp::min;
     default: return BinaryOp::add;  // Add and Sum
-  }
-}
-
-// Strides of `in` (right-aligned against `out`) per output dim; 0 where `in` broadcasts.
-void broadcast_strides(const Shape& in, const Shape& out, int64_t* strides) {
-  const size_t offset = out.size() - in.size();
-  int64_t stride = 1;
-  for (size_t d = out.size(); d-- > 0;) {
-    if (d < offset) {
-      strides[d] = 0;
-      continue;
-    }
-    const int64_t dim = in[d - offset];
-    strides[d] = dim == 1 ? 0 : stride;
-    stride *= dim;
   }
 }
 
@@ -64,11 +50,7 @@ class BinaryKernel final : public CudaKernel {
 
 Result<std::unique_ptr<CudaKernel>> create(const KernelBuild& b, const CudaContext& context) {
   const Shape& out = b.outputs[0].shape;
-  BroadcastShape shape;
-  shape.rank = static_cast<int>(out.size());
-  for (size_t d = 0; d < out.size(); ++d) shape.dims[d] = out[d];
-  broadcast_strides(b.inputs[0].shape, out, shape.a_strides);
-  broadcast_strides(b.inputs[1].shape, out, shape.b_strides);
+  const BroadcastShape shape = broadcast_shape(b.inputs[0].shape, b.inputs[1].shape, out);
   return std::unique_ptr<CudaKernel>(std::make_unique<BinaryKernel>(context, *float_type_of(b.outputs[0].dtype), binary_op_of(b.op),
                                                                     shape, b.inputs[0].shape == out));
 }

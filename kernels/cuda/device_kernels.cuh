@@ -7,6 +7,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/cuda/broadcast_shape.h"  // BroadcastShape
+
 namespace kiln::cuda {
 
 enum class FloatType { f32, f16 };
@@ -24,16 +26,6 @@ struct ActivationParams {
 cudaError_t launch_activation(FloatType type, const ActivationParams& act, const void* x, void* y, int64_t n, cudaStream_t stream);
 
 enum class BinaryOp : int { add, sub, mul, div, max, min };
-
-// Numpy broadcasting, already resolved: rank <= kMaxBroadcastRank dims of the output and, per
-// input, the element stride of each output dim (0 where that input is broadcast).
-inline constexpr int kMaxBroadcastRank = 6;
-struct BroadcastShape {
-  int rank = 0;
-  int64_t dims[kMaxBroadcastRank] = {};
-  int64_t a_strides[kMaxBroadcastRank] = {};
-  int64_t b_strides[kMaxBroadcastRank] = {};
-};
 
 cudaError_t launch_binary(FloatType type, BinaryOp op, const void* a, const void* b, void* y, const BroadcastShape& shape,
                           cudaStream_t stream);

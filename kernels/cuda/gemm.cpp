@@ -9,6 +9,7 @@
 #include "kernels/cuda/cuda_kernel_support.h"
 #include "kernels/cuda/cuda_registry.h"
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/gemm_layout.h"
 
 namespace kiln::cuda {
 namespace {
@@ -108,21 +109,22 @@ class LtGemm final : public CudaKernel {
                                             ? CUBLAS_COMPUTE_32F_FAST_TF32
                                             : CUBLAS_COMPUTE_32F;
     KILN_CUBLAS_TRY(cublasLtMatmulDescCreate(&op_.handle, compute, CUDA_R_32F));
-    // Column-major view: first operand = B (N x K after op), second = A (K x M after op).
-    const cublasOperation_t op_first = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const cublasOperation_t op_second = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    // Column-major view (gemm_layout.h): first operand = B (N x K after op), second = A (K x M).
+    const GemmLayout layout = gemm_layout(g.m, g.k, g.n, g.trans_a, g.trans_b);
+    const cublasOperation_t op_first = layout.first.transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_second = layout.second.transpose ? CUBLAS_OP_T : CUBLAS_OP_N;
     KILN_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(op_.handle, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof op_first));
     KILN_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(op_.handle, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof op_second));
     has_bias_ = g.c_input >= 0 && g.c_is_bias;
     const cublasLtEpilogue_t epilogue = has_bias_ ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
                                                   : (relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
     KILN_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(op_.handle, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
-    auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
-    if (g.trans_b) KILN_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&first_.handle, data, u(g.k), u(g.n), g.k));
-    else KILN_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&first_.handle, data, u(g.n), u(g.k), g.n));
-    if (g.trans_a) KILN_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&second_.handle, data, u(g.m), u(g.k), g.m));
-    else KILN_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&second_.handle, data, u(g.k), u(g.m), g.k));
-    KILN_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&out_.handle, data, u(g.n), u(g.m), g.n));
+    auto create = [&](cublasLtMatrixLayout_t* handle, const LtOperand& o) {
+      return cublasLtMatrixLayoutCreate(handle, data, static_cast<uint64_t>(o.rows), static_cast<uint64_t>(o.cols), o.ld);
+    };
+    KILN_CUBLAS_TRY(create(&first_.handle, layout.first));
+    KILN_CUBLAS_TRY(create(&second_.handle, layout.second));
+    KILN_CUBLAS_TRY(create(&out_.handle, layout.out));
 
     LtDescriptor<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> preference;
     KILN_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&preference.handle));
