@@ -8,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kernels/cuda/broadcast_shape.h"  // BroadcastShape
+#include "kernels/cuda/pool_window.h"      // Pool2d
 
 namespace kiln::cuda {
 
@@ -40,17 +41,7 @@ cudaError_t launch_channel_affine(FloatType type, const void* x, const float* sc
 cudaError_t launch_f32_to_f16(const float* src, void* dst, int64_t n, cudaStream_t stream);
 cudaError_t launch_f16_to_f32(const void* src, float* dst, int64_t n, cudaStream_t stream);
 
-// 2-D pooling over NCHW. Windows start at out * stride - pad_begin; taps outside the input are
-// skipped. Average divisor: the taps inside the input, or with count_include_pad the taps inside
-// the padded input (pad_end included).
-struct Pool2d {
-  bool max = true;
-  bool count_include_pad = false;
-  int64_t batch_channels = 0;  // N * C
-  int64_t in_h = 0, in_w = 0, out_h = 0, out_w = 0;
-  int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
-  int64_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
-};
+// 2-D pooling over NCHW (pool_window.h).
 cudaError_t launch_pool2d(FloatType type, const Pool2d& p, const void* x, void* y, cudaStream_t stream);
 
 // y[r] = mean (or max) of x[r, 0..plane) for r < rows (GlobalAveragePool / GlobalMaxPool).

@@ -1,5 +1,6 @@
-// Pooling CUDA kernels: 2-D max/average windows (one thread per output element) and global
-// average/max pooling (one block per N*C row, a shared-memory tree reduction).
+// Pooling CUDA kernels: 2-D max/average windows (one thread per output element, the window walk
+// of pool_window.h) and global average/max pooling (one block per N*C row, a shared-memory tree
+// reduction).
 #include <cfloat>
 
 #include "kernels/cuda/device_math.cuh"
@@ -9,29 +10,8 @@ namespace {
 
 template <typename T>
 __global__ void pool2d_kernel(Pool2d p, const T* x, T* y, int64_t n) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
-    const int64_t ow = i % p.out_w, oh = (i / p.out_w) % p.out_h, plane = i / (p.out_w * p.out_h);
-    const T* src = x + plane * p.in_h * p.in_w;
-    const int64_t h0 = oh * p.stride_h - p.pad_top, w0 = ow * p.stride_w - p.pad_left;
-    float acc = p.max ? -FLT_MAX : 0.0f;
-    int64_t inside = 0, padded = 0;
-    for (int64_t kh = 0; kh < p.kernel_h; ++kh) {
-      const int64_t h = h0 + kh * p.dilation_h;
-      for (int64_t kw = 0; kw < p.kernel_w; ++kw) {
-        const int64_t w = w0 + kw * p.dilation_w;
-        if (h >= -p.pad_top && h < p.in_h + p.pad_bottom && w >= -p.pad_left && w < p.in_w + p.pad_right) ++padded;
-        if (h < 0 || h >= p.in_h || w < 0 || w >= p.in_w) continue;
-        const float v = load_float(src, h * p.in_w + w);
-        acc = p.max ? fmaxf(acc, v) : acc + v;
-        ++inside;
-      }
-    }
-    if (!p.max) {
-      const int64_t divisor = p.count_include_pad ? padded : inside;
-      acc = divisor > 0 ? acc / static_cast<float>(divisor) : 0.0f;
-    }
-    store_float(y, i, acc);
-  }
+  for (int64_t i = global_thread(); i < n; i += grid_threads())
+    store_float(y, i, pool2d_element(p, i, [x](int64_t at) { return load_float(x, at); }));
 }
 
 template <typename T>

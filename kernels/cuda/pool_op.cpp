@@ -4,41 +4,13 @@
 #include "kernels/cuda/cuda_kernel_support.h"
 #include "kernels/cuda/cuda_registry.h"
 #include "kernels/cuda/cuda_status.h"
-#include "kernels/reference/window.h"
+#include "kernels/cuda/pool_geometry.h"
 
 namespace kiln::cuda {
 namespace {
 
 Result<Pool2d> pool_geometry(const KernelBuild& b) {
-  const Shape& x = b.inputs[0].shape;
-  const Shape& y = b.outputs[0].shape;
-  KILN_REQUIRE(x.size() == 4, unsupported, "needs a 2-D pooling (NCHW input)");
-  KILN_ASSIGN(wa, ref::read_window_attrs(*b.attrs, 2, true, true));
-  Pool2d p;
-  p.max = b.op == OpKind::MaxPool;
-  if (!p.max) {
-    KILN_ASSIGN(include, b.attrs->get_int("count_include_pad", 0));
-    p.count_include_pad = include != 0;
-  }
-  p.batch_channels = x[0] * x[1];
-  p.in_h = x[2];
-  p.in_w = x[3];
-  p.out_h = y[2];
-  p.out_w = y[3];
-  p.kernel_h = wa.kernel[0];
-  p.kernel_w = wa.kernel[1];
-  p.stride_h = wa.strides[0];
-  p.stride_w = wa.strides[1];
-  p.dilation_h = wa.dilations[0];
-  p.dilation_w = wa.dilations[1];
-  KILN_ASSIGN(h, ref::window_dim(wa, 0, x[2], wa.kernel[0]));
-  KILN_ASSIGN(w, ref::window_dim(wa, 1, x[3], wa.kernel[1]));
-  KILN_REQUIRE(h.out == y[2] && w.out == y[3], internal, "pooling output ", shape_to_string(y), " does not match the window");
-  p.pad_top = h.pad_begin;
-  p.pad_bottom = h.pad_end;
-  p.pad_left = w.pad_begin;
-  p.pad_right = w.pad_end;
-  return p;
+  return pool2d_geometry(b.op, *b.attrs, b.inputs[0].shape, b.outputs[0].shape);
 }
 
 std::optional<std::string> supports_pool(const KernelBuild& b) {

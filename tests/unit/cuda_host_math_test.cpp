@@ -1,11 +1,14 @@
-// The CUDA backend's host-side arithmetic, checked without a GPU: the row-major Gemm handed to
+// The CUDA backend's arithmetic that runs without a GPU: the row-major Gemm handed to
 // column-major cuBLASLt (emulated here by its definition, D = op(first) op(second) over
-// column-major storage) against the reference Gemm, and the broadcast strides of the binary
-// kernel (emulated by its index walk) against the reference Add.
+// column-major storage) against the reference Gemm; the broadcast strides of the binary kernel
+// (walked as the kernel walks them) against the reference Add; the pooling window walk the
+// device kernel runs (pool_window.h, the same code) with the geometry the plugin resolves
+// against the reference MaxPool/AveragePool.
 #include <catch2/catch.hpp>
 
 #include "kernels/cuda/broadcast_shape.h"
 #include "kernels/cuda/gemm_layout.h"
+#include "kernels/cuda/pool_geometry.h"
 #include "tests/support/plan_builder.h"
 
 namespace kiln {
@@ -79,6 +82,41 @@ TEST_CASE("broadcast strides walk both inputs as numpy broadcasting does", "[cud
     }
     got.data<float>()[i] = b.inputs[0].data<float>()[at_a] + b.inputs[1].data<float>()[at_b];
   }
+  testing::require_close(got, want->outputs[0]);
+}
+
+TEST_CASE("the pooling window walk and geometry match the reference pooling", "[cuda]") {
+  using Ints = std::vector<int64_t>;
+  struct Case {
+    const char* name;
+    OpKind op;
+    Attrs attrs;
+  };
+  const Case c = GENERATE(
+      Case{"max 3x3 stride 2 pad 1", OpKind::MaxPool, testing::attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}})},
+      Case{"max 2x2 stride 2 ceil mode", OpKind::MaxPool, testing::attrs({{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}, {"ceil_mode", int64_t{1}}})},
+      Case{"max 3x3 dilation 2", OpKind::MaxPool, testing::attrs({{"kernel_shape", Ints{3, 3}}, {"dilations", Ints{2, 2}}})},
+      Case{"max SAME_UPPER stride 2", OpKind::MaxPool, testing::attrs({{"kernel_shape", Ints{3, 2}}, {"strides", Ints{2, 2}}, {"auto_pad", std::string("SAME_UPPER")}})},
+      Case{"average 3x3 stride 2 pad 1", OpKind::AveragePool, testing::attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}})},
+      Case{"average counting the pads", OpKind::AveragePool,
+           testing::attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 0, 1, 2}}, {"count_include_pad", int64_t{1}}})},
+      Case{"average ceil mode counting the pads", OpKind::AveragePool,
+           testing::attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}, {"ceil_mode", int64_t{1}},
+                           {"count_include_pad", int64_t{1}}})});
+  INFO(c.name);
+  testing::Builder b;
+  const int x = b.input({2, 3, 13, 16});
+  const int y = b.op(c.op, c.attrs, {x});
+  b.output(y);
+  auto want = execute_reference(b.plan, b.inputs);
+  INFO((want ? std::string() : want.error().message));
+  REQUIRE(want);
+  auto p = cuda::pool2d_geometry(c.op, c.attrs, b.concrete(x), b.concrete(y));
+  INFO((p ? std::string() : p.error().message));
+  REQUIRE(p);
+  Tensor got = Tensor::zeros(DType::f32, b.concrete(y));
+  const float* in = b.inputs[0].data<float>();
+  for (int64_t i = 0; i < got.numel(); ++i) got.data<float>()[i] = cuda::pool2d_element(*p, i, [in](int64_t at) { return in[at]; });
   testing::require_close(got, want->outputs[0]);
 }
 
