@@ -103,9 +103,11 @@ TEST_CASE("the pooling window walk and geometry match the reference pooling", "[
       Case{"average ceil mode counting the pads", OpKind::AveragePool,
            testing::attrs({{"kernel_shape", Ints{3, 3}}, {"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}, {"ceil_mode", int64_t{1}},
                            {"count_include_pad", int64_t{1}}})});
-  INFO(c.name);
+  // Ceil-mode windows hang past the end padding along w in the first shape, along h in the second.
+  const Shape shape = GENERATE(Shape{2, 3, 13, 16}, Shape{1, 2, 14, 15});
+  INFO(c.name << " on " << shape_to_string(shape));
   testing::Builder b;
-  const int x = b.input({2, 3, 13, 16});
+  const int x = b.input(shape);
   const int y = b.op(c.op, c.attrs, {x});
   b.output(y);
   auto want = execute_reference(b.plan, b.inputs);
