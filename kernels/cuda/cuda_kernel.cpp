@@ -58,26 +58,6 @@ std::optional<FloatType> float_type_of(DType dtype) {
   return std::nullopt;
 }
 
-ActivationParams device_activation(const PostOps& post_ops) {
-  ActivationParams p;
-  p.alpha = post_ops.alpha;
-  p.beta = post_ops.beta;
-  switch (post_ops.activation) {
-    case Activation::none: p.kind = DeviceActivation::none; break;
-    case Activation::relu: p.kind = DeviceActivation::relu; break;
-    case Activation::clip: p.kind = DeviceActivation::clip; break;
-    case Activation::leaky_relu: p.kind = DeviceActivation::leaky_relu; break;
-    case Activation::sigmoid: p.kind = DeviceActivation::sigmoid; break;
-    case Activation::silu: p.kind = DeviceActivation::silu; break;
-    case Activation::hard_swish: p.kind = DeviceActivation::hard_swish; break;
-    case Activation::hard_sigmoid: p.kind = DeviceActivation::hard_sigmoid; break;
-    case Activation::gelu_erf: p.kind = DeviceActivation::gelu_erf; break;
-    case Activation::tanh: p.kind = DeviceActivation::tanh; break;
-    case Activation::elu: p.kind = DeviceActivation::elu; break;
-  }
-  return p;
-}
-
 std::optional<std::string> require_one_float_type(const KernelBuild& build) {
   std::optional<DType> seen;
   auto check = [&](const ValueDesc& v) -> std::optional<std::string> {

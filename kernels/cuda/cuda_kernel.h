@@ -19,6 +19,7 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include "kernels/cuda/activation_map.h"
 #include "kernels/cuda/device_kernels.cuh"
 #include "kernels/device/device_backend.h"
 #include "kernels/kernel.h"
@@ -69,9 +70,6 @@ std::string_view cuda_op_name(OpKind op);
 
 // float32 or float16 storage on the device; nullopt for other dtypes.
 std::optional<FloatType> float_type_of(DType dtype);
-
-// post_ops.h's activation as the device kernels' parameter.
-ActivationParams device_activation(const PostOps& post_ops);
 
 // Checks every present value is a float of one storage type; the reason when not.
 std::optional<std::string> require_one_float_type(const KernelBuild& build);

@@ -9,19 +9,12 @@
 
 #include "kernels/cuda/broadcast_shape.h"  // BroadcastShape
 #include "kernels/cuda/pool_window.h"      // Pool2d
+#include "kernels/cuda/activation_math.h"  // ActivationParams
 
 namespace kiln::cuda {
 
 enum class FloatType { f32, f16 };
 
-// The activations of kernels/post_ops.h, same formulas; cuda/activation_map.cpp maps them.
-enum class DeviceActivation : int { none, relu, clip, leaky_relu, sigmoid, silu, hard_swish, hard_sigmoid, gelu_erf, tanh, elu };
-
-struct ActivationParams {
-  DeviceActivation kind = DeviceActivation::none;
-  float alpha = 0.0f;
-  float beta = 0.0f;
-};
 
 // y[i] = act(x[i]); x may equal y.
 cudaError_t launch_activation(FloatType type, const ActivationParams& act, const void* x, void* y, int64_t n, cudaStream_t stream);

@@ -1,5 +1,5 @@
-// Device helpers shared by kiln's .cu files: float/half loads and stores, the launch geometry of
-// grid-stride loops, and the activations (the formulas of kernels/post_ops.cpp, in float).
+// Device helpers shared by kiln's .cu files: float/half loads and stores and the launch geometry
+// of grid-stride loops (the activations are in activation_math.h).
 #pragma once
 
 #include <cuda_fp16.h>
@@ -23,22 +23,5 @@ inline unsigned grid_for(int64_t n) {
 
 __device__ inline int64_t global_thread() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ inline int64_t grid_threads() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
-
-__device__ inline float activation_apply(const ActivationParams& p, float x) {
-  switch (p.kind) {
-    case DeviceActivation::none: return x;
-    case DeviceActivation::relu: return x < 0.0f ? 0.0f : x;
-    case DeviceActivation::clip: return fminf(fmaxf(x, p.alpha), p.beta);
-    case DeviceActivation::leaky_relu: return x < 0.0f ? p.alpha * x : x;
-    case DeviceActivation::sigmoid: return 1.0f / (1.0f + expf(-x));
-    case DeviceActivation::silu: return x / (1.0f + expf(-x));
-    case DeviceActivation::hard_swish: return x * fmaxf(0.0f, fminf(1.0f, x / 6.0f + 0.5f));
-    case DeviceActivation::hard_sigmoid: return fmaxf(0.0f, fminf(1.0f, p.alpha * x + p.beta));
-    case DeviceActivation::gelu_erf: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
-    case DeviceActivation::tanh: return tanhf(x);
-    case DeviceActivation::elu: return x < 0.0f ? p.alpha * (expf(x) - 1.0f) : x;
-  }
-  return x;
-}
 
 }  // namespace kiln::cuda

@@ -7,7 +7,7 @@ namespace {
 
 template <typename T>
 __global__ void activation_kernel(ActivationParams act, const T* x, T* y, int64_t n) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) store_float(y, i, activation_apply(act, load_float(x, i)));
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) store_float(y, i, activation_value(act, load_float(x, i)));
 }
 
 __device__ inline float binary_apply(BinaryOp op, float a, float b) {
@@ -41,7 +41,7 @@ __global__ void channel_affine_kernel(const T* x, const float* scale, const floa
                                       int64_t inner, int64_t n, ActivationParams act) {
   for (int64_t i = global_thread(); i < n; i += grid_threads()) {
     const int64_t c = (i / inner) % channels;
-    store_float(y, i, activation_apply(act, load_float(x, i) * scale[c] + shift[c]));
+    store_float(y, i, activation_value(act, load_float(x, i) * scale[c] + shift[c]));
   }
 }
 

@@ -3,9 +3,11 @@
 // column-major storage) against the reference Gemm; the broadcast strides of the binary kernel
 // (walked as the kernel walks them) against the reference Add; the pooling window walk the
 // device kernel runs (pool_window.h, the same code) with the geometry the plugin resolves
-// against the reference MaxPool/AveragePool.
+// against the reference MaxPool/AveragePool; the device activations (activation_math.h) against
+// post_ops.cpp's definitions.
 #include <catch2/catch.hpp>
 
+#include "kernels/cuda/activation_map.h"
 #include "kernels/cuda/broadcast_shape.h"
 #include "kernels/cuda/gemm_layout.h"
 #include "kernels/cuda/pool_geometry.h"
@@ -83,6 +85,20 @@ TEST_CASE("broadcast strides walk both inputs as numpy broadcasting does", "[cud
     got.data<float>()[i] = b.inputs[0].data<float>()[at_a] + b.inputs[1].data<float>()[at_b];
   }
   testing::require_close(got, want->outputs[0]);
+}
+
+TEST_CASE("the device activations compute post_ops.h's definitions", "[cuda]") {
+  const PostOps post = GENERATE(PostOps{Activation::none}, PostOps{Activation::relu}, PostOps{Activation::clip, -0.5f, 1.5f},
+                                PostOps{Activation::leaky_relu, 0.1f}, PostOps{Activation::sigmoid}, PostOps{Activation::silu},
+                                PostOps{Activation::hard_swish}, PostOps{Activation::hard_sigmoid, 0.2f, 0.5f},
+                                PostOps{Activation::gelu_erf}, PostOps{Activation::tanh}, PostOps{Activation::elu, 1.0f});
+  INFO(activation_name(post.activation));
+  const cuda::ActivationParams device = cuda::device_activation(post);
+  for (float x = -8.0f; x <= 8.0f; x += 0.03125f) {
+    const float want = activation_apply(post, x), got = cuda::activation_value(device, x);
+    INFO("x " << x << ": " << got << " vs " << want);
+    REQUIRE(std::fabs(got - want) <= 1e-6f * std::max(1.0f, std::fabs(want)));
+  }
 }
 
 TEST_CASE("the pooling window walk and geometry match the reference pooling", "[cuda]") {
