@@ -53,8 +53,8 @@ void compare(const Tensor& got, const Tensor& want, DevicePrecision precision) {
 }
 
 // Runs `b` on the GPU three times (graph capture, replay, and the profiled step-by-step path)
-// and compares each with the reference executor.
-void check_on_gpu(const Builder& b, DevicePrecision precision, int64_t graph_max_batch = 16) {
+// and compares each with the reference executor; returns how the engine ran.
+std::string check_on_gpu(const Builder& b, DevicePrecision precision, int64_t graph_max_batch = 16) {
   auto want = execute_reference(b.plan, b.inputs);
   INFO((want ? std::string() : want.error().message));
   REQUIRE(want);
@@ -75,6 +75,7 @@ void check_on_gpu(const Builder& b, DevicePrecision precision, int64_t graph_max
     if (repeat == 2) CHECK(step_ms.size() == (*runner)->steps().size());
   }
   CHECK((*runner)->describe().find("graph capture failed") == std::string::npos);
+  return (*runner)->describe();
 }
 
 Attrs with_activation(Attrs a, Activation act, float alpha = 0.0f, float beta = 0.0f) {
@@ -253,7 +254,8 @@ TEST_CASE("every CUDA kernel matches the CPU reference", "[ops]") {
   INFO(c.name << ", " << device_precision_name(precision));
   Builder b;
   c.build(b);
-  check_on_gpu(b, precision);
+  const std::string how = check_on_gpu(b, precision);
+  CHECK(how.find(", CUDA Graph") != std::string::npos);
 }
 
 TEST_CASE("a batch above the graph limit runs step by step, with the same results", "[ops]") {
@@ -262,7 +264,8 @@ TEST_CASE("a batch above the graph limit runs step by step, with the same result
   const int c = b.op(OpKind::Conv, with_activation(attrs({{"pads", Ints{1, 1, 1, 1}}}), Activation::relu),
                      {x, b.weight({8, 8, 3, 3}, 0.3f), b.weight({8})});
   b.output(b.op(OpKind::GlobalAveragePool, {}, {c}));
-  check_on_gpu(b, DevicePrecision::fp32, /*graph_max_batch=*/16);
+  const std::string how = check_on_gpu(b, DevicePrecision::fp32, /*graph_max_batch=*/16);
+  CHECK(how.find("stream launches (batch above 16)") != std::string::npos);
 }
 
 TEST_CASE("Fashion-MNIST runs end to end on the GPU in fp32 and fp16", "[models]") {
