@@ -32,6 +32,12 @@ class CudaBackend final : public DeviceBackend {
       cudaGetLastError();
       return p;
     }
+    if (counted == cudaErrorStubLibrary) {  // the toolkit's stub libcuda on the library path: no driver
+      cudaGetLastError();
+      p.driver_found = false;
+      p.runtime_error = "the libcuda.so.1 found is the CUDA toolkit's stub";
+      return p;
+    }
     if (counted != cudaSuccess) {
       p.runtime_error = std::string(cudaGetErrorName(counted)) + ": " + cudaGetErrorString(counted);
       cudaGetLastError();

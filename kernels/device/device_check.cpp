@@ -13,9 +13,10 @@ std::string cuda_version_text(int version) {
 }  // namespace
 
 Status device_check(const DeviceProbe& probe, int device_index) {
-  KILN_REQUIRE(probe.driver_found, unsupported,
-               "no NVIDIA driver on this machine (libcuda.so.1 cannot be loaded): install the NVIDIA driver, or give the "
-               "container the GPU (docker run --gpus all, the NVIDIA container toolkit); --device cpu runs on the CPU");
+  KILN_REQUIRE(probe.driver_found, unsupported, "no NVIDIA driver on this machine (",
+               probe.runtime_error.empty() ? std::string("libcuda.so.1 cannot be loaded") : probe.runtime_error,
+               "): install the NVIDIA driver, or give the container the GPU (docker run --gpus all, the NVIDIA container "
+               "toolkit); --device cpu runs on the CPU");
   if (!probe.runtime_error.empty()) {
     KILN_REQUIRE(probe.driver_version == 0 || probe.driver_version >= probe.runtime_version, unsupported,
                  "the NVIDIA driver is too old: it supports CUDA ", cuda_version_text(probe.driver_version),

@@ -46,6 +46,12 @@ TEST_CASE("device_check names each way a GPU is missing or unusable", "[device]"
     CHECK(m.find("--device cpu") != std::string::npos);
     CHECK(device_check(p, 0).code() == ErrorCode::unsupported);
   }
+  SECTION("the toolkit's stub driver library") {
+    p.driver_found = false;
+    p.runtime_error = "the libcuda.so.1 found is the CUDA toolkit's stub";
+    const std::string m = message_of(p);
+    CHECK(m.find("no NVIDIA driver on this machine (the libcuda.so.1 found is the CUDA toolkit's stub)") != std::string::npos);
+  }
   SECTION("a driver older than the runtime") {
     p.device_count = 0;
     p.driver_version = 12020;
