@@ -9,6 +9,7 @@ add_library(kiln_cuda_device OBJECT
   cuda/elementwise.cu
   cuda/pool.cu
   cuda/softmax.cu
+  cuda/copy.cu
 )
 target_include_directories(kiln_cuda_device PRIVATE ${PROJECT_SOURCE_DIR})
 set_target_properties(kiln_cuda_device PROPERTIES POSITION_INDEPENDENT_CODE ON CUDA_VISIBILITY_PRESET hidden
@@ -41,6 +42,8 @@ add_library(kiln_cuda MODULE
   memory_plan.cpp
   reference/window.cpp
   reference/common.cpp
+  reference/slice.cpp
+  reference/data_util.cpp
   device/device_backend.cpp
   device/device_check.cpp
   $<TARGET_OBJECTS:kiln_cuda_device>

@@ -37,5 +37,7 @@ extern const CudaKernelImpl kCudaBinary;          // Add, Sub, Mul, Div, Max, Mi
 extern const CudaKernelImpl kCudaBatchNorm;       // BatchNormalization (inference; + fused activation)
 extern const CudaKernelImpl kCudaConcat;          // Concat (one strided copy per input)
 extern const CudaKernelImpl kCudaView;            // Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout
+extern const CudaKernelImpl kCudaStridedCopy;     // Transpose, Slice (rank <= 6, any 1-8 byte dtype)
+extern const CudaKernelImpl kCudaReduce;          // ReduceMean, ReduceMax over trailing axes
 
 }  // namespace kiln::cuda

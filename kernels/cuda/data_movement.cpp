@@ -1,9 +1,11 @@
 // Ops that only move bytes: views (Reshape, Flatten, Squeeze, Unsqueeze, Identity, inference
 // Dropout), free when the engine lets the output take the input's buffer and one device copy when
-// it cannot; and Concat, one 2-D strided copy per input into its slice of the output.
+// it cannot; Concat, one 2-D strided copy per input into its slice of the output; Transpose and
+// Slice, one strided read each (strided_view.h, copy.cu), any dtype of 1 to 8 bytes.
 #include "kernels/cuda/cuda_kernel_support.h"
 #include "kernels/cuda/cuda_registry.h"
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/reference/slice.h"
 
 namespace kiln::cuda {
 namespace {
@@ -83,8 +85,71 @@ Result<std::unique_ptr<CudaKernel>> create_concat(const KernelBuild& b, const Cu
       std::make_unique<ConcatKernel>(context, outer, std::move(chunks), static_cast<size_t>(y[axis] * inner) * element));
 }
 
+Result<std::vector<int64_t>> transpose_perm(const KernelBuild& b) {
+  const auto rank = static_cast<int64_t>(b.inputs[0].shape.size());
+  std::vector<int64_t> reversed;
+  for (int64_t d = rank - 1; d >= 0; --d) reversed.push_back(d);
+  KILN_ASSIGN(perm, b.attrs->get_ints("perm", reversed));
+  KILN_REQUIRE(static_cast<int64_t>(perm.size()) == rank, invalid_argument, "perm has ", perm.size(), " entries for rank ", rank);
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  for (int64_t p : perm) {
+    KILN_REQUIRE(p >= 0 && p < rank && !seen[static_cast<size_t>(p)], invalid_argument, "perm is not a permutation of 0..", rank - 1);
+    seen[static_cast<size_t>(p)] = true;
+  }
+  return perm;
+}
+
+Result<StridedView> strided_view_of(const KernelBuild& b) {
+  KILN_REQUIRE(b.inputs[0].shape.size() <= static_cast<size_t>(kMaxViewRank), unsupported, "needs rank <= ", kMaxViewRank);
+  KILN_REQUIRE(b.inputs[0].dtype == b.outputs[0].dtype, unsupported, "needs the output's dtype on input 0");
+  if (b.op == OpKind::Transpose) {
+    KILN_ASSIGN(perm, transpose_perm(b));
+    return transpose_view(b.inputs[0].shape, perm);
+  }
+  std::vector<const Tensor*> params;
+  for (size_t i = 1; i < b.inputs.size(); ++i) {
+    KILN_REQUIRE(!b.inputs[i].present || b.inputs[i].constant, unsupported, "needs constant starts, ends, axes and steps");
+    params.push_back(b.inputs[i].present ? b.inputs[i].constant : nullptr);
+  }
+  KILN_ASSIGN(axes, ref::slice_axes(b.inputs[0].shape, params));
+  std::vector<SlicedAxis> sliced;
+  for (const ref::SliceAxis& a : axes) sliced.push_back({a.axis, a.start, a.step, a.len});
+  return slice_view(b.inputs[0].shape, sliced);
+}
+
+std::optional<std::string> supports_strided(const KernelBuild& b) {
+  if (auto no = handles(b, {OpKind::Transpose, OpKind::Slice}, "Transpose, Slice")) return no;
+  const size_t element = dtype_size(b.outputs[0].dtype);
+  if (element != 1 && element != 2 && element != 4 && element != 8) return std::string("needs 1, 2, 4 or 8-byte elements");
+  auto view = strided_view_of(b);
+  if (!view) return view.error().message;
+  return std::nullopt;
+}
+
+class StridedCopyKernel final : public CudaKernel {
+ public:
+  StridedCopyKernel(const CudaContext& context, int element_bytes, StridedView view)
+      : context_(context), element_bytes_(element_bytes), view_(view) {}
+  Status run(const CudaArgs& args) override {
+    return cuda_status(launch_strided_copy(element_bytes_, args.inputs[0], args.outputs[0], view_, context_.stream),
+                       "launch_strided_copy");
+  }
+
+ private:
+  const CudaContext& context_;
+  int element_bytes_;
+  StridedView view_;
+};
+
+Result<std::unique_ptr<CudaKernel>> create_strided(const KernelBuild& b, const CudaContext& context) {
+  KILN_ASSIGN(view, strided_view_of(b));
+  return std::unique_ptr<CudaKernel>(
+      std::make_unique<StridedCopyKernel>(context, static_cast<int>(dtype_size(b.outputs[0].dtype)), view));
+}
+
 }  // namespace
 
+const CudaKernelImpl kCudaStridedCopy = {"cuda.strided_copy", supports_strided, create_strided};
 const CudaKernelImpl kCudaView = {"cuda.view", supports_view, create_view};
 const CudaKernelImpl kCudaConcat = {"cuda.concat", supports_concat, create_concat};
 

@@ -1,4 +1,4 @@
-// Launchers for kiln's own CUDA kernels (elementwise.cu, pool.cu, softmax.cu). Plain types only:
+// Launchers for kiln's own CUDA kernels (elementwise.cu, pool.cu, softmax.cu, copy.cu). Plain types only:
 // this header is read by nvcc and by the C++ side, so it includes no kiln header. Every launcher
 // enqueues on `stream` and returns the launch's error (cudaSuccess when nothing went wrong).
 #pragma once
@@ -9,6 +9,7 @@
 
 #include "kernels/cuda/broadcast_shape.h"  // BroadcastShape
 #include "kernels/cuda/pool_window.h"      // Pool2d
+#include "kernels/cuda/strided_view.h"     // StridedView
 #include "kernels/cuda/activation_math.h"  // ActivationParams
 
 namespace kiln::cuda {
@@ -44,5 +45,8 @@ cudaError_t launch_global_pool(FloatType type, bool max, const void* x, void* y,
 // Softmax (or log-softmax) along the middle axis of [outer, axis, inner], accumulated in float.
 cudaError_t launch_softmax(FloatType type, bool log, const void* x, void* y, int64_t outer, int64_t axis, int64_t inner,
                            cudaStream_t stream);
+
+// y[i] = x[strided_source(view, i)] for every output element, `element_bytes` (1, 2, 4 or 8) each.
+cudaError_t launch_strided_copy(int element_bytes, const void* x, void* y, const StridedView& view, cudaStream_t stream);
 
 }  // namespace kiln::cuda

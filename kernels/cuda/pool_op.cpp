@@ -71,8 +71,48 @@ Result<std::unique_ptr<CudaKernel>> create_global(const KernelBuild& b, const Cu
                                                                         shape_numel(x) / std::max<int64_t>(rows, 1)));
 }
 
+// ReduceMean/ReduceMax over trailing axes only (a global pool over them): rows and plane, or why not.
+Result<std::pair<int64_t, int64_t>> reduce_rows(const KernelBuild& b) {
+  const Shape& x = b.inputs[0].shape;
+  const auto rank = static_cast<int64_t>(x.size());
+  KILN_REQUIRE(b.inputs.size() > 1 && b.inputs[1].present && b.inputs[1].constant && b.inputs[1].constant->numel() > 0,
+               unsupported, "needs constant, non-empty axes");
+  std::vector<bool> reduced(static_cast<size_t>(rank), false);
+  const Tensor& axes = *b.inputs[1].constant;
+  for (int64_t i = 0; i < axes.numel(); ++i) {
+    int64_t a = axes.value_as_int(i);
+    a = a < 0 ? a + rank : a;
+    KILN_REQUIRE(a >= 0 && a < rank, invalid_argument, "axis ", axes.value_as_int(i), " is out of range for rank ", rank);
+    reduced[static_cast<size_t>(a)] = true;
+  }
+  int64_t first = rank;
+  while (first > 0 && reduced[static_cast<size_t>(first - 1)]) --first;
+  for (int64_t d = 0; d < first; ++d)
+    KILN_REQUIRE(!reduced[static_cast<size_t>(d)], unsupported, "reduces only trailing axes (a global pool over them)");
+  int64_t rows = 1, plane = 1;
+  for (int64_t d = 0; d < rank; ++d) (d < first ? rows : plane) *= x[static_cast<size_t>(d)];
+  return std::pair{rows, plane};
+}
+
+std::optional<std::string> supports_reduce(const KernelBuild& b) {
+  if (auto no = handles(b, {OpKind::ReduceMean, OpKind::ReduceMax}, "ReduceMean, ReduceMax")) return no;
+  // The axes input is int64: only the data and the output need one float type.
+  if (!float_type_of(b.inputs[0].dtype) || b.inputs[0].dtype != b.outputs[0].dtype)
+    return std::string("needs float32 or float16 data and output");
+  auto rows = reduce_rows(b);
+  if (!rows) return rows.error().message;
+  return std::nullopt;
+}
+
+Result<std::unique_ptr<CudaKernel>> create_reduce(const KernelBuild& b, const CudaContext& context) {
+  KILN_ASSIGN(rows, reduce_rows(b));
+  return std::unique_ptr<CudaKernel>(std::make_unique<GlobalPoolKernel>(context, *float_type_of(b.outputs[0].dtype),
+                                                                        b.op == OpKind::ReduceMax, rows.first, rows.second));
+}
+
 }  // namespace
 
+const CudaKernelImpl kCudaReduce = {"cuda.reduce", supports_reduce, create_reduce};
 const CudaKernelImpl kCudaPool = {"cuda.pool", supports_pool, create_pool};
 const CudaKernelImpl kCudaGlobalPool = {"cuda.global_pool", supports_global, create_global};
 

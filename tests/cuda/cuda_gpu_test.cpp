@@ -209,6 +209,21 @@ const std::vector<OpCase>& op_cases() {
          b.output(b.op(OpKind::Concat, attrs({{"axis", int64_t{1}}}), {x, y, x}));
          b.output(b.op(OpKind::Concat, attrs({{"axis", int64_t{-1}}}), {x, b.input({2, 3, 4, 7})}));
        }},
+      {"Transpose (NCHW to NHWC) and Slice (steps 2 and -1)",
+       [](Builder& b) {
+         const int x = b.input({2, 5, 6, 7});
+         b.output(b.op(OpKind::Transpose, attrs({{"perm", Ints{0, 2, 3, 1}}}), {x}));
+         auto ints = [&](const Ints& v) { return b.constant(Tensor::from_values<int64_t>({static_cast<int64_t>(v.size())}, v)); };
+         b.output(b.op(OpKind::Slice, {}, {x, ints({0, 1}), ints({100, 100}), ints({2, 3}), ints({2, 2})}));
+         b.output(b.op(OpKind::Slice, {}, {x, ints({-1}), ints({-100}), ints({1}), ints({-1})}));
+       }},
+      {"ReduceMean over the spatial axes, ReduceMax over the last",
+       [](Builder& b) {
+         const int x = b.input({2, 13, 7, 7});
+         auto ints = [&](const Ints& v) { return b.constant(Tensor::from_values<int64_t>({static_cast<int64_t>(v.size())}, v)); };
+         b.output(b.op(OpKind::ReduceMean, attrs({{"keepdims", int64_t{0}}}), {x, ints({2, 3})}));
+         b.output(b.op(OpKind::ReduceMax, {}, {x, ints({-1})}));
+       }},
       {"views: Flatten and Reshape, after an op (in place) and of an input (copied)",
        [](Builder& b) {
          const int x = b.input({2, 3, 4, 5});

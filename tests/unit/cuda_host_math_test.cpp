@@ -4,13 +4,15 @@
 // (walked as the kernel walks them) against the reference Add; the pooling window walk the
 // device kernel runs (pool_window.h, the same code) with the geometry the plugin resolves
 // against the reference MaxPool/AveragePool; the device activations (activation_math.h) against
-// post_ops.cpp's definitions.
+// post_ops.cpp's definitions; the strided views of Transpose and Slice against the reference.
 #include <catch2/catch.hpp>
 
 #include "kernels/cuda/activation_map.h"
 #include "kernels/cuda/broadcast_shape.h"
 #include "kernels/cuda/gemm_layout.h"
 #include "kernels/cuda/pool_geometry.h"
+#include "kernels/cuda/strided_view.h"
+#include "kernels/reference/slice.h"
 #include "tests/support/plan_builder.h"
 
 namespace kiln {
@@ -85,6 +87,53 @@ TEST_CASE("broadcast strides walk both inputs as numpy broadcasting does", "[cud
     got.data<float>()[i] = b.inputs[0].data<float>()[at_a] + b.inputs[1].data<float>()[at_b];
   }
   testing::require_close(got, want->outputs[0]);
+}
+
+namespace {
+
+// The copy kernel's loop (copy.cu) on the CPU.
+Tensor strided_copy(const Tensor& x, const cuda::StridedView& view, const Shape& out) {
+  Tensor y = Tensor::zeros(x.dtype(), out);
+  for (int64_t i = 0; i < y.numel(); ++i) y.data<float>()[i] = x.data<float>()[cuda::strided_source(view, i)];
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("Transpose as a strided view reads what the reference Transpose writes", "[cuda]") {
+  const std::vector<int64_t> perm = GENERATE(std::vector<int64_t>{0, 2, 3, 1}, std::vector<int64_t>{3, 2, 1, 0},
+                                             std::vector<int64_t>{1, 0, 2, 3}, std::vector<int64_t>{0, 1, 2, 3});
+  testing::Builder b;
+  const int x = b.input({2, 3, 4, 5});
+  const int y = b.op(OpKind::Transpose, testing::attrs({{"perm", perm}}), {x});
+  b.output(y);
+  auto want = execute_reference(b.plan, b.inputs);
+  REQUIRE(want);
+  testing::require_close(strided_copy(b.inputs[0], cuda::transpose_view(b.concrete(x), perm), b.concrete(y)), want->outputs[0]);
+}
+
+TEST_CASE("Slice as a strided view reads what the reference Slice writes", "[cuda]") {
+  struct Case {
+    const char* name;
+    std::vector<int64_t> starts, ends, axes, steps;
+  };
+  const Case c = GENERATE(Case{"channels 1..3", {1}, {3}, {1}, {1}}, Case{"every other row and column", {0, 1}, {100, 100}, {2, 3}, {2, 2}},
+                          Case{"reversed last axis", {-1}, {-100}, {-1}, {-1}}, Case{"negative starts, step 3", {-4, 0}, {5, 2}, {3, 0}, {3, 1}});
+  INFO(c.name);
+  testing::Builder b;
+  const int x = b.input({2, 5, 6, 7});
+  auto ints = [&](const std::vector<int64_t>& v) { return b.constant(Tensor::from_values<int64_t>({static_cast<int64_t>(v.size())}, v)); };
+  const int starts = ints(c.starts), ends = ints(c.ends), axes = ints(c.axes), steps = ints(c.steps);
+  const int y = b.op(OpKind::Slice, {}, {x, starts, ends, axes, steps});
+  b.output(y);
+  auto want = execute_reference(b.plan, b.inputs);
+  INFO((want ? std::string() : want.error().message));
+  REQUIRE(want);
+  auto sliced = ref::slice_axes(b.concrete(x), {b.constant_value(starts), b.constant_value(ends), b.constant_value(axes), b.constant_value(steps)});
+  REQUIRE(sliced);
+  std::vector<cuda::SlicedAxis> view_axes;
+  for (const ref::SliceAxis& a : *sliced) view_axes.push_back({a.axis, a.start, a.step, a.len});
+  testing::require_close(strided_copy(b.inputs[0], cuda::slice_view(b.concrete(x), view_axes), b.concrete(y)), want->outputs[0]);
 }
 
 TEST_CASE("the device activations compute post_ops.h's definitions", "[cuda]") {

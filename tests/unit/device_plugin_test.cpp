@@ -141,6 +141,23 @@ TEST_CASE("the plugin's capability query needs no device and names the node and 
       CHECK(st);
     }
   }
+  SECTION("Transpose, Slice and trailing-axis reductions pass; a reduction over a middle axis does not") {
+    testing::Builder b;
+    const int x = b.input({2, 4, 6, 6});
+    const int t = b.op(OpKind::Transpose, testing::attrs({{"perm", std::vector<int64_t>{0, 2, 3, 1}}}), {x});
+    auto ints = [&](std::vector<int64_t> v) { return b.constant(Tensor::from_values<int64_t>({static_cast<int64_t>(v.size())}, v)); };
+    const int s = b.op(OpKind::Slice, {}, {t, ints({1}), ints({5}), ints({1}), ints({2})});
+    b.output(b.op(OpKind::ReduceMean, testing::attrs({{"keepdims", int64_t{0}}}), {s, ints({2, 3})}));
+    const Status st = (*backend)->check_plan(b.plan, {});
+    INFO((st ? std::string() : st.message()));
+    CHECK(st);
+    testing::Builder middle;
+    const int y = middle.input({2, 4, 6});
+    middle.output(middle.op(OpKind::ReduceMean, {}, {y, middle.constant(Tensor::from_values<int64_t>({1}, std::vector<int64_t>{1}))}));
+    const Status refused = (*backend)->check_plan(middle.plan, {});
+    REQUIRE_FALSE(refused);
+    CHECK(refused.message().find("cuda.reduce: reduces only trailing axes") != std::string::npos);
+  }
   SECTION("an op without a CUDA kernel fails naming the node and the op") {
     testing::Builder b;
     const int x = b.input({2, 5});
