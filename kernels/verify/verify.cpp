@@ -190,7 +190,11 @@ Result<VerifyReport> verify_plans(const Plan& compiled, const Plan& reference, c
     labels = l.data<int64_t>();
   }
 
-  KILN_ASSIGN(engine, Engine::create(compiled, {options.threads, nullptr}));
+  PlanRunnerOptions runner_options;
+  runner_options.device = options.device;
+  runner_options.threads = options.threads;
+  runner_options.device_options = options.device_options;
+  KILN_ASSIGN(engine, PlanRunner::create(compiled, runner_options));
   VerifyReport report;
   report.data_source = data.source;
   report.random_data = data.random;
@@ -201,6 +205,7 @@ Result<VerifyReport> verify_plans(const Plan& compiled, const Plan& reference, c
   report.batches = (samples + batch - 1) / batch;
   report.padded_samples = report.batches * batch - samples;
   report.engine_threads = engine->threads();
+  report.engine = engine->describe();
 
   std::vector<OutputComparison> comparisons;
   for (const auto& [slot, name] : compiled.outputs) comparisons.emplace_back(name);
@@ -208,7 +213,8 @@ Result<VerifyReport> verify_plans(const Plan& compiled, const Plan& reference, c
   // on it concurrently (one per thread), then on the engine, then is compared; memory stays
   // bounded by one group's outputs.
   const int64_t group = std::max<int64_t>(1, options.reference_threads > 0 ? options.reference_threads
-                                                                          : engine->threads());
+                                             : engine->threads() > 0     ? engine->threads()
+                                                                         : cpu_quota_threads());
   report.reference_threads = static_cast<int>(group);
   const int64_t batches = report.batches;
   for (int64_t first = 0; first < batches; first += group) {
@@ -310,6 +316,7 @@ std::string verify_report_json(const VerifyReport& report) {
       {"batches", report.batches},
       {"padded_samples", report.padded_samples},
       {"engine_threads", report.engine_threads},
+      {"engine", report.engine},
       {"reference_threads", report.reference_threads},
       {"reference_seconds", report.reference_seconds},
       {"compiled_seconds", report.compiled_seconds},
@@ -341,7 +348,7 @@ void verify_report_print(std::ostream& os, const VerifyReport& report) {
   os << report.samples << " samples in " << report.batches << " batches of " << report.batch;
   if (report.padded_samples > 0) os << " (last padded with " << report.padded_samples << " zero samples, trimmed)";
   os << std::fixed << std::setprecision(2) << "; reference " << report.reference_seconds << " s, compiled "
-     << report.compiled_seconds << " s (" << report.engine_threads << " threads; reference batches "
+     << report.compiled_seconds << " s (" << report.engine << "; reference batches "
      << report.reference_threads << " at a time)\n";
   for (const OutputMetrics& m : report.outputs) {
     os << "output " << m.name << ":\n" << std::scientific << std::setprecision(3);

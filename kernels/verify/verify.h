@@ -19,6 +19,7 @@
 
 #include "kernels/core/status.h"
 #include "kernels/core/tensor.h"
+#include "kernels/device/plan_runner.h"
 #include "kernels/plan.h"
 
 namespace kiln {
@@ -42,6 +43,8 @@ struct VerifyOptions {
   int threads = 0;            // compiled engine threads (0: the CPU quota)
   int reference_threads = 0;  // reference batches run at once (0: as many as engine threads)
   std::string reference_description;  // what the reference plan is, for the report
+  DeviceKind device = DeviceKind::cpu;  // where the compiled plan runs (the reference always on the CPU)
+  DeviceEngineOptions device_options;
 };
 
 // One output's comparison, accumulated batch by batch (also usable on its own, as in the tests).
@@ -87,6 +90,7 @@ struct VerifyReport {
   int64_t batches = 0;
   int64_t padded_samples = 0;  // zero samples added to fill the last batch
   int engine_threads = 0;
+  std::string engine;  // where the compiled plan ran: "cpu, 2 threads", "cuda: <GPU>, fp16, CUDA Graph"
   int reference_threads = 0;
   double reference_seconds = 0;
   double compiled_seconds = 0;

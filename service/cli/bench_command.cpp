@@ -10,9 +10,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/engine.h"
+#include "kernels/device/plan_runner.h"
 #include "service/cli/commands.h"
 #include "service/cli/compiled_model.h"
+#include "service/cli/device_options.h"
 
 namespace kiln::cli {
 namespace {
@@ -21,6 +22,7 @@ struct BenchOptions {
   std::string model;
   DimOptions dims;
   int threads = 0;
+  DeviceCli device;
   int iters = 50;
   int warmup = 5;
   bool json = false;
@@ -47,7 +49,7 @@ double percentile(std::vector<double> v, double p) {
 }
 
 // Median time of each step over `iters` extra runs.
-Result<std::vector<double>> profile_steps(Engine& engine, const std::vector<Tensor>& inputs, int iters) {
+Result<std::vector<double>> profile_steps(PlanRunner& engine, const std::vector<Tensor>& inputs, int iters) {
   std::vector<std::vector<double>> per_step;
   std::vector<double> ms;
   for (int i = 0; i < iters; ++i) {
@@ -60,7 +62,7 @@ Result<std::vector<double>> profile_steps(Engine& engine, const std::vector<Tens
   return medians;
 }
 
-void print_profile(const Engine& engine, const std::vector<double>& step_ms) {
+void print_profile(const PlanRunner& engine, const std::vector<double>& step_ms) {
   const std::vector<EngineStep>& steps = engine.steps();
   std::map<std::string, std::pair<double, int>> by_kind;
   double total = 0;
@@ -88,9 +90,9 @@ void print_profile(const Engine& engine, const std::vector<double>& step_ms) {
 int run_bench(const BenchOptions& opts) {
   std::string how;
   const auto load_start = std::chrono::steady_clock::now();
-  auto plan = load_or_compile(opts.model, opts.dims, &how);
+  auto plan = load_or_compile(opts.model, opts.dims, &how, opts.device.kind());
   if (!plan) return report_error(plan.error().message);
-  auto engine = Engine::create(*plan, {opts.threads, nullptr});
+  auto engine = PlanRunner::create(*plan, opts.device.runner_options(opts.threads, nullptr));
   if (!engine) return report_error(engine.error().message);
   const double ready_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
   const std::vector<Tensor> inputs = seeded_inputs(*plan);
@@ -122,6 +124,7 @@ int run_bench(const BenchOptions& opts) {
   const EngineMemory& mem = (*engine)->memory();
   if (opts.json) {
     nlohmann::json j = {{"model", opts.model}, {"batch", batch}, {"threads", (*engine)->threads()},
+                        {"device", opts.device.device}, {"engine", (*engine)->describe()},
                         {"iters", opts.iters}, {"warmup", opts.warmup}, {"median_ms", median}, {"p90_ms", p90},
                         {"min_ms", best}, {"throughput_per_s", throughput}, {"ready_ms", ready_ms}, {"first_run_ms", first_run_ms},
                         {"arena_bytes", mem.arena_bytes}, {"arena_lower_bound_bytes", mem.lower_bound_bytes},
@@ -129,8 +132,8 @@ int run_bench(const BenchOptions& opts) {
     std::cout << j.dump(2) << '\n';
   } else {
     std::printf("%s\n", how.c_str());
-    std::printf("batch %lld, %d threads, %d iterations after %d warm-up\n", static_cast<long long>(batch),
-                (*engine)->threads(), opts.iters, opts.warmup);
+    std::printf("batch %lld, %s, %d iterations after %d warm-up\n", static_cast<long long>(batch),
+                (*engine)->describe().c_str(), opts.iters, opts.warmup);
     std::printf("latency: median %.3f ms, p90 %.3f ms, min %.3f ms\n", median, p90, best);
     std::printf("throughput: %.1f inferences/s\n", throughput);
     std::printf("ready in %.1f ms, first run %.1f ms\n", ready_ms, first_run_ms);
@@ -149,6 +152,7 @@ void add_bench_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("model", opts->model, ".kiln or ONNX file")->required();
   opts->dims.add_to(*cmd);
   cmd->add_option("--threads", opts->threads, "Threads (default: this container's CPU quota)")->check(CLI::NonNegativeNumber);
+  opts->device.add_to(*cmd);
   cmd->add_option("--iters", opts->iters, "Timed iterations (default 50)")->check(CLI::PositiveNumber);
   cmd->add_option("--warmup", opts->warmup, "Warm-up iterations (default 5)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--json", opts->json, "Print JSON");

@@ -1,14 +1,17 @@
 // kiln compile MODEL.onnx -o model.kiln: import, bind the batch, run the pass pipeline, write
-// the .kiln artifact. --print-passes lists the pipeline table.
+// the .kiln artifact. --print-passes lists the pipeline table. --device cuda compiles with the
+// CUDA pipeline and fails, naming the node and op, when a step has no CUDA kernel.
 #include <cstdio>
 #include <iostream>
 
 #include "compilers/lower/to_plan.h"
 #include "compilers/passes/pass_runner.h"
 #include "compilers/passes/pipeline.h"
+#include "kernels/device/device_plugin.h"
 #include "kernels/plan_file.h"
 #include "service/cli/commands.h"
 #include "service/cli/compiled_model.h"
+#include "service/cli/device_options.h"
 #include "service/cli/model_loading.h"
 
 namespace kiln::cli {
@@ -24,6 +27,7 @@ struct CompileOptions {
   bool check_numerics = false;
   CalibrationCli calibration;
   PruneCli prune;
+  DeviceCli device;
 };
 
 int print_pass_table() {
@@ -36,14 +40,23 @@ int print_pass_table() {
 int run_compile(const CompileOptions& opts) {
   if (opts.print_passes) return print_pass_table();
   if (opts.model.empty() || opts.output.empty()) return report_error("compile needs MODEL and -o OUTPUT.kiln");
-  CompileRequest request{opts.model, opts.dims, pipeline_parse(opts.passes), opts.dump_ir_after, opts.check_numerics};
+  const bool on_device = opts.device.kind() != DeviceKind::cpu;
+  const std::vector<std::string> pipeline =
+      on_device && opts.passes == "default" ? default_pipeline_for(opts.device.kind()) : pipeline_parse(opts.passes);
+  CompileRequest request{opts.model, opts.dims, pipeline, opts.dump_ir_after, opts.check_numerics};
   request.calibration = &opts.calibration;
   request.prune = &opts.prune;
   request.log = &std::cout;
   auto compiled = compile_model(request, &std::cout);
   if (!compiled) return report_error(compiled.error().message);
   print_pass_records(compiled->passes);
-  PlanFileInfo info{"kiln 0.1.0", opts.model, opts.passes, compiled->bindings_text};
+  if (on_device) {
+    // Every step must have a kernel on the device: a capability query of the plugin, no GPU needed.
+    Status supported = cuda_plugin_check_plan(compiled->plan, opts.device.runner_options(0, nullptr).device_options);
+    if (!supported) return report_error(supported.message());
+  }
+  PlanFileInfo info{"kiln 0.1.0", opts.model, on_device && opts.passes == "default" ? "default for " + opts.device.device : opts.passes,
+                    compiled->bindings_text};
   Status written = plan_write_file(opts.output, compiled->plan, info);
   if (!written) return report_error(written.message());
   std::printf("wrote %s (%zu steps, %s)\n", opts.output.c_str(), compiled->plan.steps.size(), compiled->bindings_text.c_str());
@@ -58,6 +71,7 @@ void add_compile_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("model", opts->model, "ONNX model file");
   cmd->add_option("-o,--output", opts->output, "Where to write the .kiln file");
   opts->dims.add_to(*cmd);
+  opts->device.add_to(*cmd, /*with_device_index=*/false);
   cmd->add_option("--passes", opts->passes, "Comma-separated pass list, 'default', 'default+OPTIONAL[+...]' (e.g. default+mixed_precision_bf16), 'all' or 'none'");
   cmd->add_flag("--print-passes", opts->print_passes, "List every pass in the pipeline table and exit");
   cmd->add_option("--dump-ir-after", opts->dump_ir_after, "Print the IR after these passes ('all' for every one)")

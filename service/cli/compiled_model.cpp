@@ -112,14 +112,22 @@ void print_pass_records(const std::vector<PassRecord>& records) {
   }
 }
 
-Result<Plan> load_or_compile(const std::string& path, const DimOptions& dims, std::string* how) {
+std::vector<std::string> default_pipeline_for(DeviceKind device) {
+  if (device == DeviceKind::cpu) return default_pipeline();
+  auto without_kiln_ops = pipeline_parse_for_export("default");
+  return without_kiln_ops ? *without_kiln_ops : default_pipeline();
+}
+
+Result<Plan> load_or_compile(const std::string& path, const DimOptions& dims, std::string* how, DeviceKind device) {
   if (is_plan_file(path)) {
     KILN_ASSIGN(loaded, plan_read_file(path));
     if (how) *how = "loaded " + path + " (" + loaded.info.notes + ", passes: " + loaded.info.passes + ")";
     return std::move(loaded.plan);
   }
-  KILN_ASSIGN(compiled, compile_model({path, dims, default_pipeline(), {}, false, false}, nullptr));
-  if (how) *how = "compiled " + path + " with the default pipeline (" + compiled.bindings_text + ")";
+  KILN_ASSIGN(compiled, compile_model({path, dims, default_pipeline_for(device), {}, false, false}, nullptr));
+  if (how)
+    *how = "compiled " + path + " with the default pipeline" + (device == DeviceKind::cpu ? "" : " for " + std::string(device_kind_name(device))) +
+           " (" + compiled.bindings_text + ")";
   return std::move(compiled.plan);
 }
 

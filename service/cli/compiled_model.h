@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "compilers/passes/pass_runner.h"
+#include "kernels/device/plan_runner.h"
 #include "kernels/plan.h"
 #include "service/cli/calibration_options.h"
 #include "service/cli/model_loading.h"
@@ -40,8 +41,13 @@ Result<CompiledModel> compile_model(const CompileRequest& request, std::ostream*
 // One line per pass on stdout: time, node counts, and the numeric check's error when it ran.
 void print_pass_records(const std::vector<PassRecord>& records);
 
-// A .kiln file is loaded as is; an ONNX model is compiled with the default pipeline.
-Result<Plan> load_or_compile(const std::string& path, const DimOptions& dims, std::string* how = nullptr);
+// The default pipeline for a device: on cuda without the passes that make kiln's own fused ops
+// (ConcatAffine, ElementwiseChain, DepthFirstConv), which have CPU kernels only.
+std::vector<std::string> default_pipeline_for(DeviceKind device);
+
+// A .kiln file is loaded as is; an ONNX model is compiled with the device's default pipeline.
+Result<Plan> load_or_compile(const std::string& path, const DimOptions& dims, std::string* how = nullptr,
+                             DeviceKind device = DeviceKind::cpu);
 
 bool is_plan_file(const std::string& path);
 

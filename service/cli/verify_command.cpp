@@ -18,6 +18,7 @@
 #include "service/cli/commands.h"
 #include "service/cli/compiled_model.h"
 #include "service/cli/dataset.h"
+#include "service/cli/device_options.h"
 
 namespace kiln::cli {
 namespace {
@@ -30,6 +31,7 @@ struct VerifyCliOptions {
   int64_t random = 0;
   uint32_t seed = 1;
   int threads = 0;
+  DeviceCli device;
   bool json = false;
   double max_accuracy_drop = NAN, min_cosine = NAN, min_top1 = NAN;
   CalibrationCli calibration;
@@ -85,7 +87,7 @@ int run_verify(VerifyCliOptions opts) {
   } else {
     opts.calibration.mean = d.mean;  // IDX calibration images are normalized like the data
     opts.calibration.std = d.std;
-    pipeline = pipeline_parse(opts.passes.empty() ? "default" : opts.passes);
+    pipeline = opts.passes.empty() ? default_pipeline_for(opts.device.kind()) : pipeline_parse(opts.passes);
     CompileRequest request{opts.model, opts.dims, pipeline, {}, false, true};
     request.calibration = &opts.calibration;
     request.prune = &opts.prune;
@@ -108,6 +110,8 @@ int run_verify(VerifyCliOptions opts) {
 
   VerifyOptions options;
   options.threads = opts.threads;
+  options.device = opts.device.kind();
+  options.device_options = opts.device.runner_options(opts.threads, nullptr).device_options;
   options.reference_description = reference_what;
   auto report = verify_plans(compiled, reference, data, options);
   if (!report) return report_error(opts.model + ": " + report.error().message);
@@ -149,6 +153,7 @@ void add_verify_command(CLI::App& app, CommandRunner& run) {
   opts->calibration.add_to(*cmd, /*with_normalization=*/false);
   opts->prune.add_to(*cmd);
   cmd->add_option("--threads", opts->threads, "Engine threads (default: the CPU quota)")->check(CLI::NonNegativeNumber);
+  opts->device.add_to(*cmd);
   cmd->add_flag("--json", opts->json, "Print the report as JSON");
   cmd->add_option("--max-accuracy-drop", opts->max_accuracy_drop,
                   "Fail (exit 1) when reference minus compiled accuracy exceeds this fraction (e.g. 0.005)");

@@ -1,11 +1,12 @@
-// kiln-runtime run MODEL.kiln --input x.npz --output y.npz [--threads N]: batch inference over
-// NumPy files (what HPC jobs call).
+// kiln-runtime run MODEL.kiln --input x.npz --output y.npz [--threads N] [--device cpu|cuda]:
+// batch inference over NumPy files (what HPC jobs call). --device cuda loads libkiln_cuda.so.
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 
 #include "kernels/io/plan_io.h"
 #include "kernels/plan_file.h"
+#include "service/cli/device_options.h"
 #include "service/runtime/verbs.h"
 
 namespace kiln::runtime {
@@ -16,6 +17,7 @@ struct RunOptions {
   std::string input;
   std::string output;
   int threads = 0;
+  cli::DeviceCli device;
 };
 
 int run_plan(const RunOptions& opts) {
@@ -27,7 +29,14 @@ int run_plan(const RunOptions& opts) {
   if (!inputs) return report_error(inputs.error().message);
   for (const std::string& name : ignored) std::cout << "note: ignoring entry '" << name << "' of " << opts.input << " (not a model input)\n";
   const auto start = std::chrono::steady_clock::now();
-  auto results = plan_run_engine(plan, *inputs, {opts.threads, nullptr});
+  Result<std::vector<Tensor>> results = std::vector<Tensor>{};
+  if (opts.device.kind() == DeviceKind::cpu) {
+    results = plan_run_engine(plan, *inputs, {opts.threads, nullptr});
+  } else {
+    auto runner = PlanRunner::create(plan, opts.device.runner_options(opts.threads, nullptr));
+    if (!runner) return report_error(runner.error().message);
+    results = (*runner)->run(*inputs);
+  }
   if (!results) return report_error(results.error().message);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   std::cout << "ran " << opts.model << " in " << ms << " ms\n";
@@ -48,6 +57,7 @@ void add_run_verb(CLI::App& app, VerbRunner& run) {
   cmd->add_option("--input,-i", opts->input, ".npy (single-input models) or .npz with one entry per input name")->required();
   cmd->add_option("--output,-o", opts->output, "Where to write the outputs (.npz)")->required();
   cmd->add_option("--threads", opts->threads, "Threads (default: $KILN_THREADS, else the CPU quota)")->check(CLI::NonNegativeNumber);
+  opts->device.add_to(*cmd);
   cmd->callback([opts, &run] { run = [opts] { return run_plan(*opts); }; });
 }
 

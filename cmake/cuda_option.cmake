@@ -1,0 +1,41 @@
+# The KILN_CUDA decision as a pure function, so tests/cmake/cuda_option_test.cmake can check it
+# with `cmake -P` for every mode without a toolkit.
+#   kiln_cuda_decide(<mode> "<missing parts>" <out_enabled> <out_error>)
+#   mode: AUTO (build when nothing is missing), ON (an error naming what is missing), OFF.
+#   missing: what the toolkit search did not find ("nvcc;cuDNN"), empty when all is there.
+function(kiln_cuda_decide mode missing out_enabled out_error)
+  string(TOUPPER "${mode}" mode)
+  set(enabled OFF)
+  set(error "")
+  if(mode STREQUAL "OFF")
+  elseif(mode STREQUAL "AUTO")
+    if(missing STREQUAL "")
+      set(enabled ON)
+    endif()
+  elseif(mode STREQUAL "ON")
+    if(missing STREQUAL "")
+      set(enabled ON)
+    else()
+      string(REPLACE ";" ", " missing_text "${missing}")
+      set(error "KILN_CUDA=ON, but the CUDA build needs what was not found: ${missing_text}. Install the CUDA Toolkit with "
+                "cuBLASLt and cuDNN 9 (or point CMAKE_CUDA_COMPILER at nvcc), or configure with -DKILN_CUDA=AUTO or OFF.")
+      string(CONCAT error ${error})
+    endif()
+  else()
+    set(error "KILN_CUDA must be AUTO, ON or OFF, not '${mode}'")
+  endif()
+  set(${out_enabled} ${enabled} PARENT_SCOPE)
+  set(${out_error} "${error}" PARENT_SCOPE)
+endfunction()
+
+# The oldest compute capability in a CMAKE_CUDA_ARCHITECTURES list ("80;90-real" -> 80).
+function(kiln_cuda_min_architecture architectures out_min)
+  set(min "")
+  foreach(arch IN LISTS architectures)
+    string(REGEX REPLACE "-(real|virtual)$" "" number "${arch}")
+    if(min STREQUAL "" OR number LESS min)
+      set(min ${number})
+    endif()
+  endforeach()
+  set(${out_min} ${min} PARENT_SCOPE)
+endfunction()

@@ -1,0 +1,433 @@
+#include "kernels/cuda/cuda_engine.h"
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "kernels/core/half.h"
+#include "kernels/cuda/cuda_registry.h"
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/device_buffer.h"
+#include "kernels/memory_plan.h"
+
+namespace kiln::cuda {
+namespace {
+
+// cuBLASLt and cuDNN pick their fastest paths for 256-byte aligned operands.
+constexpr int64_t kDeviceAlignment = 256;
+
+enum class ValueKind { constant, input, intermediate, output };
+
+struct DeviceValue {
+  std::string name;
+  ValueKind kind = ValueKind::intermediate;
+  DType host_dtype = DType::f32;  // what the plan (and the caller) see
+  DType dtype = DType::f32;       // what the device stores
+  Shape shape;
+  const Tensor* constant = nullptr;
+  int first_step = -1;
+  int last_step = -1;
+  int64_t offset = -1;        // in the arena (inputs and intermediates) or in the weights (constants)
+  int shares_buffer_of = -1;  // value whose arena buffer this one reuses in place
+  bool returned = false;      // a plan output: its buffer lives until the run returns
+
+  size_t bytes() const { return static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype); }
+  size_t host_bytes() const { return static_cast<size_t>(shape_numel(shape)) * dtype_size(host_dtype); }
+};
+
+struct DeviceStep {
+  std::string name;
+  const CudaKernelImpl* impl = nullptr;
+  std::unique_ptr<CudaKernel> kernel;
+  std::vector<int> inputs;  // value indices; -1 absent
+  std::vector<int> outputs;
+};
+
+// Host <-> device transfer of one plan input or output. `converted` holds the float32 copy on the
+// device when the device stores the value as float16.
+struct Staging {
+  int value = -1;
+  PinnedBuffer host;
+  DeviceBuffer converted;
+};
+
+class CudaEngine final : public DeviceEngine {
+ public:
+  ~CudaEngine() override {
+    steps_.clear();  // kernels hold descriptors made with the handles below
+    if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+    if (context_.cublaslt) cublasLtDestroy(context_.cublaslt);
+    if (context_.cudnn) cudnnDestroy(context_.cudnn);
+    if (context_.stream) cudaStreamDestroy(context_.stream);
+  }
+
+  Status build(const Plan& plan, const DeviceEngineOptions& options);
+  Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, std::vector<double>* step_ms) override;
+  const std::vector<EngineStep>& steps() const override { return step_info_; }
+  const EngineMemory& memory() const override { return memory_; }
+  std::string describe() const override;
+
+ private:
+  Status add_values(const Plan& plan, std::vector<int>& slot_value);
+  Status add_step(const Plan& plan, const PlanStep& step, const std::vector<int>& slot_value,
+                  const std::vector<const Tensor*>& constant_of);
+  Status plan_arena();
+  Status upload_constants();
+  Status make_staging();
+  void* device_pointer(int v) const;
+  Status enqueue(std::vector<double>* step_ms);
+  void try_capture();
+
+  DeviceEngineOptions options_;
+  CudaContext context_;
+  cudaDeviceProp properties_{};
+  std::vector<DeviceValue> values_;
+  std::vector<DeviceStep> steps_;
+  std::vector<std::string> output_names_;
+  std::vector<Staging> inputs_, outputs_;
+  std::vector<EngineStep> step_info_;
+  EngineMemory memory_;
+  DeviceBuffer arena_, weights_, workspace_;
+  bool use_graph_ = false;
+  bool graph_failed_ = false;
+  std::string graph_failure_;
+  cudaGraphExec_t graph_exec_ = nullptr;
+  std::vector<cudaEvent_t> events_;  // per step: start, end (profiling only)
+};
+
+Status CudaEngine::add_values(const Plan& plan, std::vector<int>& slot_value) {
+  auto add = [&](int slot, ValueKind kind, std::string name, const Tensor* constant) -> Status {
+    KILN_REQUIRE(slot >= 0 && slot < plan.num_slots && static_cast<size_t>(slot) < plan.slot_types.size(), invalid_argument,
+                 "slot ", slot, " is not in the plan");
+    const ValueType& t = plan.slot_types[static_cast<size_t>(slot)];
+    KILN_REQUIRE(t.rank_known && sym_shape_is_concrete(t.shape), invalid_argument, "value in slot ", slot, " has shape ",
+                 sym_shape_to_string(t.shape), "; compiled execution needs concrete shapes (compile for a batch size)");
+    DeviceValue v;
+    v.name = std::move(name);
+    v.kind = kind;
+    v.host_dtype = t.dtype;
+    v.dtype = cuda_device_dtype(t.dtype, options_.precision);
+    v.shape = sym_shape_concrete(t.shape);
+    v.constant = constant;
+    values_.push_back(std::move(v));
+    slot_value[static_cast<size_t>(slot)] = static_cast<int>(values_.size()) - 1;
+    return Status::ok();
+  };
+  for (const auto& [slot, tensor] : plan.constants) KILN_TRY(add(slot, ValueKind::constant, "constant@" + std::to_string(slot), &tensor));
+  for (const PlanInput& in : plan.inputs) {
+    KILN_TRY(add(in.slot, ValueKind::input, in.name, nullptr));
+    inputs_.push_back({slot_value[static_cast<size_t>(in.slot)], {}, {}});
+  }
+  for (const PlanStep& step : plan.steps)
+    for (int slot : step.outputs)
+      if (slot >= 0) KILN_TRY(add(slot, ValueKind::intermediate, step.name, nullptr));
+  return Status::ok();
+}
+
+Status CudaEngine::add_step(const Plan& plan, const PlanStep& step, const std::vector<int>& slot_value,
+                            const std::vector<const Tensor*>& constant_of) {
+  DeviceStep rt;
+  rt.name = step.name;
+  for (int slot : step.inputs) {
+    const int v = slot < 0 || slot >= plan.num_slots ? -1 : slot_value[static_cast<size_t>(slot)];
+    KILN_REQUIRE(slot < 0 || v >= 0, invalid_argument, "node '", step.name, "' reads slot ", slot, ", which nothing writes");
+    rt.inputs.push_back(v);
+  }
+  for (int slot : step.outputs) rt.outputs.push_back(slot < 0 || slot >= plan.num_slots ? -1 : slot_value[static_cast<size_t>(slot)]);
+  KILN_ASSIGN(build, cuda_kernel_build(plan, step, constant_of, options_.precision));
+  KILN_ASSIGN(choice, cuda_kernel_select(build, context_));
+  if (options_.verbose) {
+    *options_.verbose << "kiln: " << step.name << " (" << cuda_op_name(step.op) << ") -> " << choice.impl->name << '\n';
+    for (const std::string& r : choice.rejections)
+      if (r.find(": handles ") == std::string::npos) *options_.verbose << "        not " << r << '\n';
+  }
+  rt.impl = choice.impl;
+  rt.kernel = std::move(choice.kernel);
+  step_info_.push_back({rt.name, std::string(rt.impl->name), "plain", std::string(cuda_op_name(step.op))});
+  steps_.push_back(std::move(rt));
+  return Status::ok();
+}
+
+// As the CPU engine's plan_arena: liveness, in-place grants, then plan_buffers over inputs and
+// intermediates (inputs are copied in before step 0 and live until their last reader).
+Status CudaEngine::plan_arena() {
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    for (int v : steps_[i].outputs)
+      if (v >= 0 && values_[static_cast<size_t>(v)].first_step < 0) values_[static_cast<size_t>(v)].first_step = static_cast<int>(i);
+    for (int v : steps_[i].inputs)
+      if (v >= 0) values_[static_cast<size_t>(v)].last_step = static_cast<int>(i);
+  }
+  const int end = static_cast<int>(steps_.size());
+  std::vector<int> buffer_end(values_.size(), -1);
+  for (size_t v = 0; v < values_.size(); ++v) {
+    DeviceValue& value = values_[v];
+    if (value.kind == ValueKind::input) {
+      value.first_step = 0;
+      buffer_end[v] = value.returned ? end : std::max(value.last_step, 0);
+    } else if (value.kind == ValueKind::output) {
+      buffer_end[v] = end;
+    } else if (value.kind == ValueKind::intermediate && value.first_step >= 0) {
+      buffer_end[v] = std::max(value.last_step, value.first_step);
+    }
+  }
+  auto buffer_of = [&](int v) {
+    while (values_[static_cast<size_t>(v)].shares_buffer_of >= 0) v = values_[static_cast<size_t>(v)].shares_buffer_of;
+    return v;
+  };
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const DeviceStep& step = steps_[i];
+    const int k = step.kernel->in_place_input();
+    if (k < 0 || static_cast<size_t>(k) >= step.inputs.size() || step.outputs.empty()) continue;
+    const int in = step.inputs[static_cast<size_t>(k)], out = step.outputs[0];
+    if (in < 0 || out < 0) continue;
+    const int buffer = buffer_of(in);
+    if (values_[static_cast<size_t>(buffer)].kind != ValueKind::intermediate) continue;
+    if (buffer_end[static_cast<size_t>(buffer)] != static_cast<int>(i)) continue;
+    if (values_[static_cast<size_t>(out)].bytes() != values_[static_cast<size_t>(in)].bytes()) continue;
+    bool read_twice = false;
+    for (size_t j = 0; j < step.inputs.size(); ++j)
+      if (static_cast<int>(j) != k && step.inputs[j] >= 0 && buffer_of(step.inputs[j]) == buffer) read_twice = true;
+    if (read_twice) continue;
+    values_[static_cast<size_t>(out)].shares_buffer_of = buffer;
+    buffer_end[static_cast<size_t>(buffer)] = buffer_end[static_cast<size_t>(out)];
+    ++memory_.in_place_steps;
+  }
+  std::vector<BufferRequest> requests;
+  std::vector<int> owners;
+  for (size_t v = 0; v < values_.size(); ++v) {
+    if (buffer_end[v] < 0 || values_[v].shares_buffer_of >= 0) continue;
+    requests.push_back({static_cast<int64_t>(values_[v].bytes()), values_[v].first_step, buffer_end[v]});
+    owners.push_back(static_cast<int>(v));
+  }
+  KILN_ASSIGN(plan, plan_buffers(requests, kDeviceAlignment));
+  for (size_t r = 0; r < owners.size(); ++r) values_[static_cast<size_t>(owners[r])].offset = plan.offsets[r];
+  for (size_t v = 0; v < values_.size(); ++v)
+    if (values_[v].shares_buffer_of >= 0) values_[v].offset = values_[static_cast<size_t>(buffer_of(static_cast<int>(v)))].offset;
+  memory_.arena_bytes = plan.arena_bytes;
+  memory_.lower_bound_bytes = plan.lower_bound_bytes;
+  memory_.sum_of_buffers_bytes = plan.sum_of_buffers_bytes;
+  KILN_ASSIGN(arena, DeviceBuffer::allocate(static_cast<size_t>(plan.arena_bytes), "the activation arena"));
+  arena_ = std::move(arena);
+  // Zeroed once: a buffer read with a zero scale (cuDNN's z without a residual) then never holds
+  // NaN bit patterns from whatever the allocation contained.
+  if (arena_.bytes()) KILN_CUDA_TRY(cudaMemsetAsync(arena_.data(), 0, arena_.bytes(), context_.stream));
+  return Status::ok();
+}
+
+// Every constant once, into one allocation, converted to the device dtype on the host.
+Status CudaEngine::upload_constants() {
+  int64_t total = 0;
+  for (DeviceValue& v : values_) {
+    if (v.kind != ValueKind::constant) continue;
+    v.offset = total;
+    total += align_bytes(static_cast<int64_t>(v.bytes()), kDeviceAlignment);
+  }
+  memory_.weight_bytes = total;
+  KILN_ASSIGN(weights, DeviceBuffer::allocate(static_cast<size_t>(total), "the weights"));
+  weights_ = std::move(weights);
+  std::vector<uint16_t> halves;
+  for (const DeviceValue& v : values_) {
+    if (v.kind != ValueKind::constant || v.bytes() == 0) continue;
+    const void* src = v.constant->raw();
+    if (v.dtype != v.host_dtype) {  // float32 -> float16
+      halves.resize(static_cast<size_t>(v.constant->numel()));
+      const float* f = v.constant->data<float>();
+      for (size_t i = 0; i < halves.size(); ++i) halves[i] = Half::from_float(f[i]);
+      src = halves.data();
+    }
+    KILN_CUDA_TRY(cudaMemcpy(static_cast<char*>(weights_.data()) + v.offset, src, v.bytes(), cudaMemcpyHostToDevice));
+  }
+  return Status::ok();
+}
+
+Status CudaEngine::make_staging() {
+  auto stage = [&](Staging& s, const char* what) -> Status {
+    const DeviceValue& v = values_[static_cast<size_t>(s.value)];
+    KILN_ASSIGN(host, PinnedBuffer::allocate(v.host_bytes(), std::string(what) + " '" + v.name + "'"));
+    s.host = std::move(host);
+    if (v.dtype != v.host_dtype) {
+      KILN_ASSIGN(converted, DeviceBuffer::allocate(v.host_bytes(), std::string("the float32 copy of ") + what + " '" + v.name + "'"));
+      s.converted = std::move(converted);
+    }
+    return Status::ok();
+  };
+  for (Staging& s : inputs_) KILN_TRY(stage(s, "input"));
+  for (Staging& s : outputs_) KILN_TRY(stage(s, "output"));
+  return Status::ok();
+}
+
+void* CudaEngine::device_pointer(int v) const {
+  const DeviceValue& value = values_[static_cast<size_t>(v)];
+  if (value.kind == ValueKind::constant) return static_cast<char*>(weights_.data()) + value.offset;
+  return value.offset < 0 ? nullptr : static_cast<char*>(arena_.data()) + value.offset;
+}
+
+Status CudaEngine::build(const Plan& plan, const DeviceEngineOptions& options) {
+  options_ = options;
+  context_.precision = options.precision;
+  KILN_CUDA_TRY(cudaSetDevice(options.device_index));
+  KILN_CUDA_TRY(cudaGetDeviceProperties(&properties_, options.device_index));
+  KILN_CUDA_TRY(cudaStreamCreateWithFlags(&context_.stream, cudaStreamNonBlocking));
+  KILN_CUDNN_TRY(cudnnCreate(&context_.cudnn));
+  KILN_CUDNN_TRY(cudnnSetStream(context_.cudnn, context_.stream));
+  KILN_CUBLAS_TRY(cublasLtCreate(&context_.cublaslt));
+
+  std::vector<int> slot_value(static_cast<size_t>(plan.num_slots), -1);
+  KILN_TRY(add_values(plan, slot_value));
+  std::vector<const Tensor*> constant_of(plan.slot_types.size(), nullptr);
+  for (const auto& [slot, tensor] : plan.constants) constant_of[static_cast<size_t>(slot)] = &tensor;
+  for (const PlanStep& step : plan.steps) {
+    Status st = add_step(plan, step, slot_value, constant_of);
+    if (!st) return st.code() == ErrorCode::unsupported ? st : st.with_context("node '" + step.name + "' (" + std::string(cuda_op_name(step.op)) + "): ");
+  }
+  for (const auto& [slot, name] : plan.outputs) {
+    const int v = slot >= 0 && slot < plan.num_slots ? slot_value[static_cast<size_t>(slot)] : -1;
+    KILN_REQUIRE(v >= 0, invalid_argument, "output '", name, "' is never computed");
+    if (values_[static_cast<size_t>(v)].kind == ValueKind::intermediate) values_[static_cast<size_t>(v)].kind = ValueKind::output;
+    values_[static_cast<size_t>(v)].returned = true;
+    outputs_.push_back({v, {}, {}});
+    output_names_.push_back(name);
+  }
+  size_t workspace = 0;
+  for (const DeviceStep& step : steps_) workspace = std::max(workspace, step.kernel->workspace_bytes());
+  memory_.scratch_bytes = static_cast<int64_t>(workspace);
+  KILN_TRY(upload_constants());
+  KILN_TRY(plan_arena());
+  KILN_ASSIGN(buffer, DeviceBuffer::allocate(workspace, "the cuDNN/cuBLASLt workspace"));
+  workspace_ = std::move(buffer);
+  KILN_TRY(make_staging());
+  // Weights went up with cudaMemcpy on the legacy stream, which a non-blocking stream does not
+  // wait for, and kernels may have initialized constants on ours: all of it is done before a run.
+  KILN_CUDA_TRY(cudaDeviceSynchronize());
+  const int64_t batch = inputs_.empty() || values_[static_cast<size_t>(inputs_[0].value)].shape.empty()
+                            ? 1
+                            : values_[static_cast<size_t>(inputs_[0].value)].shape[0];
+  use_graph_ = batch <= options.graph_max_batch;
+  return Status::ok();
+}
+
+// Inputs in, every step, outputs out, all on the stream; with `step_ms`, events around each step.
+Status CudaEngine::enqueue(std::vector<double>* step_ms) {
+  const cudaStream_t stream = context_.stream;
+  for (const Staging& s : inputs_) {
+    const DeviceValue& v = values_[static_cast<size_t>(s.value)];
+    void* dst = s.converted.data() ? s.converted.data() : device_pointer(s.value);
+    KILN_CUDA_TRY(cudaMemcpyAsync(dst, s.host.data(), v.host_bytes(), cudaMemcpyHostToDevice, stream));
+    if (s.converted.data())
+      KILN_CUDA_TRY(launch_f32_to_f16(static_cast<const float*>(s.converted.data()), device_pointer(s.value), shape_numel(v.shape), stream));
+  }
+  CudaArgs args;
+  args.workspace = workspace_.data();
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    DeviceStep& step = steps_[i];
+    args.inputs.clear();
+    args.outputs.clear();
+    for (int v : step.inputs) args.inputs.push_back(v < 0 ? nullptr : device_pointer(v));
+    for (int v : step.outputs) args.outputs.push_back(v < 0 ? nullptr : device_pointer(v));
+    if (step_ms) KILN_CUDA_TRY(cudaEventRecord(events_[2 * i], stream));
+    Status st = step.kernel->run(args);
+    if (!st) return st.with_context("node '" + step.name + "': ");
+    if (step_ms) KILN_CUDA_TRY(cudaEventRecord(events_[2 * i + 1], stream));
+  }
+  for (const Staging& s : outputs_) {
+    const DeviceValue& v = values_[static_cast<size_t>(s.value)];
+    const void* src = device_pointer(s.value);
+    if (s.converted.data()) {
+      KILN_CUDA_TRY(launch_f16_to_f32(src, static_cast<float*>(s.converted.data()), shape_numel(v.shape), stream));
+      src = s.converted.data();
+    }
+    KILN_CUDA_TRY(cudaMemcpyAsync(s.host.data(), src, v.host_bytes(), cudaMemcpyDeviceToHost, stream));
+  }
+  return Status::ok();
+}
+
+// Records one whole run as a CUDA Graph. Any failure (a library call that cannot be captured)
+// leaves graph_exec_ null, and runs then launch step by step.
+void CudaEngine::try_capture() {
+  graph_failed_ = true;
+  if (cudaStreamBeginCapture(context_.stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+    graph_failure_ = "stream capture could not begin";
+    cudaGetLastError();
+    return;
+  }
+  const Status enqueued = enqueue(nullptr);
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(context_.stream, &graph);
+  if (!enqueued || ended != cudaSuccess || !graph) {
+    graph_failure_ = !enqueued ? enqueued.message() : cudaGetErrorString(ended);
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    return;
+  }
+  const cudaError_t made = cudaGraphInstantiate(&graph_exec_, graph, 0);
+  cudaGraphDestroy(graph);
+  if (made != cudaSuccess) {
+    graph_failure_ = cudaGetErrorString(made);
+    graph_exec_ = nullptr;
+    cudaGetLastError();
+    return;
+  }
+  graph_failed_ = false;
+}
+
+Result<std::vector<Tensor>> CudaEngine::run(const std::vector<Tensor>& inputs, std::vector<double>* step_ms) {
+  KILN_REQUIRE(inputs.size() == inputs_.size(), invalid_argument, "the model has ", inputs_.size(), " inputs, but ", inputs.size(),
+               " were given");
+  KILN_CUDA_TRY(cudaSetDevice(options_.device_index));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const DeviceValue& v = values_[static_cast<size_t>(inputs_[i].value)];
+    KILN_REQUIRE(inputs[i].dtype() == v.host_dtype && inputs[i].shape() == v.shape, invalid_argument, "input '", v.name, "' is ",
+                 inputs[i].describe(), ", the plan was compiled for ", dtype_name(v.host_dtype), shape_to_string(v.shape));
+    if (v.host_bytes()) std::memcpy(inputs_[i].host.data(), inputs[i].raw(), v.host_bytes());
+  }
+  if (step_ms) {
+    if (events_.empty()) {
+      events_.resize(2 * steps_.size(), nullptr);
+      for (cudaEvent_t& e : events_) KILN_CUDA_TRY(cudaEventCreate(&e));
+    }
+    KILN_TRY(enqueue(step_ms));
+  } else {
+    if (use_graph_ && !graph_exec_ && !graph_failed_) try_capture();
+    if (graph_exec_) KILN_CUDA_TRY(cudaGraphLaunch(graph_exec_, context_.stream));
+    else KILN_TRY(enqueue(nullptr));
+  }
+  KILN_CUDA_TRY(cudaStreamSynchronize(context_.stream));
+  if (step_ms) {
+    step_ms->assign(steps_.size(), 0.0);
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      float ms = 0;
+      KILN_CUDA_TRY(cudaEventElapsedTime(&ms, events_[2 * i], events_[2 * i + 1]));
+      (*step_ms)[i] = ms;
+    }
+  }
+  std::vector<Tensor> results;
+  for (const Staging& s : outputs_) {
+    const DeviceValue& v = values_[static_cast<size_t>(s.value)];
+    Tensor t = Tensor::zeros(v.host_dtype, v.shape);
+    if (t.nbytes()) std::memcpy(t.raw(), s.host.data(), t.nbytes());
+    results.push_back(std::move(t));
+  }
+  return results;
+}
+
+std::string CudaEngine::describe() const {
+  std::ostringstream os;
+  os << properties_.name << " (sm_" << properties_.major << properties_.minor << "), " << device_precision_name(options_.precision)
+     << ", ";
+  if (!use_graph_) os << "stream launches (batch above " << options_.graph_max_batch << ")";
+  else if (graph_exec_) os << "CUDA Graph";
+  else if (graph_failed_) os << "stream launches (graph capture failed: " << graph_failure_ << ")";
+  else os << "CUDA Graph on first run";
+  return os.str();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DeviceEngine>> cuda_engine_create(const Plan& plan, const DeviceEngineOptions& options) {
+  auto engine = std::make_unique<CudaEngine>();
+  KILN_TRY(engine->build(plan, options));
+  return std::unique_ptr<DeviceEngine>(std::move(engine));
+}
+
+}  // namespace kiln::cuda

@@ -1,0 +1,52 @@
+// Launchers for kiln's own CUDA kernels (elementwise.cu, pool.cu, softmax.cu, copy.cu). Plain types only:
+// this header is read by nvcc and by the C++ side, so it includes no kiln header. Every launcher
+// enqueues on `stream` and returns the launch's error (cudaSuccess when nothing went wrong).
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda/broadcast_shape.h"  // BroadcastShape
+#include "kernels/cuda/pool_window.h"      // Pool2d
+#include "kernels/cuda/strided_view.h"     // StridedView
+#include "kernels/cuda/activation_math.h"  // ActivationParams
+
+namespace kiln::cuda {
+
+enum class FloatType { f32, f16 };
+
+
+// y[i] = act(x[i]); x may equal y.
+cudaError_t launch_activation(FloatType type, const ActivationParams& act, const void* x, void* y, int64_t n, cudaStream_t stream);
+
+enum class BinaryOp : int { add, sub, mul, div, max, min };
+
+cudaError_t launch_binary(FloatType type, BinaryOp op, const void* a, const void* b, void* y, const BroadcastShape& shape,
+                          cudaStream_t stream);
+
+// y[o, c, i] = act(x[o, c, i] * scale[c] + shift[c]) over [outer, channels, inner]; scale and
+// shift are float32 whatever `type` is (BatchNormalization folded at load).
+cudaError_t launch_channel_affine(FloatType type, const void* x, const float* scale, const float* shift, void* y,
+                                  int64_t outer, int64_t channels, int64_t inner, const ActivationParams& act,
+                                  cudaStream_t stream);
+
+// float32 <-> float16 (round to nearest even), n elements.
+cudaError_t launch_f32_to_f16(const float* src, void* dst, int64_t n, cudaStream_t stream);
+cudaError_t launch_f16_to_f32(const void* src, float* dst, int64_t n, cudaStream_t stream);
+
+// 2-D pooling over NCHW (pool_window.h).
+cudaError_t launch_pool2d(FloatType type, const Pool2d& p, const void* x, void* y, cudaStream_t stream);
+
+// y[r] = mean (or max) of x[r, 0..plane) for r < rows (GlobalAveragePool / GlobalMaxPool).
+cudaError_t launch_global_pool(FloatType type, bool max, const void* x, void* y, int64_t rows, int64_t plane,
+                               cudaStream_t stream);
+
+// Softmax (or log-softmax) along the middle axis of [outer, axis, inner], accumulated in float.
+cudaError_t launch_softmax(FloatType type, bool log, const void* x, void* y, int64_t outer, int64_t axis, int64_t inner,
+                           cudaStream_t stream);
+
+// y[i] = x[strided_source(view, i)] for every output element, `element_bytes` (1, 2, 4 or 8) each.
+cudaError_t launch_strided_copy(int element_bytes, const void* x, void* y, const StridedView& view, cudaStream_t stream);
+
+}  // namespace kiln::cuda

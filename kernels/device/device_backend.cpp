@@ -1,0 +1,20 @@
+#include "kernels/device/device_backend.h"
+
+namespace kiln {
+
+std::string_view device_precision_name(DevicePrecision p) {
+  switch (p) {
+    case DevicePrecision::fp32: return "fp32";
+    case DevicePrecision::tf32: return "tf32";
+    case DevicePrecision::fp16: return "fp16";
+  }
+  return "fp32";
+}
+
+std::optional<DevicePrecision> device_precision_from_name(std::string_view name) {
+  for (DevicePrecision p : {DevicePrecision::fp32, DevicePrecision::tf32, DevicePrecision::fp16})
+    if (device_precision_name(p) == name) return p;
+  return std::nullopt;
+}
+
+}  // namespace kiln

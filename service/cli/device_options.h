@@ -1,0 +1,41 @@
+// --device cpu|cuda and the CUDA options, the same on every verb that runs a compiled plan
+// (kiln run, bench, verify; kiln-runtime run). Header-only: kiln-runtime includes it too.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "kernels/device/plan_runner.h"
+
+namespace kiln::cli {
+
+struct DeviceCli {
+  std::string device = "cpu";
+  std::string cuda_precision = "fp32";
+  int cuda_device = 0;
+
+  void add_to(CLI::App& cmd, bool with_device_index = true) {
+    cmd.add_option("--device", device, "Where the compiled plan runs: cpu (default) or cuda (loads libkiln_cuda.so)")
+        ->check(CLI::IsMember({"cpu", "cuda"}));
+    cmd.add_option("--cuda-precision", cuda_precision,
+                   "With --device cuda: fp32 (default), tf32 (TF32 tensor cores in Conv/Gemm) or fp16")
+        ->check(CLI::IsMember({"fp32", "tf32", "fp16"}));
+    if (with_device_index)
+      cmd.add_option("--cuda-device", cuda_device, "With --device cuda: the GPU index (default 0)")->check(CLI::NonNegativeNumber);
+  }
+
+  DeviceKind kind() const { return device_kind_from_name(device).value_or(DeviceKind::cpu); }
+
+  PlanRunnerOptions runner_options(int threads, std::ostream* verbose) const {
+    PlanRunnerOptions options;
+    options.device = kind();
+    options.threads = threads;
+    options.verbose = verbose;
+    options.device_options.precision = device_precision_from_name(cuda_precision).value_or(DevicePrecision::fp32);
+    options.device_options.device_index = cuda_device;
+    return options;
+  }
+};
+
+}  // namespace kiln::cli

@@ -1,0 +1,129 @@
+// --device cuda through the binaries on this machine. Without a usable GPU every verb gives one
+// "error:" line with exit code 1: that the plugin is not installed (built without CUDA), or, with
+// the plugin built, that there is no driver or no device. With a GPU the run must succeed.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tests/support/onnx_builder.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Run {
+  int exit_code = -1;
+  bool crashed = false;
+  std::string output;
+};
+
+Run run_binary(const std::string& binary, const std::string& args) {
+  const std::string cmd = "timeout 120 " + binary + " " + args + " 2>&1";
+  Run r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buf{};
+  while (size_t n = fread(buf.data(), 1, buf.size(), pipe)) r.output.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.crashed = WIFSIGNALED(status);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+fs::path scratch() {
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("kiln-device-cli-test-" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+// The one error line, or a success that ran on the GPU.
+void require_device_answer(const Run& r, const std::string& prefix) {
+  INFO(r.output);
+  REQUIRE_FALSE(r.crashed);
+  if (r.exit_code == 0) {
+    WARN("a usable CUDA device is present: checked that the run succeeded instead of the no-device message");
+    return;
+  }
+  REQUIRE(r.exit_code == 1);
+  const size_t at = r.output.find(prefix + ": error: ");
+  REQUIRE(at != std::string::npos);
+  REQUIRE(r.output.find("error: ", at + prefix.size() + 9) == std::string::npos);  // one error line
+  REQUIRE(r.output.back() == '\n');
+  REQUIRE(r.output.find('\n', at) == r.output.size() - 1);
+  const std::string line = r.output.substr(at);
+#if KILN_CUDA_PLUGIN_BUILT
+  CHECK((line.find("no NVIDIA driver") != std::string::npos || line.find("no CUDA device") != std::string::npos ||
+         line.find("driver is too old") != std::string::npos));
+#else
+  CHECK(line.find("the CUDA backend plugin is not installed") != std::string::npos);
+#endif
+  CHECK(line.find("dlopen") == std::string::npos);
+}
+
+const std::string kModel = KILN_EXAMPLES_DIR "/fashion-mnist/model.onnx";
+const std::string kSample = KILN_EXAMPLES_DIR "/fashion-mnist/sample.npz";
+
+}  // namespace
+
+TEST_CASE("kiln run, bench and verify with --device cuda answer clearly on this machine", "[cli][device]") {
+  const std::string out = (scratch() / "out.npz").string();
+  require_device_answer(run_binary(KILN_BINARY, "run " + kModel + " --input " + kSample + " --output " + out + " --device cuda"), "kiln");
+  require_device_answer(run_binary(KILN_BINARY, "bench " + kModel + " --iters 2 --warmup 1 --device cuda --cuda-precision fp16"), "kiln");
+  require_device_answer(run_binary(KILN_BINARY, "verify " + kModel + " --random 4 --device cuda"), "kiln");
+}
+
+TEST_CASE("kiln-runtime run --device cuda answers clearly on this machine", "[cli][device]") {
+  const std::string plan = (scratch() / "fashion.kiln").string();
+  const Run compiled = run_binary(KILN_BINARY, "compile " + kModel + " -o " + plan);
+  INFO(compiled.output);
+  REQUIRE(compiled.exit_code == 0);
+  const std::string out = (scratch() / "runtime_out.npz").string();
+  require_device_answer(run_binary(KILN_RUNTIME_BINARY, "run " + plan + " --input " + kSample + " --output " + out + " --device cuda"),
+                        "kiln-runtime");
+}
+
+TEST_CASE("kiln compile --device cuda checks every op has a CUDA kernel, with or without a GPU", "[cli][device]") {
+  const Run good = run_binary(KILN_BINARY, "compile " + kModel + " --device cuda --cuda-precision fp16 -o " + (scratch() / "fashion_cuda.kiln").string());
+  INFO(good.output);
+  REQUIRE_FALSE(good.crashed);
+#if KILN_CUDA_PLUGIN_BUILT
+  CHECK(good.exit_code == 0);
+  CHECK(good.output.find("fuse_elementwise_chain") == std::string::npos);  // the CUDA pipeline leaves kiln's own ops out
+#else
+  CHECK(good.exit_code == 1);
+  CHECK(good.output.find("the CUDA backend plugin is not installed") != std::string::npos);
+#endif
+  kiln::test::OnnxBuilder b;
+  b.input("x", {1, 3, 4}).output("y", {1, 3, 4});
+  b.node("Erf", {"x"}, {"y"}, "error_function");
+  const fs::path model = scratch() / "erf.onnx";
+  std::ofstream(model, std::ios::binary) << b.bytes();
+  const Run bad = run_binary(KILN_BINARY, "compile " + model.string() + " --device cuda -o " + (scratch() / "erf.kiln").string());
+  INFO(bad.output);
+  REQUIRE_FALSE(bad.crashed);
+  CHECK(bad.exit_code == 1);
+#if KILN_CUDA_PLUGIN_BUILT
+  CHECK(bad.output.find("kiln: error: no CUDA kernel for node 'error_function' (Erf)") != std::string::npos);
+#endif
+  CHECK_FALSE(fs::exists(scratch() / "erf.kiln"));
+}
+
+TEST_CASE("an unknown --device or --cuda-precision is command-line misuse", "[cli][device][bad-input]") {
+  const Run device = run_binary(KILN_BINARY, "bench " + kModel + " --device tpu");
+  INFO(device.output);
+  CHECK(device.exit_code == 2);
+  CHECK(device.output.find("--device") != std::string::npos);
+  const Run precision = run_binary(KILN_BINARY, "bench " + kModel + " --device cuda --cuda-precision int4");
+  INFO(precision.output);
+  CHECK(precision.exit_code == 2);
+  CHECK(precision.output.find("--cuda-precision") != std::string::npos);
+}
