@@ -31,6 +31,8 @@ int main(int argc, char** argv) {
   add_bench_target_command(app, run);
   add_predict_command(app, run);
   add_serve_command(app, run);
+  add_token_command(app, run);
+  add_fetch_model_command(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
