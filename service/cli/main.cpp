@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   add_serve_command(app, run);
   add_token_command(app, run);
   add_fetch_model_command(app, run);
+  add_submit_command(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
