@@ -109,7 +109,7 @@ double seconds_between(const std::string& from, const std::string& to) {
 }
 
 Result<std::vector<StageRecord>> stages_read(JobStore::Db& db, const std::string& id) {
-  Statement s(db.db, "SELECT name, state, started_at, finished_at, seconds, message FROM stages WHERE job_id = ? ORDER BY position");
+  Statement s = db.cached("SELECT name, state, started_at, finished_at, seconds, message FROM stages WHERE job_id = ? ORDER BY position");
   if (!s.ok()) return db.error("preparing the stage query");
   s.bind(1, id);
   std::vector<StageRecord> out;
@@ -139,7 +139,7 @@ JobRecord job_row(const Statement& s) {
 }
 
 Result<std::optional<JobRecord>> job_read(JobStore::Db& db, const std::string& id) {
-  Statement s(db.db, std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ?");
+  Statement s = db.cached(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ?");
   if (!s.ok()) return db.error("preparing the job query");
   s.bind(1, id);
   const int rc = s.step();

@@ -5,6 +5,7 @@
 
 #include <sqlite3.h>
 
+#include <map>
 #include <string>
 
 #include "service/jobs/job_store.h"
@@ -16,7 +17,16 @@ class Statement {
   Statement(sqlite3* db, const std::string& sql) {
     if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt_, nullptr) != SQLITE_OK) stmt_ = nullptr;
   }
-  ~Statement() { sqlite3_finalize(stmt_); }
+  // Borrows a statement prepared once (JobStore::Db::cached): reset, not finalized, when done.
+  explicit Statement(sqlite3_stmt* borrowed) : stmt_(borrowed), borrowed_(true) {}
+  ~Statement() {
+    if (!borrowed_) {
+      sqlite3_finalize(stmt_);
+    } else if (stmt_) {
+      sqlite3_reset(stmt_);
+      sqlite3_clear_bindings(stmt_);
+    }
+  }
   Statement(const Statement&) = delete;
   Statement& operator=(const Statement&) = delete;
   bool ok() const { return stmt_ != nullptr; }
@@ -42,12 +52,31 @@ class Statement {
 
  private:
   sqlite3_stmt* stmt_ = nullptr;
+  bool borrowed_ = false;
 };
 
 struct JobStore::Db {
   sqlite3* db = nullptr;
   std::string path;
-  ~Db() { sqlite3_close(db); }
+  std::map<std::string, sqlite3_stmt*> prepared;  // the hot queries, prepared once
+  ~Db() {
+    for (auto& [sql, stmt] : prepared) sqlite3_finalize(stmt);
+    sqlite3_close(db);
+  }
+
+  // A statement of the hot path (job and token lookups: every GET /v1/jobs/{id}), prepared on
+  // first use and kept; callers hold JobStore's mutex, and one use of a statement ends before
+  // the next begins.
+  Statement cached(const std::string& sql) {
+    auto it = prepared.find(sql);
+    if (it == prepared.end()) {
+      sqlite3_stmt* stmt = nullptr;
+      if (sqlite3_prepare_v3(db, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr) != SQLITE_OK)
+        return Statement(static_cast<sqlite3_stmt*>(nullptr));
+      it = prepared.emplace(sql, stmt).first;
+    }
+    return Statement(it->second);
+  }
 
   Error error(const std::string& what) const {
     return make_error(ErrorCode::io, "job store '", path, "': ", what, ": ", sqlite3_errmsg(db));

@@ -20,7 +20,7 @@ Status JobStore::token_add(const TokenRecord& t) {
 
 Result<std::optional<TokenRecord>> JobStore::token_get(const std::string& id) {
   std::lock_guard lock(mu_);
-  Statement s(db_->db, "SELECT id, name, scopes, sha256, created_at, revoked_at FROM tokens WHERE id = ?");
+  Statement s = db_->cached("SELECT id, name, scopes, sha256, created_at, revoked_at FROM tokens WHERE id = ?");
   if (!s.ok()) return db_->error("preparing the token query");
   s.bind(1, id);
   const int rc = s.step();
