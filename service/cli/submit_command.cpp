@@ -283,16 +283,24 @@ int run_submit(SubmitOptions opts) {
   if (opts.wait) {
     EventStream es;
     es.quiet = opts.json_output;
-    for (int attempt = 0; !es.done && attempt < 100; ++attempt) {
-      if (attempt > 0) std::this_thread::sleep_for(std::chrono::seconds(1));
+    // A dropped stream (a server restart, a proxy's timeout) is resumed where it stopped.
+    constexpr int kStreamAttempts = 30;
+    std::string last_failure;
+    for (int attempt = 0; !es.done && attempt < kStreamAttempts; ++attempt) {
+      if (attempt > 0) std::this_thread::sleep_for(std::chrono::seconds(2));
       if (es.last_id > 0) client.header_next("Last-Event-ID: " + std::to_string(es.last_id));
       client.header_next("Accept: text/event-stream");
-      auto streamed = client.request("/v1/jobs/" + id + "/events", [](CURL* c) { curl_easy_setopt(c, CURLOPT_TIMEOUT, 0L); },
-                                     on_events, &es, 0);
-      if (!streamed) return report_error(streamed.error().message);
+      es.buffer.clear();
+      auto streamed = client.request("/v1/jobs/" + id + "/events", [](CURL*) {}, on_events, &es, 0);
+      if (!streamed) {
+        last_failure = streamed.error().message;
+        continue;
+      }
       if (streamed->status != 200) return report_error("following the job: " + server_error(Reply{streamed->status, es.buffer}));
+      last_failure = "the stream ended without a final event";
     }
-    if (!es.done) return report_error("the event stream of job " + id + " ended 100 times without a final event");
+    if (!es.done)
+      return report_error("following job " + id + ": gave up after " + std::to_string(kStreamAttempts) + " attempts (" + last_failure + ")");
     result["state"] = es.state;
     if (!es.message.empty()) result["error"] = es.message;
     if (es.state != "succeeded") exit_code = kExitError;

@@ -100,7 +100,10 @@ Result<std::string> scopes_parse(const std::string& text) {
   }
   std::string out;
   for (Scope s : {Scope::submit, Scope::read, Scope::admin})
-    if (want[static_cast<int>(s)]) out += (out.empty() ? "" : ",") + std::string(scope_name(s));
+    if (want[static_cast<int>(s)]) {
+      if (!out.empty()) out += ',';
+      out += scope_name(s);
+    }
   return out;
 }
 
@@ -156,13 +159,15 @@ std::variant<Caller, serve::HttpResponse> auth_authenticate(jobs::JobStore& stor
   if (!t.revoked_at.empty()) return unauthorized("token " + t.id + " was revoked");
   Caller c;
   c.id = t.id;
-  auto scopes = scopes_parse(t.scopes);
-  const std::string list = scopes ? *scopes : "";
-  for (Scope s : {Scope::submit, Scope::read, Scope::admin}) {
-    const bool has = ("," + list + ",").find("," + std::string(scope_name(s)) + ",") != std::string::npos;
-    if (s == Scope::submit) c.scope_submit = has;
-    if (s == Scope::read) c.scope_read = has;
-    if (s == Scope::admin) c.scope_admin = has;
+  const std::string list = t.scopes;  // canonical (scopes_parse) when stored
+  std::string_view rest = list;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    c.scope_submit = c.scope_submit || item == scope_name(Scope::submit);
+    c.scope_read = c.scope_read || item == scope_name(Scope::read);
+    c.scope_admin = c.scope_admin || item == scope_name(Scope::admin);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
   }
   if (!c.has(*needed))
     return api_error(403, "forbidden", std::string("token ") + t.id + " lacks the '" + scope_name(*needed) + "' scope that " +

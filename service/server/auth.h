@@ -31,8 +31,9 @@ struct Caller {
 
   static Caller local_user();
   bool has(Scope scope) const;
-  // Whether `owner`'s jobs are visible to this caller (admins and the local user see all).
-  bool sees_owner(const std::string& owner) const { return local || scope_admin || owner == id; }
+  // Admins and the local user see every owner's jobs; others only their own.
+  bool sees_all() const { return local || scope_admin; }
+  bool sees_owner(const std::string& owner) const { return sees_all() || owner == id; }
 };
 
 // "submit,read" → the canonical list (known scopes, no duplicates, in the order submit, read,

@@ -1,4 +1,6 @@
 // Which addresses a model URL may name: public ones, and those on the allow-list.
+#include <filesystem>
+
 #include <catch2/catch.hpp>
 
 #include "service/server/address_policy.h"
@@ -58,4 +60,17 @@ TEST_CASE("url refusal: schemes other than http and https, and literal private h
   CHECK_THAT(url_refusal("http://[::ffff:169.254.169.254]/", {}), Catch::Contains("link-local"));
   CHECK_THAT(url_refusal("not a url", {}), Catch::Contains("does not parse"));
   CHECK(url_refusal("https://example.com/model.onnx", {}).empty());  // names are checked when connecting
+}
+
+TEST_CASE("url fetch: a host name is judged by the address it resolves to, before connecting", "[service][fetch]") {
+  const std::string dst = (std::filesystem::temp_directory_path() / "kiln-url-fetch-test.onnx").string();
+  // localhost passes the literal check (a name) but resolves to loopback: refused at the socket.
+  const kiln::Status st = url_fetch("http://localhost:9/model.onnx", dst, UrlFetchOptions{});
+  REQUIRE_FALSE(st);
+  CHECK(st.code() == kiln::ErrorCode::invalid_argument);
+  CHECK_THAT(st.message(), Catch::Contains("is loopback"));
+  CHECK_FALSE(std::filesystem::exists(dst));
+  const kiln::Status scheme = url_fetch("ftp://localhost/model.onnx", dst, UrlFetchOptions{});
+  REQUIRE_FALSE(scheme);
+  CHECK_THAT(scheme.message(), Catch::Contains("scheme 'ftp'"));
 }

@@ -159,7 +159,7 @@ TEST_CASE("service router: another owner's job is a 404; admins see every job", 
   REQUIRE(mine.status == 202);
   const std::string id = body_json(mine)["id"];
   CHECK(f.call(f.alice, "GET", "/v1/jobs/" + id).status == 200);
-  for (const std::string& sub : {"", "/events", "/report", "/artifacts", "/artifacts/model.kiln"}) {
+  for (const std::string sub : {"", "/events", "/report", "/artifacts", "/artifacts/model.kiln"}) {
     INFO(sub);
     const serve::HttpResponse r = f.call(f.bob, "GET", "/v1/jobs/" + id + sub);
     CHECK(r.status == 404);
