@@ -12,9 +12,12 @@ std::variant<JsonSubmission, serve::HttpResponse> json_submission_parse(std::str
   if (doc.is_discarded()) return api_error(400, "syntax", "the request body is not valid JSON");
   if (!doc.is_object()) return api_error(400, "bad_request", "the request body must be a JSON object {description, target?}");
   for (auto it = doc.begin(); it != doc.end(); ++it)
-    if (it.key() != "description" && it.key() != "target")
+    if (it.key() != "description" && it.key() != "target") {
+      std::string pointer = "/";
+      pointer += it.key().substr(0, 64);
       return api_error(400, "bad_request", "unknown field '" + it.key().substr(0, 64) + "' (expected description, target)",
-                       json::array({{{"pointer", "/" + it.key().substr(0, 64)}, {"message", "unknown field"}}}));
+                       json::array({{{"pointer", pointer}, {"message", "unknown field"}}}));
+    }
   if (!doc.contains("description") || !doc["description"].is_object())
     return api_error(400, "bad_request", "field 'description' is required and must be an object",
                      json::array({{{"pointer", "/description"}, {"message", "required object"}}}));

@@ -28,10 +28,25 @@ started=$(date +%s)
 mkdir -p "$work/web"
 cp "$examples/fashion-mnist/model.onnx" "$work/web/model.onnx"
 head -c $((2 * 1024 * 1024)) /dev/zero > "$work/web/big.onnx"
-(cd "$work/web" && exec python3 -m http.server --bind 127.0.0.1 0 > "$work/web.log" 2>&1) &
+# /redirect-private answers 302 to a private address: the redirect must be checked again.
+(cd "$work/web" && exec python3 -c '
+import http.server, sys
+class Handler(http.server.SimpleHTTPRequestHandler):
+    def do_GET(self):
+        if self.path == "/redirect-private":
+            self.send_response(302)
+            self.send_header("Location", "http://10.0.0.1/model.onnx")
+            self.end_headers()
+            return
+        super().do_GET()
+    def log_message(self, *args):
+        pass
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print("port", server.server_address[1], flush=True)
+server.serve_forever()' > "$work/web.log" 2>&1) &
 web_pid=$!
-for _ in $(seq 100); do grep -q "Serving HTTP" "$work/web.log" 2> /dev/null && break; sleep 0.1; done
-web_port=$(sed -n 's/.*port \([0-9]*\).*/\1/p' "$work/web.log" | head -1)
+for _ in $(seq 100); do grep -q "^port" "$work/web.log" 2> /dev/null && break; sleep 0.1; done
+web_port=$(sed -n 's/^port \([0-9]*\)/\1/p' "$work/web.log" | head -1)
 [ -n "$web_port" ] || fail "the loopback web server did not start: $(cat "$work/web.log")"
 
 data=$work/data
@@ -140,16 +155,23 @@ done
 [ "$(echo "$job" | field stages.0.name)" = fetch ] || fail "no fetch stage first: $job"
 [ "$(echo "$job" | field stages.0.state)" = done ] || fail "fetch did not finish: $job"
 curl -sS -o /dev/null -X DELETE -H "Authorization: Bearer $alice" "$base/v1/jobs/$url_id"
+job_end() {  # job_end ID: waits for the job to end; its JSON in $job
+  for _ in $(seq 200); do
+    job=$(curl -sS -H "Authorization: Bearer $alice" "$base/v1/jobs/$1")
+    case $(echo "$job" | field state) in failed|succeeded|cancelled) return ;; esac
+    sleep 0.1
+  done
+}
 # Over the cap (--max-model-mb 1): the fetch stops and the job fails naming the limit.
 json_job big "http://127.0.0.1:$web_port/big.onnx"; expect 202 big '"queued"'
-big_id=$(field id < "$work/big")
-for _ in $(seq 200); do
-  job=$(curl -sS -H "Authorization: Bearer $alice" "$base/v1/jobs/$big_id")
-  case $(echo "$job" | field state) in failed|succeeded|cancelled) break ;; esac
-  sleep 0.1
-done
+job_end "$(field id < "$work/big")"
 [ "$(echo "$job" | field state)" = failed ] || fail "an oversize model did not fail its job: $job"
 echo "$job" | grep -q "larger than the limit of 1 MiB" || fail "the oversize failure does not name the cap: $job"
+# A redirect from the allowed server to a private address fails the job naming that address.
+json_job redirect "http://127.0.0.1:$web_port/redirect-private"; expect 202 redirect '"queued"'
+job_end "$(field id < "$work/redirect")"
+[ "$(echo "$job" | field state)" = failed ] || fail "a redirect to a private address did not fail the job: $job"
+echo "$job" | grep -q "10.0.0.1 is private" || fail "the redirect failure does not name the address: $job"
 
 # Benchmarks: admin only; a profile of another format version is refused naming it.
 call bench_alice "$alice" -H 'Content-Type: application/json' --data-binary '{}' "$base/v1/benchmarks"; expect 403 bench_alice admin
