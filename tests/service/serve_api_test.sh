@@ -189,6 +189,12 @@ grep -q "succeeded" "$work/submit.out" || fail "kiln submit did not report succe
 "$kiln" submit --server "$base" --token "$reader" --description "$examples/fashion-mnist/application.yaml" \
   --target-name local-cpu --model "$examples/fashion-mnist/model.onnx" > "$work/submit403.out" 2>&1 && fail "kiln submit without scope exited 0"
 grep -q "403.*'submit' scope" "$work/submit403.out" || fail "kiln submit 403: $(cat "$work/submit403.out")"
+# A model that passes the upload's wire check (an empty graph) but not compile: --wait exits non-zero with the job's error.
+printf '\x3a\x00' > "$work/empty-graph.onnx"
+KILN_TOKEN=$alice "$kiln" submit --server "$base" --description "$examples/fashion-mnist/application.yaml" \
+  --target-name local-cpu --model "$work/empty-graph.onnx" --wait > "$work/submit-failed.out" 2>&1 &&
+  fail "kiln submit --wait exited 0 for a failing job: $(cat "$work/submit-failed.out")"
+grep -q "kiln: error: job .* failed: stage " "$work/submit-failed.out" || fail "kiln submit, failed job: $(cat "$work/submit-failed.out")"
 "$kiln" submit --server "http://127.0.0.1:1" --token "$alice" --description "$examples/fashion-mnist/application.yaml" \
   --target-name local-cpu --model "$examples/fashion-mnist/model.onnx" > "$work/refused.out" 2>&1 && fail "kiln submit to no server exited 0"
 grep -q "cannot connect" "$work/refused.out" || fail "kiln submit, connection refused: $(cat "$work/refused.out")"
