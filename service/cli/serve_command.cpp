@@ -90,7 +90,8 @@ int run_serve(const ServeOptions& opts) {
   server::JobsRouter router(st, runner, opts.data_dir, limits);
   router.set_fetch_allow(*fetch_allow);
   server::TargetsRouter targets(st, limits.max_document_bytes);
-  auto benchmarks = server::BenchmarksRouter::open((fs::path(opts.data_dir) / "benchmarks.sqlite").string(), limits.max_model_bytes);
+  constexpr uint64_t kMaxProfileBytes = uint64_t{64} << 20;  // a profile is measurements as JSON: MBs, not GBs
+  auto benchmarks = server::BenchmarksRouter::open((fs::path(opts.data_dir) / "benchmarks.sqlite").string(), kMaxProfileBytes);
   if (!benchmarks) return report_error(benchmarks.error().message);
   server::ServiceRouter service(st, router, targets, benchmarks->get(), auth);
 

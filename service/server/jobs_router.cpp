@@ -385,6 +385,10 @@ HttpResponse JobsRouter::job_submit(const HttpRequest& request, const Caller& ca
     if (std::string why = url_refusal(json_body.model_url, fetch_allow_); !why.empty())
       return error_response(400, "bad_request", why,
                             json::array({{{"part", "description"}, {"pointer", "/model/url"}, {"message", why}}}));
+    for (const auto& [name, text] : {std::pair{"description", &json_body.description}, {"target", &json_body.target}})
+      if (text->size() > limits_.max_document_bytes)
+        return error_response(413, "limit_exceeded", std::string("field '") + name + "' has " + std::to_string(text->size()) +
+                                                         " bytes as JSON; the limit is " + std::to_string(limits_.max_document_bytes));
     got["description"] = json_body.description;
     if (!json_body.target.empty()) got["target"] = json_body.target;
   } else {
