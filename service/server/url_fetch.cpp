@@ -122,8 +122,10 @@ Status url_fetch(const std::string& url, const std::string& path, const UrlFetch
   const std::string cap = std::to_string(options.max_bytes >> 20) + " MiB (kiln serve --max-model-mb)";
   if (t.over_cap || rc == CURLE_FILESIZE_EXCEEDED)
     return failed(make_error(ErrorCode::limit_exceeded, "the model at ", url, " is larger than the limit of ", cap));
-  if (!t.refused.empty()) return failed(make_error(ErrorCode::invalid_argument, "model URL ", url, ": ", t.refused));
   if (t.write_failed || !closed) return failed(make_error(ErrorCode::io, "cannot write '", path, "'"));
+  // A refused address only matters when no other address of the host connected (a name may
+  // resolve to a refused ::1 and an allowed 127.0.0.1).
+  if (rc != CURLE_OK && !t.refused.empty()) return failed(make_error(ErrorCode::invalid_argument, "model URL ", url, ": ", t.refused));
   if (rc != CURLE_OK)
     return failed(make_error(ErrorCode::io, "fetching ", url, ": ", error[0] ? error : curl_easy_strerror(rc)));
   return Status::ok();

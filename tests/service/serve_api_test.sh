@@ -143,8 +143,10 @@ json_job ten "http://10.0.0.1/model.onnx"; expect 400 ten "10.0.0.1 is private"
 json_job metadata "http://169.254.169.254/latest/meta-data"; expect 400 metadata "169.254.169.254 is link-local"
 json_job v6loop "http://[::1]:$web_port/model.onnx"; expect 400 v6loop "::1 is loopback"
 json_job mapped "http://[::ffff:127.0.0.2]/model.onnx"; expect 400 mapped "::ffff:127.0.0.2 is loopback"
-# Allow-listed loopback: the fetch stage downloads it (then the job is cancelled: its later stages are tested above).
-json_job by_url "http://127.0.0.1:$web_port/model.onnx"; expect 202 by_url '"queued"'
+# Allow-listed loopback by a name resolved when connecting (::1, if among the answers, is refused
+# and 127.0.0.1 used): the fetch stage downloads it (then the job is cancelled: its later stages
+# are tested above).
+json_job by_url "http://localhost:$web_port/model.onnx"; expect 202 by_url '"queued"'
 url_id=$(field id < "$work/by_url")
 for _ in $(seq 200); do
   job=$(curl -sS -H "Authorization: Bearer $alice" "$base/v1/jobs/$url_id")
