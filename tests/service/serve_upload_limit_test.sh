@@ -68,4 +68,20 @@ after=$(hwm)
 # Peak RSS may grow by the 9 MiB body buffer (and its copies); 64 MiB is the bound.
 [ $((after - before)) -lt $((64 * 1024)) ] || fail "peak RSS grew from ${before} kB to ${after} kB"
 [ "$(curl -sS "http://127.0.0.1:$port/healthz")" = ok ] || fail "the server stopped answering"
+kill -TERM "$pid"; wait "$pid" || true; pid=
+
+# With the default limits (1 GiB model + 2 x 256 MiB data + documents) 2 GiB is refused too.
+rm -f "$work/port"
+"$kiln" serve --data-dir "$work/data" --port 0 --port-file "$work/port" > "$work/serve.log" 2>&1 &
+pid=$!
+for _ in $(seq 300); do [ -s "$work/port" ] && break; kill -0 "$pid" 2> /dev/null || fail "kiln serve exited"; sleep 0.1; done
+python3 - "$(cat "$work/port")" << 'PY' || fail "2 GiB announcement with the default limits"
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\n"
+          b"Content-Length: 2147483648\r\n\r\n")
+s.settimeout(20)
+status = s.recv(65536).split(b"\r\n", 1)[0].decode()
+assert " 413 " in status, status
+PY
 echo "PASS: oversize uploads refused, peak RSS ${before} kB -> ${after} kB"
