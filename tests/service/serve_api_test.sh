@@ -148,7 +148,7 @@ json_job mapped "http://[::ffff:127.0.0.2]/model.onnx"; expect 400 mapped "::fff
 # are tested above).
 json_job by_url "http://localhost:$web_port/model.onnx"; expect 202 by_url '"queued"'
 url_id=$(field id < "$work/by_url")
-for _ in $(seq 200); do
+for _ in $(seq 600); do
   job=$(curl -sS -H "Authorization: Bearer $alice" "$base/v1/jobs/$url_id")
   [ "$(echo "$job" | field stages.0.state)" = done ] && break
   [ "$(echo "$job" | field state)" = failed ] && break
@@ -158,7 +158,7 @@ done
 [ "$(echo "$job" | field stages.0.state)" = done ] || fail "fetch did not finish: $job"
 curl -sS -o /dev/null -X DELETE -H "Authorization: Bearer $alice" "$base/v1/jobs/$url_id"
 job_end() {  # job_end ID: waits for the job to end; its JSON in $job
-  for _ in $(seq 200); do
+  for _ in $(seq 600); do
     job=$(curl -sS -H "Authorization: Bearer $alice" "$base/v1/jobs/$1")
     case $(echo "$job" | field state) in failed|succeeded|cancelled) return ;; esac
     sleep 0.1

@@ -65,8 +65,13 @@ assert " 413 " in status, f"chunked upload: {status} after {sent} bytes"
 print(f"chunked upload refused after {sent >> 20} MiB sent")
 PY
 after=$(hwm)
-# Peak RSS may grow by the 9 MiB body buffer (and its copies); 64 MiB is the bound.
-[ $((after - before)) -lt $((64 * 1024)) ] || fail "peak RSS grew from ${before} kB to ${after} kB"
+# Peak RSS may grow by the 9 MiB body buffer (and its copies); 64 MiB is the bound. Under a
+# sanitizer (scripts/hardening.sh) freed buffers stay in quarantine, so only the 413s are checked.
+if ldd "$kiln" 2> /dev/null | grep -Eq 'lib(a|t)san'; then
+  echo "note: $kiln runs under a sanitizer; the RSS bound is checked in the plain build only"
+else
+  [ $((after - before)) -lt $((64 * 1024)) ] || fail "peak RSS grew from ${before} kB to ${after} kB"
+fi
 [ "$(curl -sS "http://127.0.0.1:$port/healthz")" = ok ] || fail "the server stopped answering"
 kill -TERM "$pid"; wait "$pid" || true; pid=
 
