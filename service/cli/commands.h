@@ -29,6 +29,9 @@ void add_predict_command(CLI::App& app, CommandRunner& run);
 void add_plan_command(CLI::App& app, CommandRunner& run);
 void add_optimize_command(CLI::App& app, CommandRunner& run);
 void add_serve_command(CLI::App& app, CommandRunner& run);
+void add_token_command(CLI::App& app, CommandRunner& run);
+void add_fetch_model_command(CLI::App& app, CommandRunner& run);
+void add_submit_command(CLI::App& app, CommandRunner& run);
 
 // Prints "kiln: error: <message>" on stderr and returns kExitError.
 int report_error(const std::string& message);

@@ -33,6 +33,9 @@ int main(int argc, char** argv) {
   add_plan_command(app, run);
   add_optimize_command(app, run);
   add_serve_command(app, run);
+  add_token_command(app, run);
+  add_fetch_model_command(app, run);
+  add_submit_command(app, run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,5 +1,6 @@
-// kiln serve --data-dir D [--host H] [--port P] [--port-file F] [--workers N] [--job-time-limit S]:
-// the job service. Jobs live in D/jobs.db (SQLite) and D/jobs/<id>/; a restart requeues jobs
+// kiln serve --data-dir D [--host H] [--port P] [--port-file F] [--workers N] [--job-time-limit S]
+// [--max-model-mb M] [--max-data-mb M] [--auth none|tokens] [--fetch-allow CIDR,...]: the job
+// service. --auth none (the default: one local user) is refused unless --host is a loopback address. Jobs live in D/jobs.db (SQLite) and D/jobs/<id>/; a restart requeues jobs
 // that were running, which resume from their last finished stage. SIGTERM/SIGINT: stop
 // accepting, finish the requests in flight, kill running stages (their jobs resume on the next
 // start) and exit 0.
@@ -15,6 +16,7 @@
 #include "service/runtime/serve/http_server.h"
 #include "service/server/jobs_router.h"
 #include "service/server/web_router.h"
+#include "service/server/service_router.h"
 
 namespace kiln::cli {
 namespace {
@@ -29,6 +31,9 @@ struct ServeOptions {
   int workers = 2;
   int64_t job_time_limit_s = 3600;
   int64_t max_model_mb = 1024;
+  int64_t max_data_mb = 256;
+  std::string auth = "none";
+  std::string fetch_allow;
   int64_t test_stage_pause_ms = 0;
 };
 
@@ -45,7 +50,21 @@ Status port_file_write(const std::string& path, uint16_t port) {
   return Status::ok();
 }
 
+// Whether --host names only this machine (127.0.0.0/8, ::1).
+bool host_is_loopback(const std::string& host) {
+  auto ip = server::ip_parse(host);
+  if (!ip) return false;
+  if (!ip->v6) return ip->bytes[0] == 127;
+  return *ip == *server::ip_parse("::1");
+}
+
 int run_serve(const ServeOptions& opts) {
+  const server::AuthMode auth = opts.auth == "tokens" ? server::AuthMode::tokens : server::AuthMode::none;
+  if (auth == server::AuthMode::none && !host_is_loopback(opts.host))
+    return report_error("--auth none serves every client as one user with every scope, so it listens only on a loopback "
+                        "address; --host " + opts.host + " is not one (use --auth tokens, or --host 127.0.0.1)");
+  auto fetch_allow = server::cidr_list_parse(opts.fetch_allow);
+  if (!fetch_allow) return report_error("--fetch-allow: " + fetch_allow.error().message);
   std::error_code ec;
   fs::create_directories(fs::path(opts.data_dir) / "jobs", ec);
   if (ec) return report_error("cannot create --data-dir '" + opts.data_dir + "': " + ec.message());
@@ -62,21 +81,31 @@ int run_serve(const ServeOptions& opts) {
   runner_options.job_time_limit = std::chrono::seconds(opts.job_time_limit_s);
   runner_options.max_attempts = kMaxAttempts;
   runner_options.stage_pause = std::chrono::milliseconds(opts.test_stage_pause_ms);
+  runner_options.max_model_bytes = static_cast<uint64_t>(opts.max_model_mb) << 20;
+  runner_options.fetch_allow = opts.fetch_allow;
   jobs::JobRunner runner(st, runner_options);
 
   server::JobsRouterLimits limits;
   limits.max_model_bytes = static_cast<uint64_t>(opts.max_model_mb) << 20;
+  limits.max_data_bytes = static_cast<uint64_t>(opts.max_data_mb) << 20;
   server::JobsRouter router(st, runner, opts.data_dir, limits);
+  router.set_fetch_allow(*fetch_allow);
+  server::TargetsRouter targets(st, limits.max_document_bytes);
+  constexpr uint64_t kMaxProfileBytes = uint64_t{64} << 20;  // a profile is measurements as JSON: MBs, not GBs
+  auto benchmarks = server::BenchmarksRouter::open((fs::path(opts.data_dir) / "benchmarks.sqlite").string(), kMaxProfileBytes);
+  if (!benchmarks) return report_error(benchmarks.error().message);
+  const server::PlanRouter plan(st, opts.data_dir, {limits.max_document_bytes, limits.max_model_bytes});
+  server::ServiceRouter service(st, router, targets, benchmarks->get(), auth, &plan);
 
   serve::HttpServerOptions http;
   http.host = opts.host;
   http.port = opts.port;
   http.max_body_bytes = limits.max_body_bytes();
-  http.body_limit_hint = "kiln serve --max-model-mb";
-  auto server = serve::HttpServer::create(http, [&router](const serve::HttpRequest& req, serve::ReplyFn reply) {
+  http.body_limit_hint = "kiln serve --max-model-mb, --max-data-mb";
+  auto server = serve::HttpServer::create(http, [&service](const serve::HttpRequest& req, serve::ReplyFn reply) {
     // The web form (/, /static/...) needs no token: it holds no data, the API calls it makes do.
     if (server::web_route_matches(req.target.substr(0, req.target.find('?')))) return reply(server::web_handle(req));
-    reply(router.handle(req));
+    reply(service.handle(req));
   });
   if (!server) return report_error(server.error().message);
   serve::HttpServer& srv = **server;
@@ -91,8 +120,9 @@ int run_serve(const ServeOptions& opts) {
     std::fflush(stdout);
   });
   runner.start();
-  std::printf("kiln serve: http://%s:%u/v1/jobs, data in %s, %d workers, %lld jobs resumed\n", opts.host.c_str(),
-              static_cast<unsigned>(srv.port()), opts.data_dir.c_str(), runner.workers(), static_cast<long long>(*requeued));
+  std::printf("kiln serve: http://%s:%u/v1/jobs, data in %s, %d workers, auth %s, %lld jobs resumed\n", opts.host.c_str(),
+              static_cast<unsigned>(srv.port()), opts.data_dir.c_str(), runner.workers(), opts.auth.c_str(),
+              static_cast<long long>(*requeued));
   std::fflush(stdout);
   srv.run(2);
   runner.stop();
@@ -112,7 +142,13 @@ void add_serve_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--workers", opts->workers, "Jobs run at once (default 2)")->check(CLI::Range(1, 64));
   cmd->add_option("--job-time-limit", opts->job_time_limit_s, "Seconds one run of a job may take (default 3600)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--max-model-mb", opts->max_model_mb, "Largest model upload in MiB (default 1024)")->check(CLI::Range(1, 65536));
+  cmd->add_option("--max-model-mb", opts->max_model_mb, "Largest model, uploaded or fetched, in MiB (default 1024)")
+      ->check(CLI::Range(1, 65536));
+  cmd->add_option("--max-data-mb", opts->max_data_mb, "Largest calibration or validation upload in MiB (default 256)")
+      ->check(CLI::Range(1, 65536));
+  cmd->add_option("--auth", opts->auth, "none (one local user; loopback --host only) or tokens (kiln token create)")
+      ->check(CLI::IsMember({"none", "tokens"}));
+  cmd->add_option("--fetch-allow", opts->fetch_allow, "CIDR,... a model URL may name besides public addresses (e.g. 10.1.0.0/16)");
   cmd->add_option("--test-stage-pause-ms", opts->test_stage_pause_ms, "Tests only: pause before each stage")
       ->group("")
       ->check(CLI::NonNegativeNumber);

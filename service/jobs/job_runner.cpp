@@ -146,11 +146,10 @@ void JobRunner::job_run(const JobRecord& job) {
     std::lock_guard lock(mu_);
     return cancelled_.count(job.id) > 0;
   };
-  for (const std::string& stage : job_stage_names()) {
-    bool done = false;
-    for (const StageRecord& s : job.stages)
-      if (s.name == stage && (s.state == "done" || s.state == "skipped")) done = true;
-    if (done) continue;
+  // The job's own stage list (a job with a model URL has `fetch` first), as stored.
+  for (const StageRecord& recorded : job.stages) {
+    const std::string& stage = recorded.name;
+    if (recorded.state == "done" || recorded.state == "skipped") continue;
     if (options_.stage_pause.count() > 0) std::this_thread::sleep_for(options_.stage_pause);
     if (stopping_.load() || is_cancelled()) return;
     if (Status st = store_.stage_start(job.id, stage); !st) {
@@ -187,6 +186,13 @@ std::string JobRunner::stage_run(const JobRecord& job, const std::string& stage,
     std::string why = child_run(job.id, dir, {kiln, "validate", "description.yaml", "--kind", "application"}, "", log, deadline);
     if (!why.empty()) return why;
     return child_run(job.id, dir, {kiln, "validate", "target.yaml", "--kind", "target"}, "", log, deadline);
+  }
+  if (stage == kFetchStage) {
+    const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(deadline - std::chrono::steady_clock::now()).count();
+    return child_run(job.id, dir,
+                     {kiln, "fetch-model", "description.yaml", "-o", "model.onnx", "--max-bytes", std::to_string(options_.max_model_bytes),
+                      "--allow", options_.fetch_allow, "--time-limit", std::to_string(std::max<int64_t>(1, seconds))},
+                     "", log, deadline);
   }
   if (stage == "compile") return child_run(job.id, dir, {kiln, "compile", "model.onnx", "-o", "model.kiln"}, "", log, deadline);
   if (stage == "verify")

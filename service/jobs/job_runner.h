@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -21,6 +22,9 @@ namespace kiln::jobs {
 
 // The stages of a job, in order (names from openapi StageName).
 const std::vector<std::string>& job_stage_names();
+// The stage before those of a job whose model is given by URL: `kiln fetch-model` downloads it
+// (url_fetch.h) as model.onnx.
+inline constexpr const char* kFetchStage = "fetch";
 
 struct JobRunnerOptions {
   std::string data_dir;                  // jobs live in DATA_DIR/jobs/<id>/
@@ -28,6 +32,8 @@ struct JobRunnerOptions {
   int workers = 2;
   std::chrono::seconds job_time_limit{3600};
   int max_attempts = 3;  // starts of one job across restarts before it fails
+  uint64_t max_model_bytes = uint64_t{1} << 30;  // the fetch stage's size cap
+  std::string fetch_allow;  // CIDR,... the fetch stage may connect to besides public addresses
   // Tests only: a pause before each stage, widening the window in which a restart interrupts a job.
   std::chrono::milliseconds stage_pause{0};
 };

@@ -8,12 +8,33 @@
 #include <ctime>
 #include <random>
 
+#include "service/jobs/job_store_db.h"
+
 namespace kiln::jobs {
 namespace {
 
 constexpr int kApplicationId = 0x6b6a6f62;  // "kjob"
 
-const char* kSchemaSql = R"(
+// What version 2 added to version 1 besides jobs.owner: API tokens and registered targets.
+const char* kSchemaV2Tables = R"(
+CREATE INDEX jobs_owner ON jobs(owner, id);
+CREATE TABLE tokens (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL,
+  scopes TEXT NOT NULL,
+  sha256 TEXT NOT NULL,
+  created_at TEXT NOT NULL,
+  revoked_at TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE targets (
+  name TEXT PRIMARY KEY,
+  kind TEXT NOT NULL,
+  document TEXT NOT NULL,
+  updated_at TEXT NOT NULL
+);
+)";
+
+const std::string kSchemaSql = R"(
 CREATE TABLE jobs (
   id TEXT PRIMARY KEY,
   name TEXT NOT NULL,
@@ -24,7 +45,8 @@ CREATE TABLE jobs (
   started_at TEXT NOT NULL DEFAULT '',
   finished_at TEXT NOT NULL DEFAULT '',
   error TEXT NOT NULL DEFAULT '',
-  attempts INTEGER NOT NULL DEFAULT 0
+  attempts INTEGER NOT NULL DEFAULT 0,
+  owner TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX jobs_state ON jobs(state, id);
 CREATE TABLE stages (
@@ -53,40 +75,7 @@ CREATE TABLE idempotency_keys (
   job_id TEXT NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
   created_at TEXT NOT NULL
 );
-)";
-
-class Statement {
- public:
-  Statement(sqlite3* db, const std::string& sql) {
-    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt_, nullptr) != SQLITE_OK) stmt_ = nullptr;
-  }
-  ~Statement() { sqlite3_finalize(stmt_); }
-  Statement(const Statement&) = delete;
-  Statement& operator=(const Statement&) = delete;
-  bool ok() const { return stmt_ != nullptr; }
-  Statement& bind(int i, const std::string& v) {
-    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-    return *this;
-  }
-  Statement& bind(int i, int64_t v) {
-    sqlite3_bind_int64(stmt_, i, v);
-    return *this;
-  }
-  Statement& bind(int i, double v) {
-    sqlite3_bind_double(stmt_, i, v);
-    return *this;
-  }
-  int step() { return sqlite3_step(stmt_); }
-  std::string text(int col) const {
-    const unsigned char* p = sqlite3_column_text(stmt_, col);
-    return p ? std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(stmt_, col))) : "";
-  }
-  int64_t integer(int col) const { return sqlite3_column_int64(stmt_, col); }
-  double real(int col) const { return sqlite3_column_double(stmt_, col); }
-
- private:
-  sqlite3_stmt* stmt_ = nullptr;
-};
+)" + std::string(kSchemaV2Tables);
 
 std::string iso_from_ms(int64_t ms) {
   const std::time_t seconds = static_cast<std::time_t>(ms / 1000);
@@ -119,71 +108,50 @@ double seconds_between(const std::string& from, const std::string& to) {
   return d > 0 ? d : 0;
 }
 
+Result<std::vector<StageRecord>> stages_read(JobStore::Db& db, const std::string& id) {
+  Statement s = db.cached("SELECT name, state, started_at, finished_at, seconds, message FROM stages WHERE job_id = ? ORDER BY position");
+  if (!s.ok()) return db.error("preparing the stage query");
+  s.bind(1, id);
+  std::vector<StageRecord> out;
+  int rc;
+  while ((rc = s.step()) == SQLITE_ROW)
+    out.push_back({s.text(0), s.text(1), s.text(2), s.text(3), s.real(4), s.text(5)});
+  if (rc != SQLITE_DONE) return db.error("reading stages");
+  return out;
+}
+
+constexpr const char* kJobColumns = "id, name, state, stage, progress, created_at, started_at, finished_at, error, attempts, owner";
+
+JobRecord job_row(const Statement& s) {
+  JobRecord j;
+  j.id = s.text(0);
+  j.name = s.text(1);
+  j.state = s.text(2);
+  j.stage = s.text(3);
+  j.progress = s.real(4);
+  j.created_at = s.text(5);
+  j.started_at = s.text(6);
+  j.finished_at = s.text(7);
+  j.error = s.text(8);
+  j.attempts = static_cast<int>(s.integer(9));
+  j.owner = s.text(10);
+  return j;
+}
+
+Result<std::optional<JobRecord>> job_read(JobStore::Db& db, const std::string& id) {
+  Statement s = db.cached(std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ?");
+  if (!s.ok()) return db.error("preparing the job query");
+  s.bind(1, id);
+  const int rc = s.step();
+  if (rc == SQLITE_DONE) return std::optional<JobRecord>();
+  if (rc != SQLITE_ROW) return db.error("reading job " + id);
+  JobRecord j = job_row(s);
+  KILN_ASSIGN(stages_of_job, stages_read(db, id));
+  j.stages = std::move(stages_of_job);
+  return std::optional<JobRecord>(std::move(j));
+}
+
 }  // namespace
-
-struct JobStore::Db {
-  sqlite3* db = nullptr;
-  std::string path;
-  ~Db() { sqlite3_close(db); }
-
-  Error error(const std::string& what) const {
-    return make_error(ErrorCode::io, "job store '", path, "': ", what, ": ", sqlite3_errmsg(db));
-  }
-  Status exec(const std::string& sql) {
-    char* message = nullptr;
-    if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &message) != SQLITE_OK) {
-      std::string m = message ? message : "unknown error";
-      sqlite3_free(message);
-      return make_error(ErrorCode::io, "job store '", path, "': ", m);
-    }
-    return Status::ok();
-  }
-  // Runs a statement that returns no rows.
-  Status run(Statement& s, const char* what) {
-    if (!s.ok()) return error(std::string("preparing ") + what);
-    if (s.step() != SQLITE_DONE) return error(what);
-    return Status::ok();
-  }
-  Result<std::vector<StageRecord>> stages(const std::string& id) {
-    Statement s(db, "SELECT name, state, started_at, finished_at, seconds, message FROM stages WHERE job_id = ? ORDER BY position");
-    if (!s.ok()) return error("preparing the stage query");
-    s.bind(1, id);
-    std::vector<StageRecord> out;
-    int rc;
-    while ((rc = s.step()) == SQLITE_ROW)
-      out.push_back({s.text(0), s.text(1), s.text(2), s.text(3), s.real(4), s.text(5)});
-    if (rc != SQLITE_DONE) return error("reading stages");
-    return out;
-  }
-  static constexpr const char* kJobColumns =
-      "id, name, state, stage, progress, created_at, started_at, finished_at, error, attempts";
-  static JobRecord job_row(const Statement& s) {
-    JobRecord j;
-    j.id = s.text(0);
-    j.name = s.text(1);
-    j.state = s.text(2);
-    j.stage = s.text(3);
-    j.progress = s.real(4);
-    j.created_at = s.text(5);
-    j.started_at = s.text(6);
-    j.finished_at = s.text(7);
-    j.error = s.text(8);
-    j.attempts = static_cast<int>(s.integer(9));
-    return j;
-  }
-  Result<std::optional<JobRecord>> job(const std::string& id) {
-    Statement s(db, std::string("SELECT ") + kJobColumns + " FROM jobs WHERE id = ?");
-    if (!s.ok()) return error("preparing the job query");
-    s.bind(1, id);
-    const int rc = s.step();
-    if (rc == SQLITE_DONE) return std::optional<JobRecord>();
-    if (rc != SQLITE_ROW) return error("reading job " + id);
-    JobRecord j = job_row(s);
-    KILN_ASSIGN(stages_of_job, stages(id));
-    j.stages = std::move(stages_of_job);
-    return std::optional<JobRecord>(std::move(j));
-  }
-};
 
 bool job_state_is_final(const std::string& state) {
   return state == "succeeded" || state == "failed" || state == "cancelled";
@@ -240,6 +208,11 @@ Result<std::unique_ptr<JobStore>> JobStore::open(const std::string& path) {
     KILN_TRY(db->exec(std::string("BEGIN IMMEDIATE; ") + kSchemaSql + "PRAGMA application_id=" +
                       std::to_string(kApplicationId) + "; PRAGMA user_version=" +
                       std::to_string(kJobStoreSchemaVersion) + "; COMMIT;"));
+  // Version 1 → 2: jobs gain their owner (the token's id; '' = the local single user) and the
+  // tokens and targets tables appear. Jobs of a version 1 store belong to the local user.
+  if (version == 1)
+    KILN_TRY(db->exec(std::string("BEGIN IMMEDIATE; ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT ''; ") +
+                      kSchemaV2Tables + "PRAGMA user_version=2; COMMIT;"));
   KILN_TRY(db->exec("PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL"));
   return std::unique_ptr<JobStore>(new JobStore(std::move(db)));
 }
@@ -261,8 +234,8 @@ Result<JobCreated> JobStore::job_create(const JobRecord& job, const std::vector<
       if (rc == SQLITE_ROW) return JobCreated{s.text(0), false, s.text(1) != body_sha256};
       if (rc != SQLITE_DONE) return db_->error("reading idempotency keys");
     }
-    Statement ins(db_->db, "INSERT INTO jobs (id, name, state, created_at) VALUES (?, ?, 'queued', ?)");
-    ins.bind(1, job.id).bind(2, job.name).bind(3, job.created_at.empty() ? time_now_rfc3339() : job.created_at);
+    Statement ins(db_->db, "INSERT INTO jobs (id, name, state, created_at, owner) VALUES (?, ?, 'queued', ?, ?)");
+    ins.bind(1, job.id).bind(2, job.name).bind(3, job.created_at.empty() ? time_now_rfc3339() : job.created_at).bind(4, job.owner);
     KILN_TRY(db_->run(ins, "inserting a job"));
     for (size_t i = 0; i < stages.size(); ++i) {
       Statement st(db_->db, "INSERT INTO stages (job_id, position, name, state) VALUES (?, ?, ?, 'pending')");
@@ -287,21 +260,23 @@ Result<JobCreated> JobStore::job_create(const JobRecord& job, const std::vector<
 
 Result<std::optional<JobRecord>> JobStore::job_get(const std::string& id) {
   std::lock_guard lock(mu_);
-  return db_->job(id);
+  return job_read(*db_, id);
 }
 
 Result<std::vector<JobRecord>> JobStore::job_list(const JobListQuery& query) {
   std::lock_guard lock(mu_);
-  std::string sql = std::string("SELECT ") + Db::kJobColumns + " FROM jobs WHERE (? = '' OR state = ?) AND (? = '' OR id < ?) ORDER BY id DESC LIMIT ?";
+  std::string sql = std::string("SELECT ") + kJobColumns +
+                    " FROM jobs WHERE (? = '' OR state = ?) AND (? = '' OR id < ?) AND (?6 = 0 OR owner = ?7) ORDER BY id DESC LIMIT ?5";
   Statement s(db_->db, sql);
   if (!s.ok()) return db_->error("preparing the job list");
   s.bind(1, query.state).bind(2, query.state).bind(3, query.cursor).bind(4, query.cursor).bind(5, static_cast<int64_t>(query.limit));
+  s.bind(6, static_cast<int64_t>(query.owner.has_value())).bind(7, query.owner.value_or(""));
   std::vector<JobRecord> out;
   int rc;
-  while ((rc = s.step()) == SQLITE_ROW) out.push_back(Db::job_row(s));
+  while ((rc = s.step()) == SQLITE_ROW) out.push_back(job_row(s));
   if (rc != SQLITE_DONE) return db_->error("listing jobs");
   for (JobRecord& j : out) {
-    KILN_ASSIGN(stages, db_->stages(j.id));
+    KILN_ASSIGN(stages, stages_read(*db_, j.id));
     j.stages = std::move(stages);
   }
   return out;
@@ -323,7 +298,7 @@ Result<std::optional<JobRecord>> JobStore::job_claim() {
               "ELSE started_at END WHERE id = ? AND state = 'queued'");
   u.bind(1, time_now_rfc3339()).bind(2, id);
   KILN_TRY(db_->run(u, "claiming a job"));
-  return db_->job(id);
+  return job_read(*db_, id);
 }
 
 Status JobStore::stage_start(const std::string& id, const std::string& stage) {
@@ -431,6 +406,17 @@ Result<std::map<std::string, int64_t>> JobStore::job_counts() {
   int rc;
   while ((rc = s.step()) == SQLITE_ROW) out[s.text(0)] = s.integer(1);
   if (rc != SQLITE_DONE) return db_->error("counting jobs");
+  return out;
+}
+
+Result<std::vector<std::pair<std::string, double>>> JobStore::stage_durations() {
+  std::lock_guard lock(mu_);
+  Statement s(db_->db, "SELECT name, seconds FROM stages WHERE state = 'done'");
+  if (!s.ok()) return db_->error("preparing the stage duration query");
+  std::vector<std::pair<std::string, double>> out;
+  int rc;
+  while ((rc = s.step()) == SQLITE_ROW) out.emplace_back(s.text(0), s.real(1));
+  if (rc != SQLITE_DONE) return db_->error("reading stage durations");
   return out;
 }
 

@@ -15,7 +15,7 @@
 
 namespace kiln::jobs {
 
-inline constexpr int kJobStoreSchemaVersion = 1;
+inline constexpr int kJobStoreSchemaVersion = 2;
 
 // Job states (openapi JobState) and stage states (openapi Stage.state), as stored.
 inline constexpr const char* kJobStates[] = {"queued", "running", "succeeded", "failed", "cancelled"};
@@ -46,6 +46,7 @@ struct JobRecord {
   std::string created_at, started_at, finished_at;
   std::string error;
   int attempts = 0;  // runs started (a restart that resumes the job counts one more)
+  std::string owner;  // the submitting token's id; empty: the local single user (--auth none)
   std::vector<StageRecord> stages;  // in run order
 };
 
@@ -59,6 +60,24 @@ struct JobListQuery {
   std::string state;  // empty: any
   int limit = 50;
   std::string cursor;  // the last id of the previous page
+  std::optional<std::string> owner;  // set: only that owner's jobs
+};
+
+// An API token as stored: never the token itself, only its SHA-256 (service/server/auth.h).
+struct TokenRecord {
+  std::string id;  // public; also the owner of the jobs the token submits
+  std::string name;
+  std::string scopes;  // comma-separated: submit, read, admin
+  std::string sha256;  // hex of the whole token
+  std::string created_at, revoked_at;  // revoked_at empty while valid
+};
+
+// A registered target: its document as validated JSON (the contract's TargetInfrastructure).
+struct TargetRecord {
+  std::string name;
+  std::string kind;  // hpc, cloud, local
+  std::string document;
+  std::string updated_at;
 };
 
 std::string time_now_rfc3339();  // "2026-11-24T08:55:01.123Z"
@@ -94,6 +113,21 @@ class JobStore {
   Status artifact_add(const std::string& id, const ArtifactRecord& artifact);
   Result<std::vector<ArtifactRecord>> artifacts_list(const std::string& id);
   Result<std::map<std::string, int64_t>> job_counts();  // by state
+  // Seconds of every stage that finished done, by stage name (for the metrics' histograms).
+  Result<std::vector<std::pair<std::string, double>>> stage_durations();
+
+  // Tokens (job_store_tokens.cpp).
+  Status token_add(const TokenRecord& token);
+  Result<std::optional<TokenRecord>> token_get(const std::string& id);
+  Result<std::vector<TokenRecord>> token_list();
+  // False when no such token, or it was already revoked.
+  Result<bool> token_revoke(const std::string& id);
+
+  // Registered targets (job_store_targets.cpp). target_put returns true when it created the name.
+  Result<bool> target_put(const TargetRecord& target);
+  Result<std::optional<TargetRecord>> target_get(const std::string& name);
+  Result<std::vector<TargetRecord>> target_list();
+  Result<bool> target_delete(const std::string& name);
 
   struct Db;
 

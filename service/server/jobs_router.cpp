@@ -10,9 +10,11 @@
 
 #include "api/description.h"
 #include "containers/oci/digest.h"
+#include "service/server/job_json_body.h"
 #include "service/server/multipart.h"
 #include "service/server/report_html.h"
 #include "service/server/web_router.h"
+#include "service/server/url_fetch.h"
 
 namespace kiln::server {
 namespace {
@@ -245,10 +247,31 @@ std::string onnx_model_check(std::string_view b) {
   return "";
 }
 
+namespace {
+
+enum class PartLimit { document, model, data };
+
+struct PartRule {
+  const char* name;
+  PartLimit limit;
+  const char* file;  // in the job's folder
+};
+
+const std::vector<PartRule>& part_rules() {
+  static const std::vector<PartRule> rules = {{"description", PartLimit::document, "description.yaml"},
+                                              {"target", PartLimit::document, "target.yaml"},
+                                              {"model", PartLimit::model, "model.onnx"},
+                                              {"calibration", PartLimit::data, "calibration.npz"},
+                                              {"validation", PartLimit::data, "validation.npz"}};
+  return rules;
+}
+
+}  // namespace
+
 JobsRouter::JobsRouter(jobs::JobStore& store, jobs::JobRunner& runner, std::string data_dir, JobsRouterLimits limits)
     : store_(store), runner_(runner), data_dir_(std::move(data_dir)), limits_(limits) {}
 
-HttpResponse JobsRouter::handle(const HttpRequest& request) const {
+HttpResponse JobsRouter::handle(const HttpRequest& request, const Caller& caller) const {
   const size_t qmark = request.target.find('?');
   const std::string path = request.target.substr(0, qmark);
   const std::string query = qmark == std::string::npos ? "" : request.target.substr(qmark + 1);
@@ -276,10 +299,10 @@ HttpResponse JobsRouter::handle(const HttpRequest& request) const {
   }
   if (path == "/v1/jobs") {
     if (auto r = only({"GET", "POST"})) return *r;
-    return method == "POST" ? job_submit(request) : job_list(query);
+    return method == "POST" ? job_submit(request, caller) : job_list(query, caller);
   }
   const std::string prefix = "/v1/jobs/";
-  if (path.compare(0, prefix.size(), prefix) == 0) return job_route(request, path.substr(prefix.size()), query);
+  if (path.compare(0, prefix.size(), prefix) == 0) return job_route(request, path.substr(prefix.size()), query, caller);
   return error_response(404, "not_found", "no endpoint " + path + " (see api/openapi.yaml)");
 }
 
@@ -304,8 +327,9 @@ HttpResponse JobsRouter::metrics() const {
   return text_response(200, out.str(), "text/plain; version=0.0.4");
 }
 
-HttpResponse JobsRouter::job_list(const std::string& query) const {
+HttpResponse JobsRouter::job_list(const std::string& query, const Caller& caller) const {
   jobs::JobListQuery q;
+  if (!caller.sees_all()) q.owner = caller.id;
   for (const auto& [key, value] : query_parse(query)) {
     if (key == "state") {
       bool known = false;
@@ -343,64 +367,93 @@ HttpResponse JobsRouter::job_list(const std::string& query) const {
   return json_response(200, out);
 }
 
-HttpResponse JobsRouter::job_submit(const HttpRequest& request) const {
+HttpResponse JobsRouter::job_submit(const HttpRequest& request, const Caller& caller) const {
   const std::string content_type = request.header("content-type");
-  if (content_type.rfind("application/json", 0) == 0)
-    return error_response(415, "unsupported_media_type",
-                          "a JSON body references the model by URL, which this server does not fetch yet: send "
-                          "multipart/form-data with the parts description, target and model");
-  auto boundary = multipart_boundary(content_type);
-  if (!boundary)
-    return error_response(boundary.error().code == ErrorCode::unsupported ? 415 : 400,
-                          boundary.error().code == ErrorCode::unsupported ? "unsupported_media_type" : "bad_request",
-                          boundary.error().message);
-  auto parts = multipart_parse(request.body, *boundary);
-  if (!parts) return error_response(400, "bad_request", parts.error().message);
+  auto part_limit = [this](const PartRule& r) {
+    return r.limit == PartLimit::document ? limits_.max_document_bytes
+           : r.limit == PartLimit::model  ? limits_.max_model_bytes
+                                          : limits_.max_data_bytes;
+  };
+  std::map<std::string, std::string_view> got;
+  JsonSubmission json_body;  // owns the texts `got` points into for a JSON body
+  std::string registered_target;  // owns the registered target's document
+  if (content_type.rfind("application/json", 0) == 0) {
+    auto parsed = json_submission_parse(request.body);
+    if (auto* bad = std::get_if<HttpResponse>(&parsed)) return std::move(*bad);
+    json_body = std::move(std::get<JsonSubmission>(parsed));
+    if (json_body.model_url.empty())
+      return error_response(400, "bad_request", "a JSON body references the model by URL: description.model.url is required",
+                            json::array({{{"part", "description"}, {"pointer", "/model/url"}, {"message", "required"}}}));
+    if (std::string why = url_refusal(json_body.model_url, fetch_allow_); !why.empty())
+      return error_response(400, "bad_request", why,
+                            json::array({{{"part", "description"}, {"pointer", "/model/url"}, {"message", why}}}));
+    for (const auto& [name, text] : {std::pair{"description", &json_body.description}, {"target", &json_body.target}})
+      if (text->size() > limits_.max_document_bytes)
+        return error_response(413, "limit_exceeded", std::string("field '") + name + "' has " + std::to_string(text->size()) +
+                                                         " bytes as JSON; the limit is " + std::to_string(limits_.max_document_bytes));
+    got["description"] = json_body.description;
+    if (!json_body.target.empty()) got["target"] = json_body.target;
+  } else {
+    auto boundary = multipart_boundary(content_type);
+    if (!boundary)
+      return error_response(boundary.error().code == ErrorCode::unsupported ? 415 : 400,
+                            boundary.error().code == ErrorCode::unsupported ? "unsupported_media_type" : "bad_request",
+                            boundary.error().message);
+    auto parts = multipart_parse(request.body, *boundary);
+    if (!parts) return error_response(400, "bad_request", parts.error().message);
+    for (const MultipartPart& p : *parts) {
+      const PartRule* rule = nullptr;
+      for (const PartRule& r : part_rules())
+        if (p.name == r.name) rule = &r;
+      if (!rule)
+        return error_response(400, "bad_request", "unknown part '" + p.name.substr(0, 64) +
+                                                      "' (expected description, target, model, calibration, validation)",
+                              json::array({{{"part", p.name.substr(0, 64)}, {"message", "unknown part"}}}));
+      if (got.count(p.name)) return error_response(400, "bad_request", "part '" + p.name + "' appears twice");
+      if (p.body.size() > part_limit(*rule))
+        return error_response(413, "limit_exceeded", "part '" + p.name + "' has " + std::to_string(p.body.size()) +
+                                                         " bytes; the limit is " + std::to_string(part_limit(*rule)) + " bytes");
+      got[p.name] = p.body;
+    }
+  }
 
   const std::string key = request.header("idempotency-key");
   if (key.size() > 255) return error_response(400, "bad_request", "header Idempotency-Key: longer than 255 characters");
-
-  struct PartRule {
-    const char* name;
-    uint64_t limit;
-    const char* file;
-  };
-  const PartRule rules[] = {{"description", limits_.max_document_bytes, "description.yaml"},
-                            {"target", limits_.max_document_bytes, "target.yaml"},
-                            {"model", limits_.max_model_bytes, "model.onnx"},
-                            {"calibration", limits_.max_data_bytes, "calibration.npz"},
-                            {"validation", limits_.max_data_bytes, "validation.npz"}};
-  std::map<std::string, std::string_view> got;
-  for (const MultipartPart& p : *parts) {
-    const PartRule* rule = nullptr;
-    for (const PartRule& r : rules)
-      if (p.name == r.name) rule = &r;
-    if (!rule)
-      return error_response(400, "bad_request", "unknown part '" + p.name.substr(0, 64) +
-                                                    "' (expected description, target, model, calibration, validation)",
-                            json::array({{{"part", p.name.substr(0, 64)}, {"message", "unknown part"}}}));
-    if (got.count(p.name)) return error_response(400, "bad_request", "part '" + p.name + "' appears twice");
-    if (p.body.size() > rule->limit)
-      return error_response(413, "limit_exceeded", "part '" + p.name + "' has " + std::to_string(p.body.size()) +
-                                                       " bytes; the limit is " + std::to_string(rule->limit) + " bytes");
-    got[p.name] = p.body;
-  }
-  for (const char* required : {"description", "target", "model"})
-    if (!got.count(required))
-      return error_response(400, "bad_request",
-                            std::string("missing part '") + required + "'" +
-                                (std::string(required) == "model" ? " (model.url in the description is not fetched yet)"
-                                 : std::string(required) == "target" ? " (registered targets come later; upload the target document)"
-                                                                     : ""),
-                            json::array({{{"part", required}, {"message", "required"}}}));
+  if (!got.count("description"))
+    return error_response(400, "bad_request", "missing part 'description'",
+                          json::array({{{"part", "description"}, {"message", "required"}}}));
 
   auto app = api::application_parse(got["description"], "description");
   if (!app) return document_errors("description", app.errors());
+  std::string model_url;
+  if (got.count("model")) {
+    if (std::string why = onnx_model_check(got["model"]); !why.empty())
+      return error_response(415, "unsupported_media_type", "part 'model': " + why,
+                            json::array({{{"part", "model"}, {"message", why}}}));
+  } else if (!app->model.url.empty()) {
+    if (std::string why = url_refusal(app->model.url, fetch_allow_); !why.empty())
+      return error_response(400, "bad_request", why,
+                            json::array({{{"part", "description"}, {"pointer", "/model/url"}, {"message", why}}}));
+    model_url = app->model.url;
+  } else {
+    return error_response(400, "bad_request", "missing part 'model' (or give model.url in the description)",
+                          json::array({{{"part", "model"}, {"message", "required"}}}));
+  }
+  if (!got.count("target")) {
+    if (app->target.empty())
+      return error_response(400, "bad_request",
+                            "missing part 'target' (or name a registered target in the description's 'target')",
+                            json::array({{{"part", "target"}, {"message", "required"}}}));
+    auto registered = store_.target_get(app->target);
+    if (!registered) return store_error(registered.error());
+    if (!registered->has_value())
+      return error_response(422, "invalid", "the description names target '" + app->target + "', which is not registered (GET /v1/targets)",
+                            json::array({{{"part", "description"}, {"pointer", "/target"}, {"message", "no registered target '" + app->target + "'"}}}));
+    registered_target = (*registered)->document;
+    got["target"] = registered_target;
+  }
   auto target = api::target_parse(got["target"], "target");
   if (!target) return document_errors("target", target.errors());
-  if (std::string why = onnx_model_check(got["model"]); !why.empty())
-    return error_response(415, "unsupported_media_type", "part 'model': " + why,
-                          json::array({{{"part", "model"}, {"message", why}}}));
 
   auto counts = store_.job_counts();
   if (!counts) return store_error(counts.error());
@@ -423,18 +476,23 @@ HttpResponse JobsRouter::job_submit(const HttpRequest& request) const {
   jobs::JobRecord job;
   job.id = jobs::job_id_new();
   job.name = app->name;
+  job.owner = caller.id;
   const fs::path dir = jobs::job_dir(data_dir_, job.id);
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return error_response(500, "internal", "cannot create the job's directory: " + ec.message());
-  for (const PartRule& r : rules) {
+  for (const PartRule& r : part_rules()) {
     if (!got.count(r.name)) continue;
     if (Status st = file_write(dir / r.file, got[r.name]); !st) {
       fs::remove_all(dir, ec);
       return error_response(500, "internal", st.message());
     }
   }
-  auto created = store_.job_create(job, jobs::job_stage_names(), key, body_sha);
+  std::vector<std::string> stages = jobs::job_stage_names();
+  if (!model_url.empty()) stages.insert(stages.begin(), jobs::kFetchStage);  // reads model.url from description.yaml
+  // Keys are per owner: one caller's key never finds (or reveals) another's job.
+  const std::string owner_key = key.empty() ? "" : caller.id + "/" + key;
+  auto created = store_.job_create(job, stages, owner_key, body_sha);
   if (!created || !created->created) fs::remove_all(dir, ec);
   if (!created) return store_error(created.error());
   if (created->conflict)
@@ -448,7 +506,8 @@ HttpResponse JobsRouter::job_submit(const HttpRequest& request) const {
   return r;
 }
 
-HttpResponse JobsRouter::job_route(const HttpRequest& request, const std::string& rest, const std::string& query) const {
+HttpResponse JobsRouter::job_route(const HttpRequest& request, const std::string& rest, const std::string& query,
+                                   const Caller& caller) const {
   const size_t slash = rest.find('/');
   const std::string id = rest.substr(0, slash);
   const std::string sub = slash == std::string::npos ? "" : rest.substr(slash + 1);
@@ -457,7 +516,8 @@ HttpResponse JobsRouter::job_route(const HttpRequest& request, const std::string
   if (!jobs::job_id_valid(id)) return error_response(404, "not_found", "no job '" + id + "'");
   auto job = store_.job_get(id);
   if (!job) return store_error(job.error());
-  if (!job->has_value()) return error_response(404, "not_found", "no job '" + id + "'");
+  // Another owner's job is answered exactly like a job that does not exist.
+  if (!job->has_value() || !caller.sees_owner((*job)->owner)) return error_response(404, "not_found", "no job '" + id + "'");
   const std::string& method = request.method;
   auto not_allowed = [&](const char* allow) {
     HttpResponse r = error_response(405, "bad_request", method + " is not allowed here (allowed: " + allow + ")");

@@ -10,6 +10,10 @@
 //   GET    /v1/jobs/{id}/artifacts[/{name}] the recorded artifacts; names are looked up in the
 //                                          job's artifact list, never joined to a path
 //   GET    /healthz, /readyz, /metrics
+// A caller sees only the jobs it owns (admins and the local user see all); another owner's job
+// is a 404, so its existence does not leak. The model comes as a part or by the description's
+// model.url (JSON body or multipart), fetched by the job's first stage, `fetch`; the target as a
+// part or by the description's `target` naming a registered target (copied into the job).
 // Errors are {"error": {"code", "message", "details"?}} (openapi Error); status codes are
 // chosen here and nowhere else. Uploads are written to the job's directory under the data dir.
 #pragma once
@@ -21,6 +25,8 @@
 #include "service/jobs/job_runner.h"
 #include "service/jobs/job_store.h"
 #include "service/runtime/serve/v2_router.h"
+#include "service/server/address_policy.h"
+#include "service/server/auth.h"
 
 namespace kiln::server {
 
@@ -37,15 +43,19 @@ class JobsRouter {
  public:
   JobsRouter(jobs::JobStore& store, jobs::JobRunner& runner, std::string data_dir, JobsRouterLimits limits = {});
 
-  serve::HttpResponse handle(const serve::HttpRequest& request) const;
+  serve::HttpResponse handle(const serve::HttpRequest& request, const Caller& caller = Caller::local_user()) const;
+
+  // Addresses a model URL may name besides public ones (kiln serve --fetch-allow).
+  void set_fetch_allow(std::vector<Cidr> allow) { fetch_allow_ = std::move(allow); }
 
   // While draining before exit /readyz answers 503.
   void set_ready(bool ready) { ready_.store(ready); }
 
  private:
-  serve::HttpResponse job_submit(const serve::HttpRequest& request) const;
-  serve::HttpResponse job_list(const std::string& query) const;
-  serve::HttpResponse job_route(const serve::HttpRequest& request, const std::string& rest, const std::string& query) const;
+  serve::HttpResponse job_submit(const serve::HttpRequest& request, const Caller& caller) const;
+  serve::HttpResponse job_list(const std::string& query, const Caller& caller) const;
+  serve::HttpResponse job_route(const serve::HttpRequest& request, const std::string& rest, const std::string& query,
+                                const Caller& caller) const;
   serve::HttpResponse ready() const;
   serve::HttpResponse metrics() const;
 
@@ -53,6 +63,7 @@ class JobsRouter {
   jobs::JobRunner& runner_;
   std::string data_dir_;
   JobsRouterLimits limits_;
+  std::vector<Cidr> fetch_allow_;
   std::atomic<bool> ready_{true};
 };
 

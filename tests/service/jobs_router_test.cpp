@@ -164,7 +164,9 @@ TEST_CASE("jobs router: bad uploads", "[service]") {
     CHECK(body_json(r)["error"]["details"][0]["part"] == "extra");
   }
   SECTION("not multipart") {
-    CHECK(f.handle({"POST", "/v1/jobs", "{}", {{"content-type", "application/json"}}}).status == 415);
+    const serve::HttpResponse no_description = f.handle({"POST", "/v1/jobs", "{}", {{"content-type", "application/json"}}});
+    CHECK(no_description.status == 400);
+    CHECK(body_json(no_description)["error"]["details"][0]["pointer"] == "/description");
     CHECK(f.handle({"POST", "/v1/jobs", "x", {{"content-type", "text/plain"}}}).status == 415);
     CHECK(f.handle({"POST", "/v1/jobs", "garbage", {{"content-type", "multipart/form-data; boundary=zz"}}}).status == 400);
   }
