@@ -8,6 +8,7 @@
 // Usage: kiln_perfmodel_eval [--cache DIR] [--db FILE] [--target ID] [--models a,b] [--batches 1,8,32]
 //                            [--precisions fp32,bf16,int8] [--threads 1,2] [--runs N] [--budget-ms MS]
 //                            [--method auto|roofline|knn] [--neighbours K]   (the fit's choices, to compare)
+//                            [--steps]   (per case, predicted vs measured time per kind of step, where the error is)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -45,6 +46,7 @@ struct Options {
   std::vector<int64_t> batches = {1, 8, 32};
   std::vector<std::string> precisions = {"fp32", "bf16", "int8"};
   std::vector<int> threads = {1, 2};
+  bool steps = false;        // print the per-kind breakdown of each case
   int runs = 15;             // at most, after warm-up
   double budget_ms = 2000;   // timed runs stop after this (at least 3)
   perf::FitOptions fit;
@@ -61,6 +63,10 @@ std::vector<std::string> split(const std::string& s) {
 bool parse(int argc, char** argv, Options& o) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--steps") {
+      o.steps = true;
+      continue;
+    }
     if (i + 1 >= argc) return false;
     const std::string v = argv[++i];
     if (a == "--cache") o.cache = v;
@@ -123,6 +129,40 @@ Result<double> measure(Engine& engine, const std::vector<Tensor>& inputs, const 
   return ms[ms.size() / 2];
 }
 
+// Where a case's error is: per kind of step (the sweep op, or the plan op of steps the sweep has
+// no counterpart for), the predicted time beside the in-model step time (median of 5 profiled runs).
+void print_breakdown(Engine& engine, const std::vector<Tensor>& inputs, const std::vector<perf::StepFeatures>& features,
+                     const perf::PlanPrediction& p) {
+  std::vector<std::vector<double>> runs;
+  for (int r = 0; r < 5; ++r) {
+    std::vector<double> step_ms;
+    if (!engine.run(inputs, &step_ms)) return;
+    runs.push_back(std::move(step_ms));
+  }
+  struct Kind {
+    int steps = 0;
+    double predicted = 0, measured = 0;
+  };
+  std::map<std::string, Kind> kinds;
+  double measured_sum = 0;
+  for (size_t i = 0; i < features.size() && i < p.steps.size(); ++i) {
+    std::vector<double> v;
+    for (const auto& r : runs) if (i < r.size()) v.push_back(r[i]);
+    if (v.empty()) continue;
+    std::sort(v.begin(), v.end());
+    const perf::StepFeatures& f = features[i];
+    Kind& k = kinds[(f.m.op.empty() ? "~" + f.op : f.m.op + "/" + f.m.dtype) + " " + f.kernel];
+    ++k.steps;
+    k.predicted += p.steps[i].ms;
+    k.measured += v[v.size() / 2];
+    measured_sum += v[v.size() / 2];
+  }
+  for (const auto& [name, k] : kinds)
+    std::printf("      %-56s %3d steps  pred %9.3f  meas %9.3f  %+6.1f%%\n", name.c_str(), k.steps, k.predicted, k.measured,
+                k.measured > 0 ? 100 * (k.predicted / k.measured - 1) : 0.0);
+  std::printf("      %-56s            pred %9.3f  meas %9.3f (sum of steps)\n", "all", p.total_ms, measured_sum);
+}
+
 std::string percent(double fraction) {
   if (fraction < 0) return "n/a";
   char buf[32];
@@ -145,7 +185,7 @@ int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) {
     std::fprintf(stderr, "usage: kiln_perfmodel_eval [--cache DIR] [--db FILE] [--target ID] [--models a,b] "
-                         "[--batches 1,8,32] [--precisions fp32,bf16,int8] [--threads 1,2] [--runs N] [--budget-ms MS] [--method auto|roofline|knn] [--neighbours K]\n");
+                         "[--batches 1,8,32] [--precisions fp32,bf16,int8] [--threads 1,2] [--runs N] [--budget-ms MS] [--method auto|roofline|knn] [--neighbours K] [--steps]\n");
     return 2;
   }
   const std::string db = o.db.empty() ? perf::benchmark_store_default_path() : o.db;
@@ -211,7 +251,8 @@ int main(int argc, char** argv) {
                         precision.c_str(), threads, engine.error().message.c_str());
             continue;
           }
-          const perf::PlanPrediction p = predictor->predict(perf::plan_features(*plan, (*engine)->steps(), (*engine)->threads()));
+          const std::vector<perf::StepFeatures> features = perf::plan_features(*plan, (*engine)->steps(), (*engine)->threads());
+          const perf::PlanPrediction p = predictor->predict(features);
           auto measured = measure(**engine, inputs, o);
           if (!measured) {
             std::printf("%-20s run failed: %s\n", path.stem().c_str(), measured.error().message.c_str());
@@ -227,6 +268,7 @@ int main(int argc, char** argv) {
           errors.push_back(std::abs(err));
           std::printf("%-20s %5lld %5s %3d %12.3f %12.3f %+7.1f%% %6.2f%s\n", path.stem().c_str(), static_cast<long long>(batch),
                       precision.c_str(), threads, p.total_ms, *measured, 100 * err, load_avg(), ok ? "" : "  *");
+          if (o.steps) print_breakdown(**engine, inputs, features, p);
           std::fflush(stdout);
         }
       }

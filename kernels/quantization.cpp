@@ -4,6 +4,8 @@
 #include <cmath>
 #include <string>
 
+#include "kernels/cpu/isa.h"
+
 namespace kiln {
 
 std::string_view quant_type_name(QuantType t) { return t == QuantType::u8 ? "u8" : "s8"; }
@@ -50,24 +52,27 @@ void quant_params_erase(std::string_view which, Attrs& attrs) {
   attrs.erase(attr_name(which, "type"));
 }
 
-std::vector<float> int8_weight_scales(const float* weights, int64_t channels, int64_t per_channel) {
+int32_t int8_weight_max_code() { return cpu_has_int8_dot_product() ? 127 : 63; }
+
+std::vector<float> int8_weight_scales(const float* weights, int64_t channels, int64_t per_channel, int32_t max_code) {
   std::vector<float> scales(static_cast<size_t>(channels), 1.0f);
   for (int64_t c = 0; c < channels; ++c) {
     float m = 0.0f;
     const float* w = weights + c * per_channel;
     for (int64_t i = 0; i < per_channel; ++i) m = std::max(m, std::fabs(w[i]));
-    if (m > 0.0f) scales[static_cast<size_t>(c)] = m / 127.0f;
+    if (m > 0.0f) scales[static_cast<size_t>(c)] = m / static_cast<float>(max_code);
   }
   return scales;
 }
 
 std::vector<int8_t> int8_quantize_weights(const float* weights, int64_t channels, int64_t per_channel,
-                                          const std::vector<float>& scales) {
+                                          const std::vector<float>& scales, int32_t max_code) {
+  const float limit = static_cast<float>(max_code);
   std::vector<int8_t> q(static_cast<size_t>(channels * per_channel));
   for (int64_t c = 0; c < channels; ++c)
     for (int64_t i = 0; i < per_channel; ++i) {
       const float v = std::nearbyint(weights[c * per_channel + i] / scales[static_cast<size_t>(c)]);
-      q[static_cast<size_t>(c * per_channel + i)] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
+      q[static_cast<size_t>(c * per_channel + i)] = static_cast<int8_t>(std::clamp(v, -limit, limit));
     }
   return q;
 }

@@ -3,7 +3,8 @@
 //   - activations: u8 (q in [0, 255]) when the calibrated range is non-negative (after ReLU), else
 //     s8 (q in [-127, 127]); one scale per tensor, from calibration (compilers/quantize/);
 //   - weights: s8, one scale per output channel, max|w| / 127, computed from the constant weights
-//     by int8_weight_scales (the kernels and the QDQ export compute the same numbers).
+//     by int8_weight_scales (the QDQ export writes these numbers); on a CPU without an int8 dot
+//     product the kernels use max|w| / 63 instead (int8_weight_max_code).
 // A node with precision "int8" (kernels/precision.h) carries:
 //   int8_input_scale (float), int8_input_type ("u8"|"s8"): how a float32 input X is quantized
 //     (an input already in a quantized layout carries its own scale and is used as is);
@@ -47,11 +48,17 @@ Result<std::optional<QuantParams>> quant_params_from_attrs(const Attrs& attrs, s
 void quant_params_to_attrs(const QuantParams& q, std::string_view which, Attrs& attrs);
 void quant_params_erase(std::string_view which, Attrs& attrs);
 
+// The largest weight code the int8 kernels use on this CPU: 127 with an int8 dot product (VNNI);
+// 63 without one, where oneDNN sums pairs of u8 x s8 products in saturating 16 bits
+// (2 x 255 x 127 overflows, 2 x 255 x 63 does not): ONNX Runtime's reduce_range, for the same reason.
+// (oneDNN's own non-VNNI convolutions halve the weights of an s8 input themselves.)
+int32_t int8_weight_max_code();
+
 // Per-output-channel symmetric s8 scales of weights laid out [channels, per_channel...] (Conv's
-// [M, C/g, k...]): max|w| / 127 over each channel, 1 where a channel is all zeros.
-std::vector<float> int8_weight_scales(const float* weights, int64_t channels, int64_t per_channel);
-// round(w / scale[c]) clamped to [-127, 127], same layout.
+// [M, C/g, k...]): max|w| / max_code over each channel, 1 where a channel is all zeros.
+std::vector<float> int8_weight_scales(const float* weights, int64_t channels, int64_t per_channel, int32_t max_code = 127);
+// round(w / scale[c]) clamped to [-max_code, max_code], same layout.
 std::vector<int8_t> int8_quantize_weights(const float* weights, int64_t channels, int64_t per_channel,
-                                          const std::vector<float>& scales);
+                                          const std::vector<float>& scales, int32_t max_code = 127);
 
 }  // namespace kiln

@@ -34,6 +34,17 @@ std::string_view cpu_isa_name(CpuIsa isa) {
   return "portable";
 }
 
+bool cpu_has_int8_dot_product() {
+  __builtin_cpu_init();
+  static const bool has = __builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("avxvnni");
+  return has;
+}
+
+bool cpu_has_bf16_compute() {
+  static const bool has = detected() == CpuIsa::avx512;
+  return has;
+}
+
 bool cpu_isa_available(CpuIsa isa) {
   static const CpuIsa best = detected();
   return isa <= best && isa <= cap();

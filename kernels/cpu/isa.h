@@ -15,4 +15,13 @@ std::string_view cpu_isa_name(CpuIsa isa);  // "portable", "avx2", "avx512"
 // not cap it below.
 bool cpu_isa_available(CpuIsa isa);
 
+// True when this CPU has an 8-bit dot product into 32 bits (AVX512-VNNI or AVX-VNNI; AMX machines
+// have VNNI too). Without it, u8 x s8 products are summed pairwise into saturating 16 bits
+// (vpmaddubsw), so full-range int8 codes can overflow (quantization.h: int8_weight_max_code).
+bool cpu_has_int8_dot_product();
+
+// True when oneDNN has bfloat16 convolutions and matmuls on this CPU: oneDNN 2.6 runs them on
+// AVX-512 (avx512_core, emulated) and natively with AVX512_BF16/AMX; below, none.
+bool cpu_has_bf16_compute();
+
 }  // namespace kiln

@@ -147,8 +147,13 @@ Result<std::unique_ptr<Kernel>> conv_int8_create(const KernelBuild& b, const Con
 
   const int64_t m = wv.shape[0], per_channel = shape_numel(wv.shape) / m;
   const float* w = wv.constant->data<float>();
-  const std::vector<float> w_scales = int8_weight_scales(w, m, per_channel);
-  const std::vector<int8_t> w_q = int8_quantize_weights(w, m, per_channel, w_scales);
+  // A u8 input without VNNI would saturate (quantization.h); for an s8 input oneDNN's non-VNNI
+  // kernels already halve the weights themselves (they shift the input to u8), and depthwise
+  // kernels widen to 32 bits before multiplying: full codes for both.
+  const bool depthwise = g.group > 1 && g.group == xv.shape[1] && g.group == wv.shape[0];
+  const int32_t max_code = q.in.type == QuantType::u8 && !depthwise ? int8_weight_max_code() : 127;
+  const std::vector<float> w_scales = int8_weight_scales(w, m, per_channel, max_code);
+  const std::vector<int8_t> w_q = int8_quantize_weights(w, m, per_channel, w_scales, max_code);
   std::vector<float> oscales(static_cast<size_t>(m));
   for (size_t c = 0; c < oscales.size(); ++c) oscales[c] = q.in.scale * w_scales[c] / folded;
 

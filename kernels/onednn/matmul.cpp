@@ -156,8 +156,9 @@ Result<std::unique_ptr<Kernel>> int8_product(const KernelBuild& b, const md& a_m
   std::vector<float> b_nk(b_kn.size());
   for (int64_t i = 0; i < k; ++i)
     for (int64_t j = 0; j < n; ++j) b_nk[static_cast<size_t>(j * k + i)] = b_kn[static_cast<size_t>(i * n + j)];
-  const std::vector<float> w_scales = int8_weight_scales(b_nk.data(), n, k);
-  const std::vector<int8_t> w_q = int8_quantize_weights(b_nk.data(), n, k, w_scales);
+  const int32_t max_code = int8_weight_max_code();  // 63 without VNNI: no 16-bit saturation
+  const std::vector<float> w_scales = int8_weight_scales(b_nk.data(), n, k, max_code);
+  const std::vector<int8_t> w_q = int8_quantize_weights(b_nk.data(), n, k, w_scales, max_code);
   const md w_plain({k, n}, data_type::s8, dims{1, k});
   std::vector<float> oscales(static_cast<size_t>(n));
   for (size_t j = 0; j < oscales.size(); ++j) oscales[j] = in.scale * w_scales[j] / folded;

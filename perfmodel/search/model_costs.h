@@ -51,7 +51,7 @@ Status model_costs_write(const ModelCosts& costs, const std::string& path);
 std::vector<StepFeatures> model_costs_steps_at(const ModelCosts& costs, int64_t batch, int threads);
 
 // Peak memory of one running instance at `batch`: constants + packed weights + intermediates
-// (which grow with the batch) + scratch.
+// and scratch (both taken to grow linearly with the batch: an upper bound).
 int64_t model_costs_memory_at(const ModelCosts& costs, int64_t batch);
 
 }  // namespace kiln::perf

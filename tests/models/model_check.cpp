@@ -19,6 +19,7 @@
 #include "compilers/onnx/import.h"
 #include "compilers/passes/pass_runner.h"
 #include "compilers/passes/pipeline.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/engine.h"
 #include "kernels/executor.h"
 #include "kernels/io/npy.h"
@@ -113,6 +114,12 @@ Tensor testing_random(const Shape& shape, uint32_t seed) {
 // and EfficientNet-B0 (0.93-0.96 on normal inputs) do not; no single layer is to blame (keeping
 // any one in fp32 changes little, all 17 depthwise ones 0.96 -> 0.98), so they need accuracy
 // control driven by agreement and finer activation scales, not a blunter threshold.
+// Without an int8 dot product (AVX2 machines: no VNNI) the weights carry 7 bits, not 8 (oneDNN halves
+// them for s8 inputs itself; kernels/quantization.h for u8 ones): EfficientNet-B0, s8 activations
+// throughout (SiLU), measured 0.868 on an AMD EPYC without AVX-512. A wrong scale or layout still
+// lands far below 0.8. kiln does not plan int8 on such machines (perfmodel: no native int8).
+double int8_cosine_floor() { return cpu_has_int8_dot_product() ? 0.9 : 0.8; }
+
 Status check_int8_agreement(const Graph& fp32, const Graph& int8, const Shape& input_shape, const std::string& what) {
   KILN_ASSIGN(fp32_engine, Engine::create(graph_to_plan(fp32), {2, nullptr}));
   KILN_ASSIGN(int8_engine, Engine::create(graph_to_plan(int8), {2, nullptr}));
@@ -128,7 +135,8 @@ Status check_int8_agreement(const Graph& fp32, const Graph& int8, const Shape& i
   const bool target = m.cosine >= 0.99 && (!m.classifier || m.top1_agreement >= 0.95);
   std::printf("%-44s 64 seeded samples: cosine %.5f, top-1 agreement %.1f%% (%s the target 0.99, 95%%)\n", what.c_str(),
               m.cosine, 100 * m.top1_agreement, target ? "meets" : "below");
-  KILN_REQUIRE(m.cosine >= 0.9 && m.nonfinite == 0, internal, what, ": int8 cosine ", m.cosine, " below 0.9");
+  KILN_REQUIRE(m.cosine >= int8_cosine_floor() && m.nonfinite == 0, internal, what, ": int8 cosine ", m.cosine, " below ",
+               int8_cosine_floor());
   return Status::ok();
 }
 
@@ -174,7 +182,7 @@ Status check_model(const fs::path& dir, const std::string& name, bool with_passe
     Graph optimized = graph;
     KILN_TRY(run_passes(optimized, pipeline_parse("default+" + pass), options).status());
     KILN_TRY(check_reduced_precision(optimized, input, name + " + default passes + " + pass,
-                                     pass == "quantize_int8" ? 0.9 : 0.99));
+                                     pass == "quantize_int8" ? int8_cosine_floor() : 0.99));
     if (pass == "quantize_int8") {
       Graph fp32 = graph;
       KILN_TRY(run_passes(fp32, default_pipeline(), options).status());

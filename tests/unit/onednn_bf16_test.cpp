@@ -8,6 +8,7 @@
 
 #include <cmath>
 
+#include "kernels/cpu/isa.h"
 #include "kernels/precision.h"
 #include "kernels/verify/verify.h"
 #include "tests/support/plan_builder.h"
@@ -48,7 +49,9 @@ std::unique_ptr<Engine> check_bf16(Builder& b) {
     INFO("output " << i << ": cosine " << m.cosine << ", max rel error " << m.max_rel_error);
     CHECK(m.cosine >= 0.9995);
     CHECK(m.max_rel_error <= 2e-2);
-    CHECK(m.max_rel_error > 0);  // it did compute in bf16: fp32 would agree to ~1e-6
+    // It did compute in bf16 (fp32 would agree to ~1e-6) -- where oneDNN has bf16 kernels: on AVX2
+    // machines only its slow reference convolutions, and no bf16 matmul (the reference runs it).
+    if (cpu_has_bf16_compute()) CHECK(m.max_rel_error > 0);
   }
   return std::move(*engine);
 }
@@ -80,9 +83,11 @@ TEST_CASE("bf16 convolutions keep bfloat16 activations across the region", "[one
   b.output(b.op(OpKind::Gemm, gemm, {f, b.weight({10, 16}, 0.5f), b.weight({10})}));
   auto e = check_bf16(b);
   // Conv, pool, conv, conv, global pool all write bf16; only the pooled vector is converted.
-  REQUIRE(steps_with_layout_suffix(*e, ":bf16") == 5);
-  REQUIRE(count_kernel(*e, "convert.") == 1);
-  REQUIRE(count_kernel(*e, "reference") == 0);
+  REQUIRE(steps_with_layout_suffix(*e, ":bf16") == (cpu_has_bf16_compute() ? 5 : 0));
+  if (cpu_has_bf16_compute()) {
+    REQUIRE(count_kernel(*e, "convert.") == 1);
+    REQUIRE(count_kernel(*e, "reference") == 0);
+  }
 }
 
 TEST_CASE("bf16 MatMul reads float32 rows and writes float32", "[onednn][bf16]") {
@@ -91,6 +96,7 @@ TEST_CASE("bf16 MatMul reads float32 rows and writes float32", "[onednn][bf16]")
   const int m = b.op(OpKind::MatMul, bf16(), {x, b.weight({24, 40}, 0.5f)});
   b.output(b.op(OpKind::Relu, {}, {m}));
   auto e = check_bf16(b);
+  if (!cpu_has_bf16_compute()) return;  // oneDNN 2.6 has no bf16 matmul below AVX-512
   REQUIRE(count_kernel(*e, "onednn.matmul") == 1);
   REQUIRE(steps_with_layout_suffix(*e, ":bf16") == 0);
 }
@@ -102,7 +108,7 @@ TEST_CASE("an fp32 conv after a bf16 one reads float32 again", "[onednn][bf16]")
   const int c2 = b.op(OpKind::Conv, attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}}), {c1, b.weight({8, 16, 3, 3}, 0.3f)});
   b.output(c2);
   auto e = check_bf16(b);
-  REQUIRE(steps_with_layout_suffix(*e, ":bf16") == 1);
+  REQUIRE(steps_with_layout_suffix(*e, ":bf16") == (cpu_has_bf16_compute() ? 1 : 0));
   REQUIRE(e->steps().back().output_layout.find("bf16") == std::string::npos);
 }
 

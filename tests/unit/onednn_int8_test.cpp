@@ -11,6 +11,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "kernels/cpu/isa.h"
 #include "kernels/cpu/pixel_order.h"
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/precision.h"
@@ -81,7 +82,8 @@ std::unique_ptr<Engine> check_int8(Builder& b) {
       const double range = max_abs(w), cosine = dot / std::sqrt(gg * ww);
       INFO("output " << o << ": max|diff| " << diff << " of max|ref| " << range << ", cosine " << cosine);
       CHECK(cosine >= 0.999);
-      CHECK(diff <= 0.03 * range);
+      // Without an int8 dot product the weights have 7-bit codes (quantization.h): twice the error.
+      CHECK(diff <= (cpu_has_int8_dot_product() ? 0.03 : 0.06) * range);
       CHECK(diff > 1e-4 * range);  // not fp32: the int8 path ran
     }
   }

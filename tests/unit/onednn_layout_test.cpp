@@ -10,6 +10,7 @@
 #include <cmath>
 #include <random>
 
+#include "kernels/cpu/isa.h"
 #include "kernels/executor.h"
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/registry.h"
@@ -201,6 +202,12 @@ TEST_CASE("onednn kernels on forced padded blocked layouts", "[onednn]") {
       {"reduce max spatial", {OpKind::ReduceMax, {}, {a, spatial}, {true, false}, {false, true}, {2, 13, 1, 1}}, "onednn.reduce"},
   };
   for (Tag tag : {Tag::nChw16c, Tag::nChw8c}) {
+    // nChw16c is what oneDNN chooses on AVX-512 machines; on AVX2 ones it never arises (8c does),
+    // and oneDNN 2.6 has no AVX2 reduction over it.
+    if (tag == Tag::nChw16c && !cpu_isa_available(CpuIsa::avx512)) {
+      WARN("this CPU has no AVX-512: nChw16c not tested here");
+      continue;
+    }
     for (const Case& c : cases) {
       INFO(c.what << (tag == Tag::nChw16c ? " nChw16c" : " nChw8c"));
       REQUIRE(run_blocked(c.node, tag) == c.kernel);

@@ -113,7 +113,16 @@ TEST_CASE("cpu.sparse_gemm runs 1x1 convolutions on plain NCHW and on oneDNN's N
   const int y2 = b.op(OpKind::Conv, attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}}), {y1, b.weight({24, 23, 3, 3}, 0.3f)});
   const int w3 = b.constant(sparsify(rand_tensor({17, 24, 1, 1}, 23), sparsity, 24));
   b.output(b.op(OpKind::Conv, marked(relu), {y2, w3}));
-  check_sparse(b, 2);
+  auto engine = check(b);
+  INFO(describe_steps(*engine));
+  // On AVX2 machines oneDNN writes the 3x3's output channel-blocked (aBcd8b), which the sparse
+  // kernel cannot read as rows: there the last 1x1 stays on oneDNN.
+  const auto conv3x3 = std::find_if(engine->steps().begin(), engine->steps().end(),
+                                    [](const EngineStep& s) { return s.node == "Conv1"; });
+  REQUIRE(conv3x3 != engine->steps().end());
+  const bool nhwc = conv3x3->output_layout.find("acdb") != std::string::npos;
+  if (!nhwc) WARN("oneDNN wrote " << conv3x3->output_layout << ", not NHWC: the NHWC path is not tested here");
+  REQUIRE(count_kernel(*engine, "cpu.sparse_gemm") == (nhwc ? 2 : 1));
 }
 
 TEST_CASE("cpu.sparse_gemm refuses what it does not implement and unmarked nodes", "[cpu][sparse]") {
