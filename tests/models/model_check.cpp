@@ -8,6 +8,7 @@
 // Passes that reduce precision (bf16) run on top of the default pipeline and are checked by
 // cosine similarity with the fp32 reference instead.
 // Usage: kiln_model_check CACHE_DIR NAME... [--passes]; exits 77 (skip) when a model is not cached.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -152,8 +153,10 @@ Status check_model(const fs::path& dir, const std::string& name, bool with_passe
   KILN_TRY(check_graph(graph, input, expected, name, import_s));
   if (!with_passes) return Status::ok();
 
+  // Each pipeline's result is checked against the reference executor and PyTorch on the real
+  // input (check_graph); the passes' own numeric checks on seeded inputs are their unit tests'.
   PassRunOptions options;
-  options.check_numerics = true;  // every pass is checked against the reference executor
+  options.check_numerics = false;
   options.bindings["batch"] = input.dim(0);
   std::vector<std::vector<std::string>> pipelines;
   for (const std::string& pass : default_pipeline()) pipelines.push_back({pass});
@@ -161,6 +164,7 @@ Status check_model(const fs::path& dir, const std::string& name, bool with_passe
   std::vector<std::string> exact_passes, reduced;
   for (const PassInfo& p : pass_table()) (p.exact ? exact_passes : reduced).emplace_back(p.name);
   if (exact_passes != default_pipeline()) pipelines.push_back(exact_passes);  // optional passes too
+  bool unoptimized_on_engine = false;
   for (const auto& pipeline : pipelines) {
     Graph optimized = graph;
     const std::string label =
@@ -168,6 +172,14 @@ Status check_model(const fs::path& dir, const std::string& name, bool with_passe
     const auto pass_start = std::chrono::steady_clock::now();
     auto records = run_passes(optimized, pipeline, options);
     if (!records) return records.status().with_context(label + ": ");
+    // A pass that changed nothing leaves the graph checked above (after the first: the graph as
+    // imported, with its batch bound, on the engine): not checked again, which saves CI time.
+    const bool unchanged = std::none_of(records->begin(), records->end(), [](const PassRecord& r) { return r.changed; });
+    if (unchanged && unoptimized_on_engine) {
+      std::printf("%-44s unchanged\n", label.c_str());
+      continue;
+    }
+    unoptimized_on_engine = unoptimized_on_engine || unchanged;
     const double pass_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - pass_start).count();
     KILN_TRY(check_graph(optimized, input, expected, label, pass_s, /*compiled=*/true));
   }
