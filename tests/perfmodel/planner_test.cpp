@@ -98,7 +98,9 @@ TEST_CASE("model costs at batch 1, scaled to batch 8, match compiling at batch 8
     const double predicted = static_cast<double>(model_costs_memory_at(one, 8));
     const double compiled = static_cast<double>(model_costs_memory_at(*eight, 1));
     CHECK(predicted >= compiled);  // the arena and scratch grow at most linearly
-    CHECK(predicted <= 1.5 * compiled);
+    // Scratch is priced as growing with the batch (an upper bound: oneDNN's int8 scratchpads do
+    // on AVX2; elsewhere they may stay flat), so allow seven more batch-1 scratches than linear.
+    CHECK(predicted <= 1.5 * compiled + 7.0 * static_cast<double>(one.scratch_bytes));
   }
 }
 
