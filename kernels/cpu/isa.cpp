@@ -1,5 +1,7 @@
 #include "kernels/cpu/isa.h"
 
+#include <cpuid.h>
+
 #include <cstdlib>
 #include <string>
 
@@ -36,7 +38,11 @@ std::string_view cpu_isa_name(CpuIsa isa) {
 
 bool cpu_has_int8_dot_product() {
   __builtin_cpu_init();
-  static const bool has = __builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("avxvnni");
+  // AVX-VNNI (CPUID leaf 7 subleaf 1, EAX bit 4) read directly: clang 14's builtin lacks its name.
+  static const bool has = __builtin_cpu_supports("avx512vnni") || [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) != 0 && (a & (1u << 4)) != 0 && __builtin_cpu_supports("avx2");
+  }();
   return has;
 }
 
