@@ -4,7 +4,10 @@ namespace kiln::server {
 
 using json = nlohmann::ordered_json;
 
-serve::HttpResponse api_json(int status, const json& body) { return {status, body.dump(), {}, nullptr}; }
+// Invalid UTF-8 from the request is replaced, not thrown: an answer always goes out.
+serve::HttpResponse api_json(int status, const json& body) {
+  return {status, body.dump(-1, ' ', false, json::error_handler_t::replace), {}, nullptr};
+}
 
 serve::HttpResponse api_error(int status, const std::string& code, const std::string& message, json details) {
   json e = {{"code", code}, {"message", message}};

@@ -24,7 +24,10 @@ using json = nlohmann::ordered_json;
 using serve::HttpRequest;
 using serve::HttpResponse;
 
-HttpResponse json_response(int status, const json& body) { return {status, body.dump(), {}}; }
+// Invalid UTF-8 from the request (a path, a field) is replaced, not thrown: an answer always goes out.
+HttpResponse json_response(int status, const json& body) {
+  return {status, body.dump(-1, ' ', false, json::error_handler_t::replace), {}};
+}
 
 HttpResponse error_response(int status, const std::string& code, const std::string& message, json details = nullptr) {
   json e = {{"code", code}, {"message", message}};
@@ -155,7 +158,7 @@ Status file_write(const fs::path& path, std::string_view bytes) {
 std::vector<std::pair<int64_t, std::string>> job_events_of(const jobs::JobRecord& j) {
   std::vector<std::pair<int64_t, std::string>> out;
   auto event = [&](int64_t id, const char* type, json data) {
-    out.emplace_back(id, "id: " + std::to_string(id) + "\nevent: " + type + "\ndata: " + data.dump() + "\n\n");
+    out.emplace_back(id, "id: " + std::to_string(id) + "\nevent: " + type + "\ndata: " + data.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n");
   };
   const int64_t n = static_cast<int64_t>(j.stages.size());
   for (int64_t i = 0; i < n; ++i) {

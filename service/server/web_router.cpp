@@ -11,7 +11,7 @@ namespace {
 
 serve::HttpResponse web_error(int status, const std::string& code, const std::string& message) {
   const nlohmann::ordered_json body = {{"error", {{"code", code}, {"message", message}}}};
-  return {status, body.dump(), {}};
+  return {status, body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), {}};
 }
 
 // Whether an If-None-Match header value (a list of quoted tags, or *) names `etag`. A weak W/"..."
