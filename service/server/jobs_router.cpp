@@ -10,6 +10,7 @@
 
 #include "api/description.h"
 #include "containers/oci/digest.h"
+#include "service/server/api_error.h"
 #include "service/server/job_json_body.h"
 #include "service/server/multipart.h"
 #include "service/server/report_html.h"
@@ -24,10 +25,7 @@ using json = nlohmann::ordered_json;
 using serve::HttpRequest;
 using serve::HttpResponse;
 
-// Invalid UTF-8 from the request (a path, a field) is replaced, not thrown: an answer always goes out.
-HttpResponse json_response(int status, const json& body) {
-  return {status, body.dump(-1, ' ', false, json::error_handler_t::replace), {}};
-}
+HttpResponse json_response(int status, const json& body) { return api_json(status, body); }
 
 HttpResponse error_response(int status, const std::string& code, const std::string& message, json details = nullptr) {
   json e = {{"code", code}, {"message", message}};
