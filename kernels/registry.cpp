@@ -11,12 +11,14 @@ namespace {
 // First match wins: fast kernels first, the reference kernel last.
 const std::array kKernels = {
     &kCpuSparseGemmAvx512, &kCpuSparseGemmPortable,  // only nodes prune_magnitude marked sparse_kernel="csr"
-    &kOneDnnConv,    &kOneDnnGemm,      &kOneDnnMatMul, &kOneDnnPool,      &kOneDnnEltwise, &kOneDnnBinary,
+    &kOneDnnConv,    &kOneDnnGemm,      &kOneDnnMatMul, &kOneDnnPool,      &kOneDnnEltwise,
+    &kCpuChannelScale,  // before oneDNN binary: its [N>1, C, 1, 1] broadcast on NHWC is a reference loop
+    &kOneDnnBinary,
     &kOneDnnSoftmax, &kOneDnnBatchNorm, &kOneDnnLayerNorm, &kOneDnnConcat, &kOneDnnLrn,       &kOneDnnTranspose,
     &kOneDnnSlice,   &kOneDnnReduce,
     &kCpuView,       &kCpuErf, &kCpuDepthFirstConvAvx512, &kCpuDepthFirstConvAvx2, &kCpuDepthFirstConvPortable,
     &kCpuConcatAffineAvx512, &kCpuConcatAffinePortable,
-    &kCpuElementwiseChainAvx512, &kCpuElementwiseChainPortable,
+    &kCpuElementwiseChainAvx512, &kCpuElementwiseChainAvx2, &kCpuElementwiseChainPortable,
     &kReferenceKernel,
 };
 

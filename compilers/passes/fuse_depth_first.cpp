@@ -60,8 +60,8 @@ bool is_depthwise(const Graph& g, const Node& n) {
   return c > 0 && w->dim(0) == c && w->dim(1) == 1 && group_of(n) == c;
 }
 
-// Where fusing pays, measured per step on MobileNetV2 and EfficientNet-B0 (2-core Xeon, batch 1
-// and 16, against oneDNN's separate convolutions):
+// Where fusing pays, measured per step on MobileNetV2 and EfficientNet-B0 (2-core Xeon with
+// AVX-512, batch 1 and 16, against oneDNN's separate convolutions):
 //  - the GEMM beside the fused intermediate is memory-bound: at most 32 channels on its far side
 //    (the projection's outputs, the expansion's inputs; 2 x that many FLOPs per element). With
 //    more, oneDNN's 1x1 convolution beats the fused GEMM by more than the traffic saved
@@ -142,7 +142,11 @@ bool take_depthwise(const Node& dw, Node& fused, std::vector<ValueId>& in) {
 
 }  // namespace
 
-Result<bool> pass_fuse_depth_first(Graph& graph, const PassContext&) {
+Result<bool> pass_fuse_depth_first(Graph& graph, const PassContext& ctx) {
+  // The thresholds above were measured against the kernel's AVX-512 path. Its AVX2 path lost
+  // everywhere on an AVX2-only EPYC (2 vCPUs, batch 8, oneDNN's separate convolutions on the same
+  // machine): MobileNetV2 124 vs 62 ms at 1 thread, EfficientNet-B0 220 vs 157 ms.
+  if (ctx.cpu_isa < CpuIsa::avx512) return false;
   const auto consumers = graph_consumers(graph);
   auto sole_reader = [&](ValueId v, int node) {
     return v != kNoValue && consumers[static_cast<size_t>(v)].size() == 1 &&

@@ -8,7 +8,8 @@
 // result has other readers (EfficientNet's squeeze-excite pools it) takes in its expansion alone.
 // The CPU kernel runs the node tile by tile so the intermediates never leave the cache. Only
 // where that was measured to pay (fusion_pays, expansion_pays): <= 32 channels beside the
-// intermediate, >= 256 KB per image and >= 8 MB over the batch.
+// intermediate, >= 256 KB per image and >= 8 MB over the batch, and only for CPUs with AVX-512
+// (PassContext::cpu_isa): the kernel's AVX2 path was measured slower than oneDNN everywhere.
 // Requires: topological order, inferred types; runs after fuse_activation and fuse_residual_add
 // (the nodes keep their fused activations and the pointwise residual).
 // Left alone: values that are graph outputs or have other readers, auto_pad other than NOTSET,

@@ -12,6 +12,7 @@
 
 #include "compilers/ir/graph.h"
 #include "compilers/quantize/calibrate.h"
+#include "kernels/cpu/isa.h"
 
 namespace kiln {
 
@@ -43,6 +44,9 @@ struct PassContext {
   // control's choice (compilers/passes/keep_fp32.h).
   std::vector<std::string> keep_fp32;
   std::ostream* log = nullptr;  // where passes that make choices say what they chose
+  // The ISA kiln's own CPU kernels will run the plan with: passes that fuse onto them fuse only
+  // where they were measured to pay on it (fuse_depth_first).
+  CpuIsa cpu_isa = best_cpu_isa();
 };
 
 using PassFn = Result<bool> (*)(Graph& graph, const PassContext& ctx);

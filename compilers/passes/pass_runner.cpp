@@ -77,7 +77,7 @@ Result<std::vector<PassRecord>> run_passes(Graph& graph, const std::vector<std::
     expected = std::move(outputs);
   }
 
-  PassContext ctx{options.bindings, options.int8, options.prune, options.keep_fp32, options.log};
+  PassContext ctx{options.bindings, options.int8, options.prune, options.keep_fp32, options.log, options.cpu_isa};
   std::vector<PassRecord> records;
   for (const PassInfo* pass : passes) {
     PassRecord record;

@@ -28,6 +28,7 @@ struct PassRunOptions {
   PruneOptions prune;       // how much prune_channels / prune_magnitude remove
   std::vector<std::string> keep_fp32;  // layers the precision passes leave in float32
   std::ostream* log = nullptr;  // passes' reports of their choices (PassContext::log)
+  CpuIsa cpu_isa = best_cpu_isa();  // PassContext::cpu_isa
 };
 
 struct PassRecord {

@@ -9,6 +9,7 @@
 namespace kiln {
 
 extern const KernelImpl kCpuView;  // Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout: in place or a copy
+extern const KernelImpl kCpuChannelScale;  // Mul by a per-image [N>1, C, 1, 1] scale, NHWC or plain
 extern const KernelImpl kCpuErf;   // Erf, float32 plain (vector erf on AVX-512)
 // DepthFirstConv tile by tile (depthwise rows or scaled rows, then the pointwise GEMM), per ISA
 extern const KernelImpl kCpuDepthFirstConvAvx512;
@@ -18,6 +19,7 @@ extern const KernelImpl kCpuConcatAffineAvx512;  // ConcatAffine, NHWC or plain 
 extern const KernelImpl kCpuConcatAffinePortable;
 // ElementwiseChain chunk by chunk (each input read once, the output written once), per ISA
 extern const KernelImpl kCpuElementwiseChainAvx512;
+extern const KernelImpl kCpuElementwiseChainAvx2;
 extern const KernelImpl kCpuElementwiseChainPortable;
 
 // Gemm, MatMul and 1x1 Conv with a pruned constant weight in CSR, only on nodes marked

@@ -7,7 +7,8 @@
 // their period; other broadcasts are refused and the reference kernel runs them.
 // AVX-512: arithmetic, max/min, relu, prelu, sqrt exactly as the reference (IEEE); erf, exp and
 // sigmoid with the vector math of kernels/cpu/activation (errors ~5e-7); tanh, log and pow (other
-// than x^2) per element. Portable: the reference arithmetic, per element.
+// than x^2) per element. AVX2: erf, exp and sigmoid on the 8-lane vector math, the rest as
+// portable. Portable: the reference arithmetic, per element.
 #include <omp.h>
 
 #include <immintrin.h>
@@ -200,6 +201,22 @@ KILN_AVX512 void apply_avx512(ChainOp op, Operand a, Operand b, float* y, int64_
   }
 }
 
+// AVX2: the transcendental ops (the ones a scalar loop makes slow: ConvNeXt's GELU spends its time
+// in erf) on the 8-lane polynomial; the rest as the portable loops, which the compiler vectorizes.
+void apply_avx2(ChainOp op, Operand a, Operand b, float* y, int64_t n) {
+  switch (op) {  // unary: a is a vector here, as in apply_avx512
+    case ChainOp::erf: return cpu::erf_values(CpuIsa::avx2, a.p, y, n);
+    case ChainOp::exp: return cpu::exp_values(CpuIsa::avx2, a.p, y, n);
+    case ChainOp::sigmoid: {
+      if (y != a.p) std::copy(a.p, a.p + n, y);
+      PostOps sigmoid;
+      sigmoid.activation = Activation::sigmoid;
+      return cpu::apply_activation(CpuIsa::avx2, sigmoid, y, n);
+    }
+    default: return kPortable[static_cast<size_t>(op)](a, b, y, n);
+  }
+}
+
 // ---- the kernel ----
 
 // Where a register's values are during a chunk.
@@ -354,6 +371,7 @@ class ElementwiseChainKernel final : public Kernel {
       const Operand a = source(args, in.a, begin, buffers);
       const Operand b = in.b < 0 ? Operand{} : source(args, in.b, begin, buffers);
       if (isa_ == CpuIsa::avx512) apply_avx512(in.op, a, b, dst, n);
+      else if (isa_ == CpuIsa::avx2) apply_avx2(in.op, a, b, dst, n);
       else kPortable[static_cast<size_t>(in.op)](a, b, dst, n);
     }
   }
@@ -416,6 +434,8 @@ Result<std::unique_ptr<Kernel>> chain_create(const KernelBuild& b) {
 
 const KernelImpl kCpuElementwiseChainAvx512{"cpu.elementwise_chain.avx512", chain_supports<CpuIsa::avx512>,
                                             chain_create<CpuIsa::avx512>};
+const KernelImpl kCpuElementwiseChainAvx2{"cpu.elementwise_chain.avx2", chain_supports<CpuIsa::avx2>,
+                                          chain_create<CpuIsa::avx2>};
 const KernelImpl kCpuElementwiseChainPortable{"cpu.elementwise_chain.portable", chain_supports<CpuIsa::portable>,
                                               chain_create<CpuIsa::portable>};
 

@@ -46,7 +46,9 @@ std::optional<std::string> erf_supports(const KernelBuild& b) {
 
 Result<std::unique_ptr<Kernel>> erf_create(const KernelBuild& b) {
   if (auto why = erf_supports(b)) return make_error(ErrorCode::unsupported, *why);
-  const CpuIsa isa = cpu_isa_available(CpuIsa::avx512) ? CpuIsa::avx512 : CpuIsa::portable;
+  const CpuIsa isa = cpu_isa_available(CpuIsa::avx512) ? CpuIsa::avx512
+                    : cpu_isa_available(CpuIsa::avx2) ? CpuIsa::avx2
+                                                      : CpuIsa::portable;
   return std::unique_ptr<Kernel>(
       std::make_unique<ErfKernel>(static_cast<int64_t>(b.inputs[0].bytes() / sizeof(float)), std::max(1, b.threads), isa));
 }

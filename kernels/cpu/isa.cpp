@@ -56,4 +56,10 @@ bool cpu_isa_available(CpuIsa isa) {
   return isa <= best && isa <= cap();
 }
 
+CpuIsa best_cpu_isa() {
+  for (CpuIsa isa : {CpuIsa::avx512, CpuIsa::avx2})
+    if (cpu_isa_available(isa)) return isa;
+  return CpuIsa::portable;
+}
+
 }  // namespace kiln

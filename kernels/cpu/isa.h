@@ -14,6 +14,8 @@ std::string_view cpu_isa_name(CpuIsa isa);  // "portable", "avx2", "avx512"
 // True when this CPU has `isa` (avx2: AVX2+FMA; avx512: AVX-512 F/BW/DQ/VL) and KILN_CPU_ISA does
 // not cap it below.
 bool cpu_isa_available(CpuIsa isa);
+// The best ISA cpu_isa_available() allows here.
+CpuIsa best_cpu_isa();
 
 // True when this CPU has an 8-bit dot product into 32 bits (AVX512-VNNI or AVX-VNNI; AMX machines
 // have VNNI too). Without it, u8 x s8 products are summed pairwise into saturating 16 bits

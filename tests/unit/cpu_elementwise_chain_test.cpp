@@ -22,7 +22,7 @@ using namespace kiln::testing;
 
 namespace {
 
-const CpuIsa kPaths[] = {CpuIsa::avx512, CpuIsa::portable};
+const CpuIsa kPaths[] = {CpuIsa::avx512, CpuIsa::avx2, CpuIsa::portable};
 
 // Attributes of a program given as op names, args (two per op) and scalars.
 Attrs program(std::vector<std::string> ops, std::vector<int64_t> args, std::vector<float> scalars = {}) {

@@ -17,7 +17,7 @@ TEST_CASE("the vector erf is within 5e-7 of std::erf on every path", "[cpu]") {
   std::vector<float> x;
   for (float v = -12.0f; v <= 12.0f; v += 0.00123f) x.push_back(v);
   for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e30f, -1e30f, INFINITY, -INFINITY}) x.push_back(v);
-  for (CpuIsa isa : {CpuIsa::avx512, CpuIsa::portable}) {
+  for (CpuIsa isa : {CpuIsa::avx512, CpuIsa::avx2, CpuIsa::portable}) {
     if (!cpu_isa_available(isa)) continue;
     std::vector<float> y(x.size());
     cpu::erf_values(isa, x.data(), y.data(), static_cast<int64_t>(x.size()));

@@ -41,6 +41,7 @@ Attrs float_attrs(std::initializer_list<std::pair<const char*, float>> list) {
 Result<std::vector<PassRecord>> run(Graph& g, const std::vector<std::string>& passes) {
   PassRunOptions options;
   options.check_numerics = true;
+  options.cpu_isa = CpuIsa::avx512;  // the fusion decisions as on an AVX-512 CPU (the numeric checks run on this one)
   return run_passes(g, passes, options);
 }
 
@@ -630,6 +631,20 @@ TEST_CASE("fuse_depth_first leaves shared values, strided or padded 1x1 convs, f
   auto again = run(b.g, {"fuse_depth_first"});
   REQUIRE(again);
   REQUIRE(again->back().changed);
+}
+
+TEST_CASE("fuse_depth_first fuses only for CPUs with AVX-512", "[passes]") {
+  for (CpuIsa isa : {CpuIsa::avx2, CpuIsa::portable, CpuIsa::avx512}) {
+    Builder b;
+    const ValueId x = b.input("x", {16, 32, 64, 64});
+    b.output(conv_with(b, "p", conv_with(b, "d", x, {32, 1, 3, 3}, 32, 1, 1), {6, 32, 1, 1}, 1, 0, 1));
+    PassRunOptions options;
+    options.cpu_isa = isa;
+    auto records = run_passes(b.g, {"fuse_depth_first"}, options);
+    REQUIRE(records);
+    INFO(cpu_isa_name(isa));
+    CHECK(records->back().changed == (isa == CpuIsa::avx512));
+  }
 }
 
 namespace {
