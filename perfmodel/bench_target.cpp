@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "perfmodel/microbench/bandwidth.h"
+#include "perfmodel/microbench/foreign_load.h"
 #include "perfmodel/microbench/kernel_sweep.h"
 #include "perfmodel/microbench/peak.h"
 
@@ -106,9 +107,9 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
         break;
       }
       Measurement m = todo[i]->record;
-      double load[1] = {0};
-      if (getloadavg(load, 1) == 1) m.load_avg = load[0];
+      const ForeignLoadMeter foreign;
       Status ok = todo[i]->measure(m);
+      m.load_avg = m.threads + foreign.busy_cpus().value_or(0.0);
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - section_start).count();
       const double eta = elapsed / static_cast<double>(i + 1) * static_cast<double>(todo.size() - i - 1);
       std::string line("[");

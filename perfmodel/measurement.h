@@ -41,8 +41,15 @@ struct Measurement {
   double total_median_ms = 0;  // kernel: the whole one-op graph including the layout conversions at its borders
   double throughput = 0;       // peak: GFLOP/s (Gop/s for int8); bandwidth: GB/s; kernel: GFLOP/s from macs
   std::string measured_at;     // UTC, ISO 8601
-  double load_avg = 0;         // the 1-minute load average when measured: more than the threads used means a shared, noisy core
+  // The load while measured: the threads used plus the CPUs other processes kept busy
+  // (microbench/foreign_load.h). Rows from before 2026-11-24 hold the 1-minute load average, which
+  // counts the benchmark's own threads too. Above threads + kLoadSlack: a shared, noisy core.
+  double load_avg = 0;
 };
+
+// How far a point's load may exceed its threads and still count as quiet: jiffy resolution of the
+// foreign-load meter, and old rows' load average lagging behind the benchmark's own threads.
+constexpr double kLoadSlack = 0.5;
 
 // Every field of Measurement, in one list: the store's columns and the JSON profile's keys are
 // generated from it, so a field added here is stored and exported everywhere.

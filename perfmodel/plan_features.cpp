@@ -164,6 +164,25 @@ bool add_features(const PlanView& v, const PlanStep& s, Measurement& m) {
   return true;
 }
 
+// Channel Concat of 4-D activations (the sweep's concat): reads and writes the output's elements
+// at the element size of the layout it writes.
+bool concat_features(const PlanView& v, const PlanStep& s, Measurement& m, double element_bytes) {
+  const Shape y = v.shape(output(s));
+  const int64_t axis = attr_int(s.attrs, "axis", 0);
+  if (y.size() != 4 || (axis != 1 && axis != -3)) return false;
+  for (size_t i = 0; i < s.inputs.size(); ++i)
+    if (v.shape(input(s, i)).size() != 4 || v.is_constant(input(s, i))) return false;
+  m.op = "concat";
+  m.batch = y[0];
+  m.in_c = y[1] / static_cast<int64_t>(std::max<size_t>(1, s.inputs.size()));
+  m.out_c = y[1];
+  m.in_h = m.out_h = y[2];
+  m.in_w = m.out_w = y[3];
+  m.macs = static_cast<double>(shape_numel(y));
+  m.bytes = element_bytes * 2.0 * m.macs;
+  return true;
+}
+
 bool is_view_op(OpKind op) {
   return op == OpKind::Reshape || op == OpKind::Flatten || op == OpKind::Squeeze || op == OpKind::Unsqueeze ||
          op == OpKind::Identity || op == OpKind::Dropout;
@@ -246,6 +265,7 @@ std::vector<StepFeatures> plan_features(const Plan& plan, const std::vector<Engi
       case OpKind::GlobalAveragePool: mapped = pool_features(v, s, m); break;
       case OpKind::DepthFirstConv: mapped = depth_first_features(v, s, m, f.weight_bytes); break;
       case OpKind::Add: mapped = add_features(v, s, m); break;
+      case OpKind::Concat: mapped = concat_features(v, s, m, out_bytes); break;
       default: break;
     }
     if (!mapped) {

@@ -13,7 +13,8 @@
 // Steps with no sweep counterpart (conversions, concat, slices, elementwise) are priced like the
 // sweep's Add, an Engine kernel streaming its bytes (its fitted overhead and bandwidth); without
 // Add points, a per-step overhead plus bytes over the streaming-read table. A thread count not
-// measured uses the nearest one measured, scaled linearly.
+// measured uses the nearest one measured, scaled linearly. A step with weights takes at least
+// their bytes over the streaming bandwidth at the whole run's working set (predict()).
 // The predictor never sees whole models: it is fitted only on peak/bandwidth/kernel rows.
 #pragma once
 
@@ -30,7 +31,7 @@
 namespace kiln::perf {
 
 struct FitOptions {
-  bool keep_loaded = false;  // keep points whose load_avg exceeded their thread count
+  bool keep_loaded = false;  // keep points whose load_avg exceeded their thread count (+ kLoadSlack)
   int neighbours = 4;
   // "auto" (default: per group, the roofline or roofline+knn, whichever has the lower held-out
   // error on the group's own sweep points), "roofline" or "knn" (everywhere).

@@ -60,20 +60,20 @@ Attrs window_attrs(const SweepShape& s) {
 // instead of coming straight from the graph input, so the op reads the layout and precision a
 // previous layer would leave (oneDNN's blocked/NHWC bf16 or int8), as inside a model, and not
 // plain float32 that it would convert itself within its own step.
-ValueId producer(Builder& b, const SweepShape& s) {
-  const ValueId x = b.input("x", {s.batch, s.in_c, s.h, s.w});
-  const ValueId w = b.weight("producer_w", {s.in_c, 1, 3, 3}, 1.0f / 3.0f);
+ValueId producer(Builder& b, const SweepShape& s, const std::string& suffix = "") {
+  const ValueId x = b.input("x" + suffix, {s.batch, s.in_c, s.h, s.w});
+  const ValueId w = b.weight("producer_w" + suffix, {s.in_c, 1, 3, 3}, 1.0f / 3.0f);
   Attrs a;
   a.set("kernel_shape", std::vector<int64_t>{3, 3});
   a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
   a.set("group", s.in_c);
-  return b.node(OpKind::Conv, kProducerNode, {x, w}, a);
+  return b.node(OpKind::Conv, kProducerNode + suffix, {x, w}, a);
 }
 
 double dtype_bytes(const std::string& dtype) { return dtype == "f32" ? 4 : dtype == "bf16" ? 2 : 1; }
 
 // The steps timed: the op's own, neither its producer nor the engine's conversions to plain.
-bool is_op_step(const EngineStep& s) { return s.op != "ToPlain" && s.node != kProducerNode; }
+bool is_op_step(const EngineStep& s) { return s.op != "ToPlain" && s.node.rfind(kProducerNode, 0) != 0; }
 
 Status measure_shape(const SweepShape& shape, const TimingOptions& timing, Measurement& m) {
   Graph g = sweep_graph(shape);
@@ -192,6 +192,12 @@ Graph sweep_graph(const SweepShape& s) {
       const ValueId x = b.input("x", {s.batch, s.in_c, s.h, s.w});
       const ValueId y = b.input("y", {s.batch, s.in_c, s.h, s.w});
       b.g.outputs.push_back(b.node(OpKind::Add, "add", {x, y}));
+      break;
+    }
+    case SweepOp::concat: {
+      Attrs a;
+      a.set("axis", int64_t{1});
+      b.g.outputs.push_back(b.node(OpKind::Concat, "concat", {producer(b, s), producer(b, s, "_b")}, a));
       break;
     }
   }

@@ -123,6 +123,20 @@ std::vector<SweepShape> add_candidates() {
   return out;
 }
 
+// Channel concatenation of two equal inputs (inception blocks, fire modules, ShuffleNet), each
+// from a producer conv so that it arrives in the layout a previous layer leaves.
+std::vector<SweepShape> concat_candidates() {
+  std::vector<SweepShape> out;
+  for (int64_t b : kBatches)
+    for (int64_t c : kChannels)
+      for (int64_t hw : kSpatial) {
+        SweepShape s{SweepOp::concat, b, c, 2 * c, hw, hw};
+        const double elems = static_cast<double>(b * 2 * c * hw * hw);
+        if (elems >= 1e4 && elems <= 5e7) out.push_back(s);
+      }
+  return out;
+}
+
 std::string window_stratum(const SweepShape& s) {
   return std::to_string(s.kernel) + "/" + std::to_string(s.stride) + "/" + std::to_string(s.batch);
 }
@@ -138,6 +152,7 @@ std::string sweep_op_name(SweepOp op) {
     case SweepOp::avgpool: return "avgpool";
     case SweepOp::global_avgpool: return "global_avgpool";
     case SweepOp::add: return "add";
+    case SweepOp::concat: return "concat";
   }
   return "?";
 }
@@ -149,14 +164,14 @@ bool sweep_op_has_precisions(SweepOp op) {
 int64_t sweep_out_h(const SweepShape& s) {
   if (s.op == SweepOp::gemm) return 0;
   if (s.op == SweepOp::global_avgpool) return 1;
-  if (s.op == SweepOp::add) return s.h;
+  if (s.op == SweepOp::add || s.op == SweepOp::concat) return s.h;
   return (s.h + 2 * s.pad - s.kernel) / s.stride + 1;
 }
 
 int64_t sweep_out_w(const SweepShape& s) {
   if (s.op == SweepOp::gemm) return 0;
   if (s.op == SweepOp::global_avgpool) return 1;
-  if (s.op == SweepOp::add) return s.w;
+  if (s.op == SweepOp::add || s.op == SweepOp::concat) return s.w;
   return (s.w + 2 * s.pad - s.kernel) / s.stride + 1;
 }
 
@@ -171,6 +186,7 @@ double sweep_macs(const SweepShape& s) {
     case SweepOp::avgpool: return b * out_hw * static_cast<double>(s.out_c * s.kernel * s.kernel);
     case SweepOp::global_avgpool:
     case SweepOp::add: return b * static_cast<double>(s.in_c * s.h * s.w);
+    case SweepOp::concat: return b * static_cast<double>(s.out_c * s.h * s.w);
   }
   return 0;
 }
@@ -187,6 +203,7 @@ double sweep_bytes(const SweepShape& s, double element_bytes) {
     case SweepOp::gemm:
       return element_bytes * static_cast<double>(s.m * s.k + s.k * s.n + s.m * s.n) + 4.0 * static_cast<double>(s.n);
     case SweepOp::add: return element_bytes * 3 * in;
+    case SweepOp::concat: return element_bytes * 2 * out;
     default: return element_bytes * (in + out);
   }
 }
@@ -204,6 +221,7 @@ std::string sweep_key(const SweepShape& s) {
     case SweepOp::avgpool: return "avgpool" + window + " " + std::to_string(s.in_c) + " " + hw + b;
     case SweepOp::global_avgpool: return "gap " + std::to_string(s.in_c) + " " + hw + b;
     case SweepOp::add: return "add " + std::to_string(s.in_c) + " " + hw + b;
+    case SweepOp::concat: return "concat 2x" + std::to_string(s.in_c) + " " + hw + b;
   }
   return "?";
 }
@@ -234,6 +252,7 @@ std::vector<SweepShape> sweep_grid(bool quick) {
   append(sample(pool_candidates(SweepOp::avgpool), 12, window_stratum));
   append(sample(pool_candidates(SweepOp::global_avgpool), 9, window_stratum));
   append(sample(add_candidates(), 9, [](const SweepShape& s) { return std::to_string(s.batch); }));
+  append(sample(concat_candidates(), 12, [](const SweepShape& s) { return std::to_string(s.batch); }));
   return grid;
 }
 

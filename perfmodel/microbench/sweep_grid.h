@@ -11,22 +11,22 @@
 
 namespace kiln::perf {
 
-enum class SweepOp { conv, depthwise_conv, gemm, maxpool, avgpool, global_avgpool, add };
+enum class SweepOp { conv, depthwise_conv, gemm, maxpool, avgpool, global_avgpool, add, concat };
 
 struct SweepShape {
   SweepOp op = SweepOp::conv;
   int64_t batch = 1;
-  int64_t in_c = 0, out_c = 0, h = 0, w = 0;  // input NCHW; conv/pool output derived
+  int64_t in_c = 0, out_c = 0, h = 0, w = 0;  // input NCHW (concat: each of two inputs); conv/pool output derived
   int64_t kernel = 0, stride = 1, pad = 0;
   int64_t m = 0, k = 0, n = 0;  // gemm: [m, k] x [k, n]
 };
 
 std::string sweep_op_name(SweepOp op);  // "conv", "depthwise_conv", ...
-bool sweep_op_has_precisions(SweepOp op);  // Conv/Gemm run in bf16 and int8; pooling and Add in f32 only
+bool sweep_op_has_precisions(SweepOp op);  // Conv/Gemm run in bf16 and int8; pooling, Add and Concat in f32 only
 
 int64_t sweep_out_h(const SweepShape& s);
 int64_t sweep_out_w(const SweepShape& s);
-double sweep_macs(const SweepShape& s);  // multiply-accumulates; window reads for pooling, adds for Add
+double sweep_macs(const SweepShape& s);  // multiply-accumulates; window reads for pooling, adds for Add, elements for Concat
 // Inputs + weights + bias + outputs, with activations and weights of `element_bytes` each.
 double sweep_bytes(const SweepShape& s, double element_bytes);
 std::string sweep_key(const SweepShape& s);  // "conv k3 s1 64->64 56x56 b1"

@@ -59,3 +59,30 @@ TEST_CASE("layout element sizes", "[perfmodel][predictor]") {
   CHECK(layout_element_bytes("onednn:aBcd16b:bf16") == 2);
   CHECK(layout_element_bytes("onednn:acdb:u8*0.5") == 1);
 }
+
+TEST_CASE("plan features of a channel concat: the sweep's concat, its elements and bytes", "[perfmodel][predictor]") {
+  const SweepShape concat{SweepOp::concat, 2, 24, 48, 9, 9};
+  Graph g = sweep_graph(concat);
+  PassRunOptions options;
+  options.check_numerics = false;
+  REQUIRE(run_passes(g, sweep_pipeline("f32"), options));
+  const Plan plan = graph_to_plan(g);
+  auto engine = Engine::create(plan, {1, nullptr});
+  REQUIRE(engine);
+  const std::vector<StepFeatures> f = plan_features(plan, (*engine)->steps(), 1);
+  const StepFeatures* op = nullptr;
+  int producers = 0;
+  for (const StepFeatures& s : f) {
+    if (s.node == "concat") op = &s;
+    producers += s.m.op == "depthwise_conv" ? 1 : 0;
+  }
+  CHECK(producers == 2);
+  REQUIRE(op != nullptr);
+  CHECK(op->m.op == "concat");
+  CHECK(op->m.out_c == 48);
+  CHECK(op->m.in_c == 24);
+  CHECK(op->m.macs == Approx(sweep_macs(concat)));
+  CHECK(op->m.macs == Approx(2 * 48 * 9 * 9));
+  CHECK(op->m.bytes == Approx(sweep_bytes(concat, 4)));
+  CHECK(op->weight_bytes == 0);
+}
