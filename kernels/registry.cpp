@@ -14,7 +14,9 @@ const std::array kKernels = {
     &kOneDnnConv,    &kOneDnnGemm,      &kOneDnnMatMul, &kOneDnnPool,      &kOneDnnEltwise,
     &kCpuChannelScale,  // before oneDNN binary: its [N>1, C, 1, 1] broadcast on NHWC is a reference loop
     &kOneDnnBinary,
-    &kOneDnnSoftmax, &kOneDnnBatchNorm, &kOneDnnLayerNorm, &kOneDnnConcat, &kOneDnnLrn,       &kOneDnnTranspose,
+    &kOneDnnSoftmax, &kOneDnnBatchNorm, &kOneDnnLayerNorm,
+    &kCpuConcatChannels,  // before oneDNN concat: per-image copies, where oneDNN 2.6 ran ~3 GB/s at batch 1
+    &kOneDnnConcat, &kOneDnnLrn,       &kOneDnnTranspose,
     &kOneDnnSlice,   &kOneDnnReduce,
     &kCpuView,       &kCpuErf, &kCpuDepthFirstConvAvx512, &kCpuDepthFirstConvAvx2, &kCpuDepthFirstConvPortable,
     &kCpuConcatAffineAvx512, &kCpuConcatAffinePortable,
