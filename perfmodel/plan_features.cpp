@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/post_ops.h"
 #include "kernels/precision.h"
 
 namespace kiln::perf {
@@ -183,6 +184,42 @@ bool concat_features(const PlanView& v, const PlanStep& s, Measurement& m, doubl
   return true;
 }
 
+// ElementwiseChain (the sweep's eltwise): elements x ops of its program; reads its non-constant
+// inputs and writes its output.
+bool chain_features(const PlanView& v, const PlanStep& s, Measurement& m, double element_bytes) {
+  const Shape y = v.shape(output(s));
+  auto ops = s.attrs.get_strings("ops");
+  if (y.empty() || !ops || ops->empty()) return false;
+  m.op = "eltwise";
+  m.batch = y[0];
+  if (y.size() == 4) {
+    m.in_c = m.out_c = y[1];
+    m.in_h = m.out_h = y[2];
+    m.in_w = m.out_w = y[3];
+  }
+  m.kernel_h = m.kernel_w = static_cast<int64_t>(ops->size());
+  const double elements = static_cast<double>(shape_numel(y));
+  m.macs = elements * static_cast<double>(ops->size());
+  m.bytes = element_bytes * elements;
+  for (size_t i = 0; i < s.inputs.size(); ++i)
+    if (!v.is_constant(input(s, i))) m.bytes += 4.0 * v.numel(input(s, i));
+  return true;
+}
+
+// The ops of a fused activation's written-out form, as the sweep's eltwise counts them; 0 for the
+// ones as cheap as the sweep's fused ReLU.
+double epilogue_op_count(const Attrs& attrs) {
+  auto act = post_ops_from_attrs(attrs);
+  if (!act) return 0;
+  switch (act->activation) {
+    case Activation::silu: return 2;
+    case Activation::sigmoid:
+    case Activation::tanh: return 1;
+    case Activation::gelu_erf: return 5;
+    default: return 0;
+  }
+}
+
 bool is_view_op(OpKind op) {
   return op == OpKind::Reshape || op == OpKind::Flatten || op == OpKind::Squeeze || op == OpKind::Unsqueeze ||
          op == OpKind::Identity || op == OpKind::Dropout;
@@ -266,8 +303,11 @@ std::vector<StepFeatures> plan_features(const Plan& plan, const std::vector<Engi
       case OpKind::DepthFirstConv: mapped = depth_first_features(v, s, m, f.weight_bytes); break;
       case OpKind::Add: mapped = add_features(v, s, m); break;
       case OpKind::Concat: mapped = concat_features(v, s, m, out_bytes); break;
+      case OpKind::ElementwiseChain: mapped = chain_features(v, s, m, out_bytes); break;
       default: break;
     }
+    if (mapped && (s.op == OpKind::Conv || s.op == OpKind::Gemm || s.op == OpKind::MatMul))
+      f.epilogue_ops = epilogue_op_count(s.attrs) * static_cast<double>(v.numel(output(s)));
     if (!mapped) {
       m.op.clear();
       m.macs = 0;

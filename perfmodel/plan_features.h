@@ -23,6 +23,10 @@ struct StepFeatures {
   std::string kernel;  // the Engine's implementation
   bool view = false;   // runs no kernel of its own (a view, an in-place reshape)
   double weight_bytes = 0;  // the part of m.bytes read from constants: it does not grow with the batch
+  // A transcendental activation fused into a Conv/Gemm/MatMul (SiLU, sigmoid, GELU, tanh): its
+  // output elements x the ops of its written-out form (as the sweep's eltwise counts them). The
+  // sweep's convolutions fuse ReLU, which costs nothing beside them; these do.
+  double epilogue_ops = 0;
   Measurement m;       // kind "kernel"; m.op empty when the sweep has no counterpart
 };
 

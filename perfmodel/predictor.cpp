@@ -281,6 +281,18 @@ StepPrediction LatencyPredictor::kernel_ms(const Measurement& m) const {
   return {ms, best->op + "/" + best->dtype + "/t" + std::to_string(best->threads) + (best->use_knn ? " roofline+knn" : " roofline")};
 }
 
+double LatencyPredictor::epilogue_ms(double ops, int threads) const {
+  // The eltwise group's compute rate alone: the epilogue runs on output tiles still in registers
+  // or L1, so neither the chain's memory traffic nor its per-step overhead applies.
+  const Group* best = nullptr;
+  for (const auto& [key, g] : groups_)
+    if (g.op == "eltwise" && g.dtype == "f32" && g.params.macs_per_ms > 0 &&
+        (!best || std::abs(g.threads - threads) < std::abs(best->threads - threads)))
+      best = &g;
+  if (!best) return 0;
+  return ops / best->params.macs_per_ms * static_cast<double>(best->threads) / static_cast<double>(threads);
+}
+
 StepPrediction LatencyPredictor::step_ms(const StepFeatures& f) const {
   if (f.view) return {0.0, "view"};
   if (!f.m.op.empty()) return kernel_ms(f.m);
@@ -312,6 +324,7 @@ PlanPrediction LatencyPredictor::predict(const std::vector<StepFeatures>& steps)
   PlanPrediction p;
   for (const StepFeatures& f : steps) {
     StepPrediction s = step_ms(f);
+    if (f.epilogue_ops > 0) s.ms += epilogue_ms(f.epilogue_ops, f.m.threads);
     if (!f.view && f.weight_bytes > 0) {
       const double cold = f.weight_bytes / bandwidth_bytes_per_ms(working_set, f.m.threads);
       if (cold > s.ms) s = {cold, s.how + ", floor: weights streamed"};

@@ -14,7 +14,8 @@
 // sweep's Add, an Engine kernel streaming its bytes (its fitted overhead and bandwidth); without
 // Add points, a per-step overhead plus bytes over the streaming-read table. A thread count not
 // measured uses the nearest one measured, scaled linearly. A step with weights takes at least
-// their bytes over the streaming bandwidth at the whole run's working set (predict()).
+// their bytes over the streaming bandwidth at the whole run's working set (predict()); a fused
+// SiLU/sigmoid/GELU/tanh adds its element-ops at the sweep's eltwise rate.
 // The predictor never sees whole models: it is fitted only on peak/bandwidth/kernel rows.
 #pragma once
 
@@ -91,6 +92,9 @@ class LatencyPredictor {
   // The streaming bandwidth at the largest working set measured (DRAM); 0 without bandwidth rows.
   double dram_bytes_per_ms(int threads) const;
   StepPrediction step_ms(const StepFeatures& f) const;
+  // A fused transcendental activation of `ops` element-ops (StepFeatures::epilogue_ops), at the
+  // sweep's eltwise compute rate; 0 without eltwise points.
+  double epilogue_ms(double ops, int threads) const;
   PlanPrediction predict(const std::vector<StepFeatures>& steps) const;
 
   const FitSummary& summary() const { return summary_; }

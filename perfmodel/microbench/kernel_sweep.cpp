@@ -194,6 +194,17 @@ Graph sweep_graph(const SweepShape& s) {
       b.g.outputs.push_back(b.node(OpKind::Add, "add", {x, y}));
       break;
     }
+    case SweepOp::eltwise: {
+      const ValueId x = b.input("x", {s.batch, s.in_c, s.h, s.w});
+      if (s.kernel == 5) {  // GELU written out: 0.5 * x * (1 + erf(x / sqrt(2)))
+        const ValueId e = b.node(OpKind::Erf, "erf", {b.node(OpKind::Div, "div", {x, b.weight("sqrt2", {1}, 1.5f)})});
+        const ValueId h = b.node(OpKind::Mul, "mul", {x, b.node(OpKind::Add, "add", {e, b.weight("one", {1}, 1.0f)})});
+        b.g.outputs.push_back(b.node(OpKind::Mul, "gelu", {h, b.weight("half", {1}, 0.5f)}));
+      } else {  // SiLU: x * sigmoid(x)
+        b.g.outputs.push_back(b.node(OpKind::Mul, "silu", {x, b.node(OpKind::Sigmoid, "sigmoid", {x})}));
+      }
+      break;
+    }
     case SweepOp::concat: {
       Attrs a;
       a.set("axis", int64_t{1});

@@ -80,7 +80,8 @@ std::vector<SweepShape> depthwise_candidates() {
 
 std::vector<SweepShape> gemm_candidates() {
   std::vector<SweepShape> out;
-  for (int64_t m : {1, 8, 32, 128})
+  // M up to 4096: MatMuls over pixels or tokens (ConvNeXt's MLPs have M = batch x 56 x 56).
+  for (int64_t m : {1, 8, 32, 128, 1024, 4096})
     for (int64_t k : {64, 256, 512, 1024, 2048, 4096})
       for (int64_t n : {64, 256, 512, 1000, 2048, 4096}) {
         SweepShape s{SweepOp::gemm, m};
@@ -137,6 +138,19 @@ std::vector<SweepShape> concat_candidates() {
   return out;
 }
 
+std::vector<SweepShape> eltwise_candidates() {
+  std::vector<SweepShape> out;
+  for (int64_t ops : {2, 5})
+    for (int64_t b : kBatches)
+      for (int64_t c : kChannels)
+        for (int64_t hw : kSpatial) {
+          SweepShape s{SweepOp::eltwise, b, c, c, hw, hw, ops};
+          const double elems = static_cast<double>(b * c * hw * hw);
+          if (elems >= 1e4 && elems <= 2e7) out.push_back(s);
+        }
+  return out;
+}
+
 std::string window_stratum(const SweepShape& s) {
   return std::to_string(s.kernel) + "/" + std::to_string(s.stride) + "/" + std::to_string(s.batch);
 }
@@ -153,6 +167,7 @@ std::string sweep_op_name(SweepOp op) {
     case SweepOp::global_avgpool: return "global_avgpool";
     case SweepOp::add: return "add";
     case SweepOp::concat: return "concat";
+    case SweepOp::eltwise: return "eltwise";
   }
   return "?";
 }
@@ -164,14 +179,14 @@ bool sweep_op_has_precisions(SweepOp op) {
 int64_t sweep_out_h(const SweepShape& s) {
   if (s.op == SweepOp::gemm) return 0;
   if (s.op == SweepOp::global_avgpool) return 1;
-  if (s.op == SweepOp::add || s.op == SweepOp::concat) return s.h;
+  if (s.op == SweepOp::add || s.op == SweepOp::concat || s.op == SweepOp::eltwise) return s.h;
   return (s.h + 2 * s.pad - s.kernel) / s.stride + 1;
 }
 
 int64_t sweep_out_w(const SweepShape& s) {
   if (s.op == SweepOp::gemm) return 0;
   if (s.op == SweepOp::global_avgpool) return 1;
-  if (s.op == SweepOp::add || s.op == SweepOp::concat) return s.w;
+  if (s.op == SweepOp::add || s.op == SweepOp::concat || s.op == SweepOp::eltwise) return s.w;
   return (s.w + 2 * s.pad - s.kernel) / s.stride + 1;
 }
 
@@ -187,6 +202,7 @@ double sweep_macs(const SweepShape& s) {
     case SweepOp::global_avgpool:
     case SweepOp::add: return b * static_cast<double>(s.in_c * s.h * s.w);
     case SweepOp::concat: return b * static_cast<double>(s.out_c * s.h * s.w);
+    case SweepOp::eltwise: return b * static_cast<double>(s.in_c * s.h * s.w * s.kernel);
   }
   return 0;
 }
@@ -204,6 +220,7 @@ double sweep_bytes(const SweepShape& s, double element_bytes) {
       return element_bytes * static_cast<double>(s.m * s.k + s.k * s.n + s.m * s.n) + 4.0 * static_cast<double>(s.n);
     case SweepOp::add: return element_bytes * 3 * in;
     case SweepOp::concat: return element_bytes * 2 * out;
+    case SweepOp::eltwise: return element_bytes * 2 * in;
     default: return element_bytes * (in + out);
   }
 }
@@ -222,6 +239,7 @@ std::string sweep_key(const SweepShape& s) {
     case SweepOp::global_avgpool: return "gap " + std::to_string(s.in_c) + " " + hw + b;
     case SweepOp::add: return "add " + std::to_string(s.in_c) + " " + hw + b;
     case SweepOp::concat: return "concat 2x" + std::to_string(s.in_c) + " " + hw + b;
+    case SweepOp::eltwise: return std::string(s.kernel == 5 ? "gelu " : "silu ") + std::to_string(s.in_c) + " " + hw + b;
   }
   return "?";
 }
@@ -247,12 +265,13 @@ std::vector<SweepShape> sweep_grid(bool quick) {
   const auto append = [&](std::vector<SweepShape> part) { grid.insert(grid.end(), part.begin(), part.end()); };
   append(sample(conv_candidates(), 120, window_stratum));
   append(sample(depthwise_candidates(), 36, window_stratum));
-  append(sample(gemm_candidates(), 36, [](const SweepShape& s) { return std::to_string(s.m); }));
+  append(sample(gemm_candidates(), 48, [](const SweepShape& s) { return std::to_string(s.m); }));
   append(sample(pool_candidates(SweepOp::maxpool), 15, window_stratum));
   append(sample(pool_candidates(SweepOp::avgpool), 12, window_stratum));
   append(sample(pool_candidates(SweepOp::global_avgpool), 9, window_stratum));
   append(sample(add_candidates(), 9, [](const SweepShape& s) { return std::to_string(s.batch); }));
   append(sample(concat_candidates(), 12, [](const SweepShape& s) { return std::to_string(s.batch); }));
+  append(sample(eltwise_candidates(), 16, [](const SweepShape& s) { return std::to_string(s.kernel) + "/" + std::to_string(s.batch); }));
   return grid;
 }
 

@@ -11,7 +11,10 @@
 
 namespace kiln::perf {
 
-enum class SweepOp { conv, depthwise_conv, gemm, maxpool, avgpool, global_avgpool, add, concat };
+// eltwise: an ElementwiseChain written out as ONNX ops, `kernel` of them: SiLU (2: Sigmoid, Mul)
+// or GELU (5: Div, Erf, Add, Mul, Mul), the transcendental epilogues and chains of EfficientNet
+// and ConvNeXt.
+enum class SweepOp { conv, depthwise_conv, gemm, maxpool, avgpool, global_avgpool, add, concat, eltwise };
 
 struct SweepShape {
   SweepOp op = SweepOp::conv;
@@ -26,7 +29,7 @@ bool sweep_op_has_precisions(SweepOp op);  // Conv/Gemm run in bf16 and int8; po
 
 int64_t sweep_out_h(const SweepShape& s);
 int64_t sweep_out_w(const SweepShape& s);
-double sweep_macs(const SweepShape& s);  // multiply-accumulates; window reads for pooling, adds for Add, elements for Concat
+double sweep_macs(const SweepShape& s);  // multiply-accumulates; window reads for pooling, adds for Add, elements for Concat, elements x ops for eltwise
 // Inputs + weights + bias + outputs, with activations and weights of `element_bytes` each.
 double sweep_bytes(const SweepShape& s, double element_bytes);
 std::string sweep_key(const SweepShape& s);  // "conv k3 s1 64->64 56x56 b1"

@@ -86,3 +86,37 @@ TEST_CASE("plan features of a channel concat: the sweep's concat, its elements a
   CHECK(op->m.bytes == Approx(sweep_bytes(concat, 4)));
   CHECK(op->weight_bytes == 0);
 }
+
+TEST_CASE("plan features of elementwise chains and of fused transcendental epilogues", "[perfmodel][predictor]") {
+  for (int64_t ops : {2, 5}) {  // SiLU and GELU written out: one ElementwiseChain each
+    const SweepShape chain{SweepOp::eltwise, 2, 16, 16, 7, 9, ops};
+    Graph g = sweep_graph(chain);
+    PassRunOptions options;
+    options.check_numerics = false;
+    REQUIRE(run_passes(g, sweep_pipeline("f32"), options));
+    const Plan plan = graph_to_plan(g);
+    auto engine = Engine::create(plan, {1, nullptr});
+    REQUIRE(engine);
+    const std::vector<StepFeatures> f = plan_features(plan, (*engine)->steps(), 1);
+    REQUIRE(f.size() == 1);
+    INFO(f[0].op);
+    CHECK(f[0].m.op == "eltwise");
+    CHECK(f[0].m.macs == Approx(sweep_macs(chain)));
+    CHECK(f[0].m.macs == Approx(2 * 16 * 7 * 9 * ops));
+    CHECK(f[0].m.bytes == Approx(sweep_bytes(chain, 4)));
+  }
+  // A conv whose fused activation is SiLU: its output elements x 2 on top of the conv.
+  const SweepShape conv{SweepOp::conv, 1, 16, 32, 14, 14, 3, 1, 1};
+  Graph g = sweep_graph(conv);
+  PassRunOptions options;
+  options.check_numerics = false;
+  REQUIRE(run_passes(g, sweep_pipeline("f32"), options));
+  Plan plan = graph_to_plan(g);
+  for (PlanStep& s : plan.steps)
+    if (s.op == OpKind::Conv && s.name != "producer") s.attrs.set("activation", std::string("silu"));
+  auto engine = Engine::create(plan, {1, nullptr});
+  REQUIRE(engine);
+  double epilogue = 0;
+  for (const StepFeatures& s : plan_features(plan, (*engine)->steps(), 1)) epilogue += s.epilogue_ops;
+  CHECK(epilogue == Approx(2.0 * 32 * 14 * 14));
+}

@@ -32,7 +32,7 @@ TEST_CASE("the full grid is deterministic, covers every op and stays in the desi
   }
   CHECK(keys.size() == a.size());
   for (SweepOp op : {SweepOp::conv, SweepOp::depthwise_conv, SweepOp::gemm, SweepOp::maxpool, SweepOp::avgpool,
-                     SweepOp::global_avgpool, SweepOp::add, SweepOp::concat})
+                     SweepOp::global_avgpool, SweepOp::add, SweepOp::concat, SweepOp::eltwise})
     CHECK(per_op[op] > 0);
   CHECK(kernels == std::set<int64_t>{1, 3, 5, 7});
   CHECK(strides == std::set<int64_t>{1, 2});
