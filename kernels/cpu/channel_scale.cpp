@@ -10,26 +10,9 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/pixel_order.h"
-#include "kernels/onednn/onednn_common.h"
 
 namespace kiln {
 namespace {
-
-// The scale is [N, C, 1, 1]: plain, or a oneDNN layout that puts element (n, c) where plain does,
-// at n * C + c (NHWC, or channel blocks of B when B divides C: the SE convolution's own output).
-bool scale_reads_as_plain(const ValueDesc& s) {
-  if (s.layout.plain()) return true;
-  if (!onednn::is_onednn(s) || onednn::check_value(s, "S")) return false;
-  const dnnl_memory_desc_t& d = onednn::value_desc(s).data;
-  if (d.format_kind != dnnl_blocked || d.ndims != 4) return false;
-  for (int i = 0; i < 4; ++i)
-    if (d.padded_dims[i] != d.dims[i] || d.padded_offsets[i] != 0) return false;
-  const dnnl_blocking_desc_t& blk = d.format_desc.blocking;
-  if (d.offset0 != 0 || blk.inner_nblks > 1) return false;
-  const int64_t block = blk.inner_nblks == 0 ? 1 : blk.inner_blks[0];
-  if (blk.inner_nblks == 1 && blk.inner_idxs[0] != 1) return false;
-  return d.dims[1] % block == 0 && blk.strides[0] == d.dims[1] && blk.strides[1] == block;
-}
 
 // The input index of the activation (the other is the scale), or -1 when the node is not this form.
 int activation_input(const KernelBuild& b) {
@@ -40,7 +23,8 @@ int activation_input(const KernelBuild& b) {
     const ValueDesc& a = b.inputs[static_cast<size_t>(x)];
     const ValueDesc& s = b.inputs[static_cast<size_t>(1 - x)];
     if (!a.present || !s.present || a.shape != out || a.dtype != DType::f32 || s.dtype != DType::f32) continue;
-    if (s.shape != Shape{out[0], out[1], 1, 1} || !scale_reads_as_plain(s)) continue;
+    // The scale's elements where plain puts them: plain, NHWC, or the SE conv's channel blocks.
+    if (s.shape != Shape{out[0], out[1], 1, 1} || cpu::channel_block(s) == 0) continue;
     if (a.layout.plain() || cpu::pixel_order(a) == cpu::PixelOrder::nhwc) return x;
   }
   return -1;

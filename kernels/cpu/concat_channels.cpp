@@ -10,28 +10,11 @@
 #include <cstring>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/pixel_order.h"
 #include "kernels/onednn/onednn_common.h"
 
 namespace kiln {
 namespace {
-
-// The channel block of a value whose image is channel-major (1: plain NCHW), or 0 when it is not.
-int64_t channel_block(const ValueDesc& v) {
-  if (v.dtype != DType::f32 || v.shape.size() != 4) return 0;
-  if (v.layout.plain()) return 1;
-  if (!onednn::is_onednn(v) || onednn::check_value(v, "X")) return 0;
-  const dnnl_memory_desc_t& d = onednn::value_desc(v).data;
-  if (d.format_kind != dnnl_blocked || d.ndims != 4 || d.offset0 != 0) return 0;
-  for (int i = 0; i < 4; ++i)
-    if (d.padded_dims[i] != d.dims[i] || d.padded_offsets[i] != 0) return 0;
-  const dnnl_blocking_desc_t& blk = d.format_desc.blocking;
-  if (blk.inner_nblks != 1 || blk.inner_idxs[0] != 1) return 0;
-  const int64_t b = blk.inner_blks[0], c = d.dims[1], hw = d.dims[2] * d.dims[3];
-  if (c % b != 0 || blk.strides[0] != c * hw || blk.strides[1] != b * hw || blk.strides[2] != d.dims[3] * b ||
-      blk.strides[3] != b)
-    return 0;
-  return b;
-}
 
 std::optional<std::string> concat_channels_supports(const KernelBuild& b) {
   if (b.op != OpKind::Concat) return "handles Concat only";
@@ -40,10 +23,10 @@ std::optional<std::string> concat_channels_supports(const KernelBuild& b) {
   auto axis = b.attrs->get_int("axis", 0);
   if (!axis || (*axis != 1 && *axis != -3)) return "concatenates channels (axis 1) only";
   if (b.inputs.empty()) return "needs inputs";
-  const int64_t block = b.inputs[0].present ? channel_block(b.inputs[0]) : 0;
+  const int64_t block = b.inputs[0].present ? cpu::channel_block(b.inputs[0]) : 0;
   if (block != 1 && block != 8 && block != 16) return "input 0 is not plain NCHW or channel blocks of 8 or 16";
   for (size_t i = 0; i < b.inputs.size(); ++i)
-    if (!b.inputs[i].present || channel_block(b.inputs[i]) != block)
+    if (!b.inputs[i].present || cpu::channel_block(b.inputs[i]) != block)
       return "input " + std::to_string(i) + " is not in input 0's layout";
   return std::nullopt;
 }
@@ -60,7 +43,7 @@ class ConcatChannelsKernel final : public Kernel {
       parts_.push_back({offset, v.shape[1] * hw});
       offset += v.shape[1] * hw;
     }
-    const int64_t block = channel_block(b.inputs[0]);
+    const int64_t block = cpu::channel_block(b.inputs[0]);
     if (block > 1) {
       const auto tag = block == 8 ? dnnl::memory::format_tag::aBcd8b : dnnl::memory::format_tag::aBcd16b;
       layout_ = onednn::layout_of(onednn::md(onednn::to_dims(out), dnnl::memory::data_type::f32, tag), out, threads_);

@@ -19,6 +19,26 @@ PixelOrder pixel_order(const ValueDesc& v) {
   return onednn::value_desc(v) == nhwc_desc(v.shape) ? PixelOrder::nhwc : PixelOrder::other;
 }
 
+int64_t channel_block(const ValueDesc& v) {
+  if (v.dtype != DType::f32 || v.shape.size() != 4) return 0;
+  if (v.layout.plain()) return 1;
+  if (!onednn::is_onednn(v) || onednn::check_value(v, "value")) return 0;
+  const dnnl_memory_desc_t& d = onednn::value_desc(v).data;
+  if (d.format_kind != dnnl_blocked || d.ndims != 4 || d.offset0 != 0) return 0;
+  for (int i = 0; i < 4; ++i)
+    if (d.padded_dims[i] != d.dims[i] || d.padded_offsets[i] != 0) return 0;
+  const dnnl_blocking_desc_t& blk = d.format_desc.blocking;
+  if (blk.inner_nblks > 1 || (blk.inner_nblks == 1 && blk.inner_idxs[0] != 1)) return 0;
+  const int64_t b = blk.inner_nblks == 1 ? blk.inner_blks[0] : 1;
+  const int64_t c = d.dims[1], h = d.dims[2], w = d.dims[3];
+  if (c % b != 0) return 0;
+  // The strides of channel-major blocks; a dim of size 1 has no stride that matters.
+  const int64_t want[4] = {c * h * w, b * h * w, w * b, b};
+  for (int i = 0; i < 4; ++i)
+    if (d.dims[i] > 1 && blk.strides[i] != want[i]) return 0;
+  return b;
+}
+
 Layout nhwc_layout(const Shape& shape, int threads) { return onednn::layout_of(nhwc_desc(shape), shape, threads); }
 
 }  // namespace kiln::cpu

@@ -12,6 +12,13 @@ enum class PixelOrder { nhwc, nchw, other };
 // A plain value whose pixels are single channel vectors (H*W == 1 or C == 1) counts as NHWC.
 PixelOrder pixel_order(const ValueDesc& v);
 
+// The channel block of a float32 [N, C, H, W] value whose images are channel-major, so that
+// image n's channels [c0, c1) are one contiguous run at n * C * H * W + c0 * H * W whenever the
+// block divides c0 and c1: 1 for plain NCHW (or any layout placing elements where it would,
+// e.g. NHWC of a 1x1 image), B for oneDNN's channel blocks of B (aBcd8b, aBcd16b) when B divides
+// C without padding; 0 otherwise.
+int64_t channel_block(const ValueDesc& v);
+
 // The oneDNN acdb layout of a float32 [N, C, H, W] value.
 Layout nhwc_layout(const Shape& shape, int threads);
 

@@ -99,3 +99,36 @@ TEST_CASE("steps without a sweep counterpart are priced like the sweep's Add whe
   CHECK(s.how == "add bandwidth");
   CHECK(s.ms == Approx(roofline_ms(add, 0, 2e6)).epsilon(0.10));  // not 2e6 / 150e6 from the read table
 }
+
+TEST_CASE("a fused transcendental epilogue costs its element-ops; cold weights cost their streaming", "[perfmodel][predictor]") {
+  const RooflineParams conv{0.01, 40e6, 15e6}, eltwise{0.01, 2e6, 20e6};  // eltwise: 2 G element-ops/s
+  std::vector<Measurement> rows = synthetic_sweep(conv, "conv", "f32", 1);
+  for (const Measurement& m : synthetic_sweep(eltwise, "eltwise", "f32", 1)) rows.push_back(m);
+  for (Measurement m : synthetic_bandwidth(150e6, 1)) {  // 150 GB/s in cache, 10 GB/s from DRAM
+    if (m.working_set_bytes > (int64_t{16} << 20)) m.median_ms = static_cast<double>(m.working_set_bytes) / 10e6;
+    rows.push_back(m);
+  }
+  auto p = LatencyPredictor::fit(rows, {false, 4, "roofline"});
+  REQUIRE(p);
+  CHECK(p->epilogue_ms(4e6, 1) == Approx(2.0).epsilon(0.05));  // 4 M element-ops at 2 G/s
+
+  StepFeatures step = {};
+  step.m = synthetic_sweep(conv, "conv", "f32", 1)[40];
+  const double plain = p->predict({step}).total_ms;
+  step.epilogue_ops = 4e6;
+  CHECK(p->predict({step}).total_ms == Approx(plain + 2.0).epsilon(0.01));
+
+  // A fully-connected layer's 8 MB of weights in a run that streams 100 MB: at least 8 MB / 10 GB/s.
+  StepFeatures fc = {};
+  fc.m = step.m;
+  fc.m.macs = 2e6;  // little compute: the roofline alone says microseconds
+  fc.m.bytes = 8.2e6;
+  fc.weight_bytes = 8e6;
+  StepFeatures rest = {};
+  rest.m.bytes = 100e6;
+  rest.m.threads = 1;
+  const PlanPrediction cold = p->predict({fc, rest});
+  CHECK(cold.steps[0].ms >= 0.8 - 1e-9);
+  CHECK(cold.steps[0].how.find("weights streamed") != std::string::npos);
+  CHECK(p->predict({fc}).steps[0].ms < 0.8);  // alone, the run fits in cache
+}

@@ -360,7 +360,9 @@ TEST_CASE("onednn batchnorm, concat, lrn", "[onednn]") {
     b.output(b.op(OpKind::Concat, attrs({{"axis", int64_t{0}}}), {a13, a13}));
     b.output(b.op(OpKind::Concat, attrs({{"axis", int64_t{-1}}}), {x, x}));
     auto e = check(b);
-    REQUIRE(count_kernel(*e, "onednn.concat") == 4);
+    // Channel blocks of 8 (AVX2) make the aligned pair per-image copies (cpu.concat_channels).
+    REQUIRE(count_kernel(*e, "onednn.concat") + count_kernel(*e, "cpu.concat_channels") == 4);
+    REQUIRE(count_kernel(*e, "onednn.concat") >= 3);
   }
   SECTION("LRN odd size; even size goes to the reference") {
     Builder b;
