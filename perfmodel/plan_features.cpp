@@ -149,17 +149,21 @@ bool depth_first_features(const PlanView& v, const PlanStep& s, Measurement& m, 
   return m.macs > 0;
 }
 
+// Batch, channels and plane of a shape-preserving step's output (4-D; batch only otherwise).
+void same_shape_features(const Shape& y, Measurement& m) {
+  m.batch = y[0];
+  if (y.size() != 4) return;
+  m.in_c = m.out_c = y[1];
+  m.in_h = m.out_h = y[2];
+  m.in_w = m.out_w = y[3];
+}
+
 // Elementwise Add of two equal shapes (the sweep's add), in float32.
 bool add_features(const PlanView& v, const PlanStep& s, Measurement& m) {
   const Shape a = v.shape(input(s, 0)), b = v.shape(input(s, 1)), y = v.shape(output(s));
   if (a != b || a != y || a.empty() || v.is_constant(input(s, 0)) || v.is_constant(input(s, 1))) return false;
   m.op = "add";
-  m.batch = a[0];
-  if (a.size() == 4) {
-    m.in_c = m.out_c = a[1];
-    m.in_h = m.out_h = a[2];
-    m.in_w = m.out_w = a[3];
-  }
+  same_shape_features(a, m);
   m.macs = static_cast<double>(shape_numel(a));
   m.bytes = 4.0 * 3.0 * m.macs;
   return true;
@@ -174,11 +178,8 @@ bool concat_features(const PlanView& v, const PlanStep& s, Measurement& m, doubl
   for (size_t i = 0; i < s.inputs.size(); ++i)
     if (v.shape(input(s, i)).size() != 4 || v.is_constant(input(s, i))) return false;
   m.op = "concat";
-  m.batch = y[0];
+  same_shape_features(y, m);
   m.in_c = y[1] / static_cast<int64_t>(std::max<size_t>(1, s.inputs.size()));
-  m.out_c = y[1];
-  m.in_h = m.out_h = y[2];
-  m.in_w = m.out_w = y[3];
   m.macs = static_cast<double>(shape_numel(y));
   m.bytes = element_bytes * 2.0 * m.macs;
   return true;
@@ -191,12 +192,7 @@ bool chain_features(const PlanView& v, const PlanStep& s, Measurement& m, double
   auto ops = s.attrs.get_strings("ops");
   if (y.empty() || !ops || ops->empty()) return false;
   m.op = "eltwise";
-  m.batch = y[0];
-  if (y.size() == 4) {
-    m.in_c = m.out_c = y[1];
-    m.in_h = m.out_h = y[2];
-    m.in_w = m.out_w = y[3];
-  }
+  same_shape_features(y, m);
   m.kernel_h = m.kernel_w = static_cast<int64_t>(ops->size());
   const double elements = static_cast<double>(shape_numel(y));
   m.macs = elements * static_cast<double>(ops->size());

@@ -14,6 +14,25 @@
 using namespace kiln;
 using namespace kiln::perf;
 
+namespace {
+
+// A sweep shape's graph through the fp32 sweep pipeline, as a plan.
+Plan compiled_sweep(const SweepShape& shape) {
+  Graph g = sweep_graph(shape);
+  PassRunOptions options;
+  options.check_numerics = false;
+  REQUIRE(run_passes(g, sweep_pipeline("f32"), options));
+  return graph_to_plan(g);
+}
+
+std::vector<StepFeatures> features_of(const Plan& plan) {
+  auto engine = Engine::create(plan, {1, nullptr});
+  REQUIRE(engine);
+  return plan_features(plan, (*engine)->steps(), 1);
+}
+
+}  // namespace
+
 TEST_CASE("plan features of a small plan: ops, MACs and bytes as the sweep and analysis count them", "[perfmodel][predictor]") {
   const SweepShape conv{SweepOp::conv, 2, 16, 32, 14, 14, 3, 2, 1};
   Graph g = sweep_graph(conv);
@@ -62,14 +81,7 @@ TEST_CASE("layout element sizes", "[perfmodel][predictor]") {
 
 TEST_CASE("plan features of a channel concat: the sweep's concat, its elements and bytes", "[perfmodel][predictor]") {
   const SweepShape concat{SweepOp::concat, 2, 24, 48, 9, 9};
-  Graph g = sweep_graph(concat);
-  PassRunOptions options;
-  options.check_numerics = false;
-  REQUIRE(run_passes(g, sweep_pipeline("f32"), options));
-  const Plan plan = graph_to_plan(g);
-  auto engine = Engine::create(plan, {1, nullptr});
-  REQUIRE(engine);
-  const std::vector<StepFeatures> f = plan_features(plan, (*engine)->steps(), 1);
+  const std::vector<StepFeatures> f = features_of(compiled_sweep(concat));
   const StepFeatures* op = nullptr;
   int producers = 0;
   for (const StepFeatures& s : f) {
@@ -90,14 +102,7 @@ TEST_CASE("plan features of a channel concat: the sweep's concat, its elements a
 TEST_CASE("plan features of elementwise chains and of fused transcendental epilogues", "[perfmodel][predictor]") {
   for (int64_t ops : {2, 5}) {  // SiLU and GELU written out: one ElementwiseChain each
     const SweepShape chain{SweepOp::eltwise, 2, 16, 16, 7, 9, ops};
-    Graph g = sweep_graph(chain);
-    PassRunOptions options;
-    options.check_numerics = false;
-    REQUIRE(run_passes(g, sweep_pipeline("f32"), options));
-    const Plan plan = graph_to_plan(g);
-    auto engine = Engine::create(plan, {1, nullptr});
-    REQUIRE(engine);
-    const std::vector<StepFeatures> f = plan_features(plan, (*engine)->steps(), 1);
+    const std::vector<StepFeatures> f = features_of(compiled_sweep(chain));
     REQUIRE(f.size() == 1);
     INFO(f[0].op);
     CHECK(f[0].m.op == "eltwise");
@@ -106,17 +111,10 @@ TEST_CASE("plan features of elementwise chains and of fused transcendental epilo
     CHECK(f[0].m.bytes == Approx(sweep_bytes(chain, 4)));
   }
   // A conv whose fused activation is SiLU: its output elements x 2 on top of the conv.
-  const SweepShape conv{SweepOp::conv, 1, 16, 32, 14, 14, 3, 1, 1};
-  Graph g = sweep_graph(conv);
-  PassRunOptions options;
-  options.check_numerics = false;
-  REQUIRE(run_passes(g, sweep_pipeline("f32"), options));
-  Plan plan = graph_to_plan(g);
+  Plan plan = compiled_sweep({SweepOp::conv, 1, 16, 32, 14, 14, 3, 1, 1});
   for (PlanStep& s : plan.steps)
     if (s.op == OpKind::Conv && s.name != "producer") s.attrs.set("activation", std::string("silu"));
-  auto engine = Engine::create(plan, {1, nullptr});
-  REQUIRE(engine);
   double epilogue = 0;
-  for (const StepFeatures& s : plan_features(plan, (*engine)->steps(), 1)) epilogue += s.epilogue_ops;
+  for (const StepFeatures& s : features_of(plan)) epilogue += s.epilogue_ops;
   CHECK(epilogue == Approx(2.0 * 32 * 14 * 14));
 }
