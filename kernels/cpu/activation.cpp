@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 namespace kiln::cpu {
 namespace {
@@ -15,18 +16,20 @@ namespace {
 // f = x log2(e) - n with log2(e) in two parts: one float's rounding of it alone would cost up to
 // 4e-6 relative near the float range's ends (|x log2(e)| ~ 128). x is clamped to [-104, 88.8].
 constexpr float kLog2eHi = 1.44269502162933349609375f, kLog2eLo = 1.925963033500011e-8f;
+// 2^f's Taylor coefficients, highest degree first (Horner), shared by the AVX-512 and AVX2 paths.
+constexpr float kExp2Taylor[] = {1.5403530393381606e-4f, 1.3333558146428443e-3f, 9.618129107628477e-3f,
+                                 5.550410866482158e-2f, 0.2402265069591007f,      0.6931471805599453f,
+                                 1.0f};
+// Abramowitz-Stegun 7.1.26's a5..a1 (Horner in t = 1 / (1 + p |x|)) and p.
+constexpr float kErfPoly[] = {1.061405429f, -1.453152027f, 1.421413741f, -0.284496736f, 0.254829592f};
+constexpr float kErfP = 0.3275911f;
 
 KILN_AVX512 inline __m512 exp_avx512(__m512 x) {
   x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-104.0f)), _mm512_set1_ps(88.8f));
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2eHi)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512 f = _mm512_fmadd_ps(x, _mm512_set1_ps(kLog2eLo), _mm512_fmsub_ps(x, _mm512_set1_ps(kLog2eHi), n));
-  __m512 p = _mm512_set1_ps(1.5403530393381606e-4f);
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-3f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618129107628477e-3f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550410866482158e-2f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.2402265069591007f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(0.6931471805599453f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+  __m512 p = _mm512_set1_ps(kExp2Taylor[0]);
+  for (size_t i = 1; i < std::size(kExp2Taylor); ++i) p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(kExp2Taylor[i]));
   return _mm512_scalef_ps(p, n);
 }
 
@@ -47,7 +50,7 @@ KILN_AVX512 void sigmoid_avx512(float* y, int64_t count) {
 // erf(|x|) = 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) e^(-x^2), t = 1 / (1 + p |x|); the sign
 // of x restored at the end.
 KILN_AVX512 void erf_avx512(const float* x, float* y, int64_t count) {
-  const __m512 one = _mm512_set1_ps(1.0f), p = _mm512_set1_ps(0.3275911f);
+  const __m512 one = _mm512_set1_ps(1.0f), p = _mm512_set1_ps(kErfP);
   const __m512 sign_bit = _mm512_set1_ps(-0.0f);
   for (int64_t i = 0; i < count; i += 16) {
     const int left = static_cast<int>(std::min<int64_t>(16, count - i));
@@ -55,11 +58,8 @@ KILN_AVX512 void erf_avx512(const float* x, float* y, int64_t count) {
     const __m512 v = _mm512_maskz_loadu_ps(mask, x + i);
     const __m512 a = _mm512_andnot_ps(sign_bit, v);
     const __m512 t = _mm512_div_ps(one, _mm512_fmadd_ps(p, a, one));
-    __m512 poly = _mm512_set1_ps(1.061405429f);
-    poly = _mm512_fmadd_ps(poly, t, _mm512_set1_ps(-1.453152027f));
-    poly = _mm512_fmadd_ps(poly, t, _mm512_set1_ps(1.421413741f));
-    poly = _mm512_fmadd_ps(poly, t, _mm512_set1_ps(-0.284496736f));
-    poly = _mm512_fmadd_ps(poly, t, _mm512_set1_ps(0.254829592f));
+    __m512 poly = _mm512_set1_ps(kErfPoly[0]);
+    for (size_t i = 1; i < std::size(kErfPoly); ++i) poly = _mm512_fmadd_ps(poly, t, _mm512_set1_ps(kErfPoly[i]));
     poly = _mm512_mul_ps(poly, t);
     const __m512 e = exp_avx512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(a, a)));
     const __m512 r = _mm512_fnmadd_ps(poly, e, one);  // 1 - poly * e
@@ -89,13 +89,8 @@ KILN_AVX2 inline __m256 exp_avx2(__m256 x) {
   x = _mm256_min_ps(_mm256_set1_ps(88.8f), _mm256_max_ps(_mm256_set1_ps(-104.0f), x));
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2eHi)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m256 f = _mm256_fmadd_ps(x, _mm256_set1_ps(kLog2eLo), _mm256_fmsub_ps(x, _mm256_set1_ps(kLog2eHi), n));
-  __m256 p = _mm256_set1_ps(1.5403530393381606e-4f);
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.3333558146428443e-3f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.618129107628477e-3f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.550410866482158e-2f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(0.2402265069591007f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(0.6931471805599453f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
+  __m256 p = _mm256_set1_ps(kExp2Taylor[0]);
+  for (size_t i = 1; i < std::size(kExp2Taylor); ++i) p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(kExp2Taylor[i]));
   const __m256i ni = _mm256_cvtps_epi32(n);
   const __m256i half = _mm256_srai_epi32(ni, 1);
   const __m256i rest = _mm256_sub_epi32(ni, half);
@@ -130,12 +125,9 @@ struct ErfAvx2 {  // as erf_avx512
   KILN_AVX2 __m256 operator()(__m256 v) const {
     const __m256 one = _mm256_set1_ps(1.0f), sign_bit = _mm256_set1_ps(-0.0f);
     const __m256 a = _mm256_andnot_ps(sign_bit, v);
-    const __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(0.3275911f), a, one));
-    __m256 poly = _mm256_set1_ps(1.061405429f);
-    poly = _mm256_fmadd_ps(poly, t, _mm256_set1_ps(-1.453152027f));
-    poly = _mm256_fmadd_ps(poly, t, _mm256_set1_ps(1.421413741f));
-    poly = _mm256_fmadd_ps(poly, t, _mm256_set1_ps(-0.284496736f));
-    poly = _mm256_fmadd_ps(poly, t, _mm256_set1_ps(0.254829592f));
+    const __m256 t = _mm256_div_ps(one, _mm256_fmadd_ps(_mm256_set1_ps(kErfP), a, one));
+    __m256 poly = _mm256_set1_ps(kErfPoly[0]);
+    for (size_t i = 1; i < std::size(kErfPoly); ++i) poly = _mm256_fmadd_ps(poly, t, _mm256_set1_ps(kErfPoly[i]));
     poly = _mm256_mul_ps(poly, t);
     const __m256 e = exp_avx2(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(a, a)));
     const __m256 r = _mm256_fnmadd_ps(poly, e, one);
