@@ -8,7 +8,7 @@
 
 namespace kiln::cuda {
 
-enum class DeviceActivation : int { none, relu, clip, leaky_relu, sigmoid, silu, hard_swish, hard_sigmoid, gelu_erf, tanh, elu };
+enum class DeviceActivation : int { none, relu, clip, leaky_relu, sigmoid, silu, hard_swish, hard_sigmoid, gelu_erf, tanh, elu, erf };
 
 struct ActivationParams {
   DeviceActivation kind = DeviceActivation::none;
@@ -29,6 +29,7 @@ KILN_HOST_DEVICE inline float activation_value(const ActivationParams& p, float 
     case DeviceActivation::gelu_erf: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
     case DeviceActivation::tanh: return tanhf(x);
     case DeviceActivation::elu: return x < 0.0f ? p.alpha * (expf(x) - 1.0f) : x;
+    case DeviceActivation::erf: return erff(x);  // the Erf node (no post-op: ConvNeXt's GELU written out)
   }
   return x;
 }

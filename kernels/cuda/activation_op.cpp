@@ -16,6 +16,7 @@ Result<ActivationParams> activation_of(const KernelBuild& b) {
     case OpKind::Sigmoid: p.kind = DeviceActivation::sigmoid; return p;
     case OpKind::Tanh: p.kind = DeviceActivation::tanh; return p;
     case OpKind::HardSwish: p.kind = DeviceActivation::hard_swish; return p;
+    case OpKind::Erf: p.kind = DeviceActivation::erf; return p;
     case OpKind::LeakyRelu: {
       KILN_ASSIGN(alpha, b.attrs->get_float("alpha", 0.01f));
       return ActivationParams{DeviceActivation::leaky_relu, alpha, 0.0f};
@@ -45,8 +46,8 @@ Result<ActivationParams> activation_of(const KernelBuild& b) {
 
 std::optional<std::string> supports(const KernelBuild& b) {
   if (auto no = handles(b, {OpKind::Relu, OpKind::Sigmoid, OpKind::Tanh, OpKind::HardSwish, OpKind::LeakyRelu, OpKind::Elu,
-                            OpKind::HardSigmoid, OpKind::Clip},
-                        "Relu, Sigmoid, Tanh, HardSwish, LeakyRelu, Elu, HardSigmoid, Clip"))
+                            OpKind::HardSigmoid, OpKind::Clip, OpKind::Erf},
+                        "Relu, Sigmoid, Tanh, HardSwish, LeakyRelu, Elu, HardSigmoid, Clip, Erf"))
     return no;
   if (auto why = require_one_float_type(b)) return why;
   auto act = activation_of(b);

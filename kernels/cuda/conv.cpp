@@ -5,7 +5,8 @@
 //  - otherwise: cudnnConvolutionForward accumulating into y (beta 1 with a residual), then
 //    cudnnAddTensor for the bias and the activation kernel in place. cuDNN fuses the identity
 //    activation only with the implicit-precomp-GEMM algorithm; these calls take any algorithm.
-// The algorithm is cuDNN's first heuristic choice within the workspace limit.
+// The algorithm is cuDNN's first heuristic choice within the workspace limit, or, tuned
+// (DeviceEngineOptions::tune), the fastest that cuDNN's find measured on this device.
 // Precision: fp32 forbids tensor-op math (FMA only) so results match the CPU within 1e-4; tf32
 // allows TF32 tensor cores; fp16 stores half and accumulates in float (PSEUDO_HALF config).
 #include <cstring>
@@ -158,13 +159,18 @@ class CudnnConv final : public CudaKernel {
   }
 
  private:
-  // cuDNN's heuristic order; each result's math type is set with it (the documented pairing),
-  // except that fp32 never takes a tensor-op result (TF32 would miss the 1e-4 bound).
+  // cuDNN's heuristic order, or its measured order when tuning; each result's math type is set
+  // with it (the documented pairing), except that fp32 never takes a tensor-op result (TF32 would
+  // miss the 1e-4 bound).
   Status choose_algorithm(const CudaContext& context) {
     std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
     int found = 0;
-    KILN_CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(context.cudnn, x_desc_.handle, w_desc_.handle, conv_desc_.handle,
+    if (context.tune)
+      KILN_CUDNN_TRY(cudnnFindConvolutionForwardAlgorithm(context.cudnn, x_desc_.handle, w_desc_.handle, conv_desc_.handle,
                                                           y_desc_.handle, static_cast<int>(perf.size()), &found, perf.data()));
+    else
+      KILN_CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(context.cudnn, x_desc_.handle, w_desc_.handle, conv_desc_.handle,
+                                                            y_desc_.handle, static_cast<int>(perf.size()), &found, perf.data()));
     bool chosen = false;
     for (int k = 0; k < found && !chosen; ++k) {
       const cudnnConvolutionFwdAlgoPerf_t& p = perf[static_cast<size_t>(k)];

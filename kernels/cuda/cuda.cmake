@@ -9,6 +9,7 @@ add_library(kiln_cuda_device OBJECT
   cuda/elementwise.cu
   cuda/pool.cu
   cuda/softmax.cu
+  cuda/layer_norm.cu
   cuda/copy.cu
 )
 target_include_directories(kiln_cuda_device PRIVATE ${PROJECT_SOURCE_DIR})
@@ -27,6 +28,7 @@ add_library(kiln_cuda MODULE
   cuda/gemm.cpp
   cuda/pool_op.cpp
   cuda/softmax_op.cpp
+  cuda/layer_norm_op.cpp
   cuda/activation_op.cpp
   cuda/binary_op.cpp
   cuda/batchnorm_op.cpp

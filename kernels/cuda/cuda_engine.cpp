@@ -44,11 +44,24 @@ struct DeviceStep {
 };
 
 // Host <-> device transfer of one plan input or output. `converted` holds the float32 copy on the
-// device when the device stores the value as float16.
+// device when the device stores the value as float16. `resident` is an input's device copy for
+// device-only timing (fp32 inputs; an fp16 plan's `converted` already is one).
 struct Staging {
   int value = -1;
   PinnedBuffer host;
   DeviceBuffer converted;
+  DeviceBuffer resident;
+};
+
+// One CUDA event, destroyed with its owner.
+struct Event {
+  cudaEvent_t handle = nullptr;
+  Event() = default;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  ~Event() {
+    if (handle) cudaEventDestroy(handle);
+  }
 };
 
 class CudaEngine final : public DeviceEngine {
@@ -56,6 +69,7 @@ class CudaEngine final : public DeviceEngine {
   ~CudaEngine() override {
     steps_.clear();  // kernels hold descriptors made with the handles below
     if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
+    if (compute_graph_exec_) cudaGraphExecDestroy(compute_graph_exec_);
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
     if (context_.cublaslt) cublasLtDestroy(context_.cublaslt);
     if (context_.cudnn) cudnnDestroy(context_.cudnn);
@@ -64,6 +78,7 @@ class CudaEngine final : public DeviceEngine {
 
   Status build(const Plan& plan, const DeviceEngineOptions& options);
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, std::vector<double>* step_ms) override;
+  Result<std::vector<double>> time_on_device(int warmup, int iters) override;
   const std::vector<EngineStep>& steps() const override { return step_info_; }
   const EngineMemory& memory() const override { return memory_; }
   std::string describe() const override;
@@ -76,8 +91,8 @@ class CudaEngine final : public DeviceEngine {
   Status upload_constants();
   Status make_staging();
   void* device_pointer(int v) const;
-  Status enqueue(std::vector<double>* step_ms);
-  void try_capture();
+  Status enqueue(std::vector<double>* step_ms, bool resident = false);
+  cudaGraphExec_t capture(bool resident, std::string& failure);
 
   DeviceEngineOptions options_;
   CudaContext context_;
@@ -93,6 +108,10 @@ class CudaEngine final : public DeviceEngine {
   bool graph_failed_ = false;
   std::string graph_failure_;
   cudaGraphExec_t graph_exec_ = nullptr;
+  bool ran_ = false;  // a run's inputs are in the staging buffers (what time_on_device reads)
+  bool compute_graph_failed_ = false;
+  std::string compute_graph_failure_;
+  cudaGraphExec_t compute_graph_exec_ = nullptr;  // the steps alone, inputs from device copies
   std::vector<cudaEvent_t> events_;  // per step: start, end (profiling only)
 };
 
@@ -266,6 +285,7 @@ void* CudaEngine::device_pointer(int v) const {
 Status CudaEngine::build(const Plan& plan, const DeviceEngineOptions& options) {
   options_ = options;
   context_.precision = options.precision;
+  context_.tune = options.tune;
   KILN_CUDA_TRY(cudaSetDevice(options.device_index));
   KILN_CUDA_TRY(cudaGetDeviceProperties(&properties_, options.device_index));
   KILN_CUDA_TRY(cudaStreamCreateWithFlags(&context_.stream, cudaStreamNonBlocking));
@@ -308,12 +328,16 @@ Status CudaEngine::build(const Plan& plan, const DeviceEngineOptions& options) {
 }
 
 // Inputs in, every step, outputs out, all on the stream; with `step_ms`, events around each step.
-Status CudaEngine::enqueue(std::vector<double>* step_ms) {
+// `resident`: inputs from their device copies and outputs left on the device (device-only timing).
+Status CudaEngine::enqueue(std::vector<double>* step_ms, bool resident) {
   const cudaStream_t stream = context_.stream;
   for (const Staging& s : inputs_) {
     const DeviceValue& v = values_[static_cast<size_t>(s.value)];
     void* dst = s.converted.data() ? s.converted.data() : device_pointer(s.value);
-    KILN_CUDA_TRY(cudaMemcpyAsync(dst, s.host.data(), v.host_bytes(), cudaMemcpyHostToDevice, stream));
+    if (!resident)
+      KILN_CUDA_TRY(cudaMemcpyAsync(dst, s.host.data(), v.host_bytes(), cudaMemcpyHostToDevice, stream));
+    else if (!s.converted.data())
+      KILN_CUDA_TRY(cudaMemcpyAsync(dst, s.resident.data(), v.host_bytes(), cudaMemcpyDeviceToDevice, stream));
     if (s.converted.data())
       KILN_CUDA_TRY(launch_f32_to_f16(static_cast<const float*>(s.converted.data()), device_pointer(s.value), shape_numel(v.shape), stream));
   }
@@ -330,6 +354,7 @@ Status CudaEngine::enqueue(std::vector<double>* step_ms) {
     if (!st) return st.with_context("node '" + step.name + "': ");
     if (step_ms) KILN_CUDA_TRY(cudaEventRecord(events_[2 * i + 1], stream));
   }
+  if (resident) return Status::ok();
   for (const Staging& s : outputs_) {
     const DeviceValue& v = values_[static_cast<size_t>(s.value)];
     const void* src = device_pointer(s.value);
@@ -342,33 +367,32 @@ Status CudaEngine::enqueue(std::vector<double>* step_ms) {
   return Status::ok();
 }
 
-// Records one whole run as a CUDA Graph. Any failure (a library call that cannot be captured)
-// leaves graph_exec_ null, and runs then launch step by step.
-void CudaEngine::try_capture() {
-  graph_failed_ = true;
+// Records one whole run (or, `resident`, the steps alone) as a CUDA Graph. Any failure (a library
+// call that cannot be captured) returns null with the reason, and runs then launch step by step.
+cudaGraphExec_t CudaEngine::capture(bool resident, std::string& failure) {
   if (cudaStreamBeginCapture(context_.stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
-    graph_failure_ = "stream capture could not begin";
+    failure = "stream capture could not begin";
     cudaGetLastError();
-    return;
+    return nullptr;
   }
-  const Status enqueued = enqueue(nullptr);
+  const Status enqueued = enqueue(nullptr, resident);
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(context_.stream, &graph);
   if (!enqueued || ended != cudaSuccess || !graph) {
-    graph_failure_ = !enqueued ? enqueued.message() : cudaGetErrorString(ended);
+    failure = !enqueued ? enqueued.message() : cudaGetErrorString(ended);
     if (graph) cudaGraphDestroy(graph);
     cudaGetLastError();
-    return;
+    return nullptr;
   }
-  const cudaError_t made = cudaGraphInstantiate(&graph_exec_, graph, 0);
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
   if (made != cudaSuccess) {
-    graph_failure_ = cudaGetErrorString(made);
-    graph_exec_ = nullptr;
+    failure = cudaGetErrorString(made);
     cudaGetLastError();
-    return;
+    return nullptr;
   }
-  graph_failed_ = false;
+  return exec;
 }
 
 Result<std::vector<Tensor>> CudaEngine::run(const std::vector<Tensor>& inputs, std::vector<double>* step_ms) {
@@ -388,7 +412,10 @@ Result<std::vector<Tensor>> CudaEngine::run(const std::vector<Tensor>& inputs, s
     }
     KILN_TRY(enqueue(step_ms));
   } else {
-    if (use_graph_ && !graph_exec_ && !graph_failed_) try_capture();
+    if (use_graph_ && !graph_exec_ && !graph_failed_) {
+      graph_exec_ = capture(false, graph_failure_);
+      graph_failed_ = graph_exec_ == nullptr;
+    }
     if (graph_exec_) KILN_CUDA_TRY(cudaGraphLaunch(graph_exec_, context_.stream));
     else KILN_TRY(enqueue(nullptr));
   }
@@ -401,6 +428,7 @@ Result<std::vector<Tensor>> CudaEngine::run(const std::vector<Tensor>& inputs, s
       (*step_ms)[i] = ms;
     }
   }
+  ran_ = true;
   std::vector<Tensor> results;
   for (const Staging& s : outputs_) {
     const DeviceValue& v = values_[static_cast<size_t>(s.value)];
@@ -409,6 +437,37 @@ Result<std::vector<Tensor>> CudaEngine::run(const std::vector<Tensor>& inputs, s
     results.push_back(std::move(t));
   }
   return results;
+}
+
+Result<std::vector<double>> CudaEngine::time_on_device(int warmup, int iters) {
+  KILN_REQUIRE(ran_, invalid_argument, "device-only timing needs one run first (its inputs are the ones timed)");
+  KILN_CUDA_TRY(cudaSetDevice(options_.device_index));
+  for (Staging& s : inputs_) {
+    if (s.converted.data() || s.resident.data()) continue;
+    const DeviceValue& v = values_[static_cast<size_t>(s.value)];
+    KILN_ASSIGN(resident, DeviceBuffer::allocate(v.host_bytes(), "the device copy of input '" + v.name + "'"));
+    s.resident = std::move(resident);
+    KILN_CUDA_TRY(cudaMemcpy(s.resident.data(), s.host.data(), v.host_bytes(), cudaMemcpyHostToDevice));
+  }
+  if (use_graph_ && !compute_graph_exec_ && !compute_graph_failed_) {
+    compute_graph_exec_ = capture(true, compute_graph_failure_);
+    compute_graph_failed_ = compute_graph_exec_ == nullptr;
+  }
+  Event start, stop;
+  KILN_CUDA_TRY(cudaEventCreate(&start.handle));
+  KILN_CUDA_TRY(cudaEventCreate(&stop.handle));
+  std::vector<double> times;
+  for (int i = 0; i < warmup + iters; ++i) {
+    KILN_CUDA_TRY(cudaEventRecord(start.handle, context_.stream));
+    if (compute_graph_exec_) KILN_CUDA_TRY(cudaGraphLaunch(compute_graph_exec_, context_.stream));
+    else KILN_TRY(enqueue(nullptr, true));
+    KILN_CUDA_TRY(cudaEventRecord(stop.handle, context_.stream));
+    KILN_CUDA_TRY(cudaEventSynchronize(stop.handle));
+    float ms = 0;
+    KILN_CUDA_TRY(cudaEventElapsedTime(&ms, start.handle, stop.handle));
+    if (i >= warmup) times.push_back(ms);
+  }
+  return times;
 }
 
 std::string CudaEngine::describe() const {

@@ -1,4 +1,4 @@
-// Launchers for kiln's own CUDA kernels (elementwise.cu, pool.cu, softmax.cu, copy.cu). Plain types only:
+// Launchers for kiln's own CUDA kernels (elementwise.cu, pool.cu, softmax.cu, layer_norm.cu, copy.cu). Plain types only:
 // this header is read by nvcc and by the C++ side, so it includes no kiln header. Every launcher
 // enqueues on `stream` and returns the launch's error (cudaSuccess when nothing went wrong).
 #pragma once
@@ -45,6 +45,11 @@ cudaError_t launch_global_pool(FloatType type, bool max, const void* x, void* y,
 // Softmax (or log-softmax) along the middle axis of [outer, axis, inner], accumulated in float.
 cudaError_t launch_softmax(FloatType type, bool log, const void* x, void* y, int64_t outer, int64_t axis, int64_t inner,
                            cudaStream_t stream);
+
+// LayerNormalization over the last axis of [rows, cols]; scale (and bias, when not null) are
+// float32 [cols] whatever `type` is.
+cudaError_t launch_layer_norm(FloatType type, const void* x, const float* scale, const float* bias, void* y, int64_t rows,
+                              int64_t cols, float epsilon, cudaStream_t stream);
 
 // y[i] = x[strided_source(view, i)] for every output element, `element_bytes` (1, 2, 4 or 8) each.
 cudaError_t launch_strided_copy(int element_bytes, const void* x, void* y, const StridedView& view, cudaStream_t stream);

@@ -23,7 +23,7 @@
 namespace kiln {
 
 // Bumped whenever this header or a type it uses changes shape.
-inline constexpr int kDeviceBackendAbi = 1;
+inline constexpr int kDeviceBackendAbi = 2;
 
 // Arithmetic of float values on the device. fp32 keeps the CPU engine's precision; tf32 lets
 // convolutions and GEMMs use TF32 tensor cores (10-bit mantissa inputs, fp32 accumulation);
@@ -39,6 +39,9 @@ struct DeviceEngineOptions {
   // Runs with a batch (dim 0 of the first input) up to this are captured once as a CUDA Graph and
   // replayed; larger ones (long kernels, where launch cost does not matter) launch step by step.
   int64_t graph_max_batch = 16;
+  // Convolution algorithms chosen by running each candidate on the device once at load (cuDNN's
+  // find; seconds for a large model) instead of cuDNN's heuristic ranking.
+  bool tune = false;
   std::ostream* verbose = nullptr;  // which kernel runs each step and why others did not
 };
 
@@ -65,6 +68,10 @@ class DeviceEngine {
   // Inputs in Plan::inputs order (plain host tensors of the compiled shapes); outputs on the host.
   // With `step_ms`, every step is timed on the device (events around each step, no graph).
   virtual Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, std::vector<double>* step_ms = nullptr) = 0;
+  // Times the plan on the device alone, as frameworks are timed on a GPU: the last run's inputs,
+  // kept on the device, feed `iters` launches (after `warmup`) of every step, the outputs stay
+  // there; each time is the device's, from events around one launch. Needs one run() first.
+  virtual Result<std::vector<double>> time_on_device(int warmup, int iters) = 0;
   virtual const std::vector<EngineStep>& steps() const = 0;
   virtual const EngineMemory& memory() const = 0;
   virtual std::string describe() const = 0;  // "NVIDIA H100 80GB HBM3 (sm_90), fp16, CUDA Graph"

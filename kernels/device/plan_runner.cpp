@@ -52,6 +52,11 @@ Result<std::vector<Tensor>> PlanRunner::run(const std::vector<Tensor>& inputs, s
   return device_engine_->run(inputs, step_ms);
 }
 
+Result<std::vector<double>> PlanRunner::time_on_device(int warmup, int iters) {
+  KILN_REQUIRE(device_engine_, unsupported, "device-only timing needs a device plan (--device cuda)");
+  return device_engine_->time_on_device(warmup, iters);
+}
+
 const std::vector<EngineStep>& PlanRunner::steps() const { return engine_ ? engine_->steps() : device_engine_->steps(); }
 const EngineMemory& PlanRunner::memory() const { return engine_ ? engine_->memory() : device_engine_->memory(); }
 int PlanRunner::threads() const { return engine_ ? engine_->threads() : 0; }

@@ -35,6 +35,9 @@ class PlanRunner {
   ~PlanRunner();
 
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, std::vector<double>* step_ms = nullptr);
+  // Device plans only (DeviceEngine::time_on_device): milliseconds per launch, inputs and
+  // outputs resident on the device. Unsupported on the CPU, where run() is the whole story.
+  Result<std::vector<double>> time_on_device(int warmup, int iters);
   const std::vector<EngineStep>& steps() const;
   const EngineMemory& memory() const;
   DeviceKind device() const { return device_; }

@@ -224,6 +224,13 @@ const std::vector<OpCase>& op_cases() {
          b.output(b.op(OpKind::ReduceMean, attrs({{"keepdims", int64_t{0}}}), {x, ints({2, 3})}));
          b.output(b.op(OpKind::ReduceMax, {}, {x, ints({-1})}));
        }},
+      {"LayerNormalization over the last axis (with and without B), and Erf",
+       [](Builder& b) {
+         const int x = b.input({2, 7, 96}, -3.0f, 3.0f);
+         b.output(b.op(OpKind::LayerNormalization, attrs({{"epsilon", 1e-6f}}), {x, b.weight({96}), b.weight({96})}));
+         b.output(b.op(OpKind::LayerNormalization, {}, {x, b.weight({96})}));
+         b.output(b.op(OpKind::Erf, {}, {x}));
+       }},
       {"views: Flatten and Reshape, after an op (in place) and of an input (copied)",
        [](Builder& b) {
          const int x = b.input({2, 3, 4, 5});

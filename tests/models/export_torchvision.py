@@ -186,6 +186,12 @@ def export_one(np, torch, torchvision, onnx, name, out_dir, preserve_bn, force, 
         export_kwargs["training"] = torch.onnx.TrainingMode.PRESERVE
     else:
         export_kwargs["training"] = torch.onnx.TrainingMode.EVAL
+    # PyTorch >= 2.9 defaults to its dynamo exporter (opset 18 idioms, other node names); the
+    # TorchScript exporter is the one these tests were written against (Debian's 1.13 has no choice).
+    import inspect
+
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        export_kwargs["dynamo"] = False
 
     tmp_path = onnx_path + ".tmp"
     with torch.no_grad(), warnings.catch_warnings():

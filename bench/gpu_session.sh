@@ -1,0 +1,157 @@
+#!/bin/bash
+# kiln's GPU checks and benchmarks on a machine with an NVIDIA GPU but without Debian's packages
+# (a lent GPU machine): unpacks a bundle made by scripts/gpu_bundle.sh, then runs the stages
+#   tests   the CUDA test executable: every kernel against the reference ([ops]), out of device
+#           memory ([oom]); Fashion-MNIST and ResNet-18 end to end ([models], after export);
+#   export  the torchvision set from that machine's PyTorch (tests/models/export_torchvision.py);
+#   verify  kiln verify --device cuda on each model in fp32, tf32 and fp16 (vs the CPU reference);
+#   bench   kiln bench --device cuda and PyTorch eager, fp16, batch 1 and 64, side by side;
+#   profile kiln bench --profile of ResNet-50 fp16 at batch 1 and 64 (time per op and kernel), in bench.log.
+# Each stage logs under OUT_DIR (8 files at most: what a lent machine sends back) and the script goes on after a failure; a stage
+# is not started once BUDGET_S seconds have passed.
+#
+# Usage: bench/gpu_session.sh BUNDLE.tar.xz OUT_DIR
+#   env: STAGES ("tests export verify bench profile"), BUDGET_S (380), MODELS_LIST (the torchvision
+#        set), VERIFY_PRECISIONS ("fp32 tf32 fp16"), BUILT_ROOT (/work/main: where the bundle was built;
+#        the test executable has its paths compiled in)
+set -u
+cd "$(dirname "$0")/.."
+bundle=$1
+out=$2
+STAGES=${STAGES:-tests export verify bench profile}
+BUDGET_S=${BUDGET_S:-380}
+MODELS_LIST=${MODELS_LIST:-resnet18 resnet50 mobilenet_v2 efficientnet_b0 squeezenet1_1 shufflenet_v2_x1_0 densenet121 googlenet convnext_tiny}
+VERIFY_PRECISIONS=${VERIFY_PRECISIONS:-fp32 tf32 fp16}
+BUILT_ROOT=${BUILT_ROOT:-/work/main}
+start=$SECONDS
+mkdir -p "$out"
+log() { echo "[$((SECONDS - start))s] $*" | tee -a "$out/session.log"; }
+time_left() { echo $((BUDGET_S - (SECONDS - start))); }
+stage_on() { [[ " $STAGES " == *" $1 "* ]]; }
+
+# The bundle: binaries into build/, libraries and data beside them.
+mkdir -p .gpu/unpacked build
+if command -v xz >/dev/null; then
+  tar -xJf "$bundle" -C .gpu/unpacked || { log "cannot unpack $bundle"; exit 1; }
+else  # no xz here: Python's lzma
+  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1], "r:xz").extractall(sys.argv[2])' "$bundle" .gpu/unpacked ||
+    { log "cannot unpack $bundle"; exit 1; }
+fi
+cp -r .gpu/unpacked/build/. build/
+if [ "$(pwd -P)" != "$BUILT_ROOT" ] && [ ! -e "$BUILT_ROOT" ]; then
+  mkdir -p "$(dirname "$BUILT_ROOT")" && ln -s "$(pwd -P)" "$BUILT_ROOT"
+fi
+if [ -d .gpu/unpacked/data ]; then
+  mkdir -p /usr/share/datasets/fashion-mnist && cp .gpu/unpacked/data/* /usr/share/datasets/fashion-mnist/
+fi
+libdirs=$(pwd -P)/.gpu/unpacked/lib
+for name in libcudnn.so.9 libcublasLt.so.13; do
+  found=$(find /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/lib/x86_64-linux-gnu /usr/local/lib /opt -name "$name" -print -quit 2>/dev/null)
+  if [ -n "$found" ]; then libdirs="$libdirs:$(dirname "$found")"; else log "not found on this machine: $name"; fi
+done
+system_cxx=$(ldconfig -p | awk '/libstdc\+\+\.so\.6 .*x86-64/ {print $NF; exit}')
+if ! grep -aq GLIBCXX_3.4.30 "$system_cxx" 2>/dev/null; then
+  libdirs="$libdirs:$(pwd -P)/.gpu/unpacked/lib-cxx"
+  log "this machine's libstdc++ ($system_cxx) is older than the bundle's: using the bundle's"
+fi
+kiln_env() { LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" OMP_WAIT_POLICY=PASSIVE "$@"; }
+
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv
+  echo "libraries: $libdirs"
+  echo "cpus: $(nproc)"
+  python3 -c 'import torch, torchvision; print("torch", torch.__version__, "torchvision", torchvision.__version__, "cudnn", torch.backends.cudnn.version())'
+} >>"$out/session.log" 2>&1
+kiln_env ldd build/libkiln_cuda.so | grep -E "not found|cudnn|cublas" >>"$out/session.log" 2>&1
+kiln_env ldd build/kiln | grep "not found" >>"$out/session.log" 2>&1
+
+models_csv=$(tr ' ' ',' <<<"$MODELS_LIST")
+export_pid=
+if stage_on export; then
+  log "export: $models_csv (in the background)"
+  (python3 tests/models/export_torchvision.py --out build/model-cache --models "$models_csv" >"$out/export.log" 2>&1
+   echo "export exit $?" >>"$out/export.log") &
+  export_pid=$!
+fi
+
+if stage_on tests; then
+  for part in ops oom; do
+    log "tests [$part]"
+    kiln_env timeout 240 build/tests/cuda/kiln_cuda_gpu_tests "[$part]" >>"$out/tests.log" 2>&1
+    log "tests [$part] exit $?"
+  done
+fi
+
+if [ -n "$export_pid" ]; then
+  wait "$export_pid"
+  log "export done: $(tail -1 "$out/export.log")"
+fi
+
+models_pid=
+if stage_on tests && [ "$(time_left)" -gt 60 ]; then
+  log "tests [models] (in the background)"
+  (kiln_env timeout 300 build/tests/cuda/kiln_cuda_gpu_tests "[models]" >.gpu/tests_models.log 2>&1
+   echo "tests [models] exit $?" >>.gpu/tests_models.log) &
+  models_pid=$!
+fi
+
+# One model's precisions side by side (the CPU reference dominates; this machine has the cores).
+verify_row() {
+  python3 -c '
+import json, sys
+path, model, precision = sys.argv[1], sys.argv[2], sys.argv[3]
+text = open(path).read()
+row = {"model": model, "precision": precision}
+try:
+    r = json.loads(text[text.index("{"):])
+    o = r["outputs"][0]
+    row.update({k: o.get(k) for k in ("max_abs_error", "max_rel_error", "cosine", "top1_agreement")}, engine=r.get("engine"))
+except Exception:
+    row["error"] = text.strip().splitlines()[-1] if text.strip() else "no output"
+print(json.dumps(row))' "$1" "$2" "$3"
+}
+if stage_on verify; then
+  mkdir -p .gpu/verify
+  for model in $MODELS_LIST; do
+    if [ "$(time_left)" -lt 120 ]; then log "verify: out of time before $model"; break; fi
+    for precision in $VERIFY_PRECISIONS; do
+      kiln_env timeout 120 build/kiln verify "build/model-cache/$model.onnx" --random 4 --batch 2 --device cuda \
+        --cuda-precision "$precision" --json >".gpu/verify/$model.$precision" 2>&1 &
+    done
+    wait $(jobs -p | grep -v -x -e "${models_pid:-none}")
+    for precision in $VERIFY_PRECISIONS; do
+      verify_row ".gpu/verify/$model.$precision" "$model" "$precision" >>"$out/verify.jsonl"
+      log "verify $model $precision: $(tail -1 "$out/verify.jsonl" | cut -c1-200)"
+    done
+  done
+fi
+if [ -n "$models_pid" ]; then
+  wait "$models_pid"
+  cat .gpu/tests_models.log >>"$out/tests.log"
+  log "$(tail -1 .gpu/tests_models.log)"
+fi
+
+if stage_on bench && [ "$(time_left)" -gt 90 ]; then
+  log "bench: kiln"
+  (export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" OMP_WAIT_POLICY=PASSIVE
+   JSONL="$out/kiln_bench.jsonl" ITERS=50 WARMUP=10 timeout 240 bench/cuda_torchvision.sh $MODELS_LIST) >>"$out/bench.log" 2>&1
+  log "bench: PyTorch eager"
+  timeout 240 python3 bench/pytorch_cuda.py --models "$models_csv" --batches 1,64 --precision fp16 >"$out/torch_bench.jsonl" 2>>"$out/bench.log"
+  python3 bench/compare_cuda.py "$out/kiln_bench.jsonl" "$out/torch_bench.jsonl" >>"$out/bench.log" 2>&1
+  if [ "$(time_left)" -gt 60 ]; then
+    log "bench: kiln --cuda-tune"
+    (export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" OMP_WAIT_POLICY=PASSIVE
+     JSONL="$out/kiln_bench_tuned.jsonl" EXTRA=--cuda-tune ITERS=50 WARMUP=10 timeout 240 bench/cuda_torchvision.sh $MODELS_LIST) >>"$out/bench.log" 2>&1
+    echo "--- with --cuda-tune" >>"$out/bench.log"
+    python3 bench/compare_cuda.py "$out/kiln_bench_tuned.jsonl" "$out/torch_bench.jsonl" >>"$out/bench.log" 2>&1
+  fi
+  log "bench done"
+fi
+
+if stage_on profile && [ "$(time_left)" -gt 30 ]; then
+  for batch in 1 64; do
+    kiln_env timeout 60 build/kiln bench build/model-cache/resnet50.onnx --batch "$batch" --device cuda --cuda-precision fp16 \
+      --iters 20 --profile >>"$out/bench.log" 2>&1
+  done
+fi
+log "session done"
