@@ -9,7 +9,7 @@
 # Usage: bench/cuda_torchvision.sh [MODEL ...]
 #   env: KILN (default build/kiln), MODELS (default build/model-cache), BATCHES ("1 64"),
 #        PRECISIONS ("fp16"), ITERS (50), WARMUP (10), JSONL (append each kiln bench JSON here, one line),
-#        EXTRA (more kiln bench arguments, e.g. --cuda-tune)
+#        EXTRA (more kiln bench arguments)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KILN=${KILN:-build/kiln}

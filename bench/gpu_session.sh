@@ -6,19 +6,22 @@
 #   export  the torchvision set from that machine's PyTorch (tests/models/export_torchvision.py);
 #   verify  kiln verify --device cuda on each model in fp32, tf32 and fp16 (vs the CPU reference);
 #   bench   kiln bench --device cuda and PyTorch eager, fp16, batch 1 and 64, side by side;
-#   profile kiln bench --profile of ResNet-50 fp16 at batch 1 and 64 (time per op and kernel), in bench.log.
+#   profile kiln bench --profile at batch 64 in fp16 (time per op and kernel) of PROFILE_MODELS, in bench.log;
+#   compile PyTorch torch.compile(mode="reduce-overhead") on COMPILE_MODELS, while time is left.
 # Each stage logs under OUT_DIR (8 files at most: what a lent machine sends back) and the script goes on after a failure; a stage
 # is not started once BUDGET_S seconds have passed.
 #
 # Usage: bench/gpu_session.sh BUNDLE.tar.xz OUT_DIR
-#   env: STAGES ("tests export verify bench profile"), BUDGET_S (380), MODELS_LIST (the torchvision
+#   env: STAGES ("tests export verify bench profile compile"), BUDGET_S (380), MODELS_LIST (the torchvision
 #        set), VERIFY_PRECISIONS ("fp32 tf32 fp16"), BUILT_ROOT (/work/main: where the bundle was built;
 #        the test executable has its paths compiled in)
 set -u
 cd "$(dirname "$0")/.."
 bundle=$1
 out=$2
-STAGES=${STAGES:-tests export verify bench profile}
+STAGES=${STAGES:-tests export verify bench profile compile}
+PROFILE_MODELS=${PROFILE_MODELS:-resnet50 convnext_tiny mobilenet_v2 squeezenet1_1 shufflenet_v2_x1_0}
+COMPILE_MODELS=${COMPILE_MODELS:-resnet50 mobilenet_v2}
 BUDGET_S=${BUDGET_S:-380}
 MODELS_LIST=${MODELS_LIST:-resnet18 resnet50 mobilenet_v2 efficientnet_b0 squeezenet1_1 shufflenet_v2_x1_0 densenet121 googlenet convnext_tiny}
 VERIFY_PRECISIONS=${VERIFY_PRECISIONS:-fp32 tf32 fp16}
@@ -138,20 +141,22 @@ if stage_on bench && [ "$(time_left)" -gt 90 ]; then
   log "bench: PyTorch eager"
   timeout 240 python3 bench/pytorch_cuda.py --models "$models_csv" --batches 1,64 --precision fp16 >"$out/torch_bench.jsonl" 2>>"$out/bench.log"
   python3 bench/compare_cuda.py "$out/kiln_bench.jsonl" "$out/torch_bench.jsonl" >>"$out/bench.log" 2>&1
-  if [ "$(time_left)" -gt 60 ]; then
-    log "bench: kiln --cuda-tune"
-    (export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" OMP_WAIT_POLICY=PASSIVE
-     JSONL="$out/kiln_bench_tuned.jsonl" EXTRA=--cuda-tune ITERS=50 WARMUP=10 timeout 240 bench/cuda_torchvision.sh $MODELS_LIST) >>"$out/bench.log" 2>&1
-    echo "--- with --cuda-tune" >>"$out/bench.log"
-    python3 bench/compare_cuda.py "$out/kiln_bench_tuned.jsonl" "$out/torch_bench.jsonl" >>"$out/bench.log" 2>&1
-  fi
   log "bench done"
 fi
 
 if stage_on profile && [ "$(time_left)" -gt 30 ]; then
-  for batch in 1 64; do
-    kiln_env timeout 60 build/kiln bench build/model-cache/resnet50.onnx --batch "$batch" --device cuda --cuda-precision fp16 \
+  for model in $PROFILE_MODELS; do
+    [ "$(time_left)" -gt 20 ] || break
+    kiln_env timeout 60 build/kiln bench "build/model-cache/$model.onnx" --batch 64 --device cuda --cuda-precision fp16 \
       --iters 20 --profile >>"$out/bench.log" 2>&1
   done
+fi
+
+if stage_on compile && [ "$(time_left)" -gt 100 ]; then
+  log "bench: PyTorch torch.compile (reduce-overhead: CUDA graphs, as kiln at small batch) on $COMPILE_MODELS"
+  timeout $(($(time_left) - 20)) python3 bench/pytorch_cuda.py --models "$(tr ' ' ',' <<<"$COMPILE_MODELS")" --batches 1,64 \
+    --precision fp16 --mode compile-reduce-overhead >>"$out/torch_bench.jsonl" 2>>"$out/bench.log"
+  echo "--- torch.compile (reduce-overhead)" >>"$out/bench.log"
+  python3 bench/compare_cuda.py "$out/kiln_bench.jsonl" "$out/torch_bench.jsonl" --mode compile-reduce-overhead >>"$out/bench.log" 2>&1
 fi
 log "session done"

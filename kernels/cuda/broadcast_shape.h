@@ -1,11 +1,16 @@
 // Numpy broadcasting resolved for the binary kernel of elementwise.cu: per input, the element
-// stride of each output dim (0 where the input is broadcast along it). Plain C++ (read by nvcc
-// too, no CUDA header), so the CPU tests check it.
+// stride of each output dim (0 where the input is broadcast along it), with the dims collapsed as
+// far as every input allows (a bias over [N, H, W, C] walks [N*H*W, C]; equal shapes walk one dim),
+// so the kernel splits each index into few coordinates. Plain C++ (read by nvcc too, no CUDA
+// header), so the CPU tests check it.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
+
+#include "kernels/cuda/host_device.h"
 
 namespace kiln::cuda {
 
@@ -34,6 +39,27 @@ inline void broadcast_strides(const std::vector<int64_t>& in, const std::vector<
   }
 }
 
+// Drops dims of size 1 and merges dim d into d + 1 wherever every stride list walks the two as
+// one (strides[d] == strides[d + 1] * dims[d + 1], zero strides included). The element each flat
+// index reaches is unchanged; a scalar result keeps rank 0.
+inline void collapse_dims(int& rank, int64_t* dims, std::initializer_list<int64_t*> strides) {
+  int kept = 0;
+  for (int d = 0; d < rank; ++d) {
+    if (dims[d] == 1) continue;
+    bool merge = kept > 0;
+    for (int64_t* s : strides) merge = merge && s[kept - 1] == s[d] * dims[d];
+    if (merge) {
+      dims[kept - 1] *= dims[d];
+      for (int64_t* s : strides) s[kept - 1] = s[d];
+    } else {
+      dims[kept] = dims[d];
+      for (int64_t* s : strides) s[kept] = s[d];
+      ++kept;
+    }
+  }
+  rank = kept;
+}
+
 inline BroadcastShape broadcast_shape(const std::vector<int64_t>& a, const std::vector<int64_t>& b,
                                       const std::vector<int64_t>& out) {
   BroadcastShape shape;
@@ -41,7 +67,27 @@ inline BroadcastShape broadcast_shape(const std::vector<int64_t>& a, const std::
   for (size_t d = 0; d < out.size(); ++d) shape.dims[d] = out[d];
   broadcast_strides(a, out, shape.a_strides);
   broadcast_strides(b, out, shape.b_strides);
+  collapse_dims(shape.rank, shape.dims, {shape.a_strides, shape.b_strides});
   return shape;
+}
+
+// The element of A and of B that output element `i` reads. Index is int32_t when the output has
+// fewer than 2^31 elements (the inputs then too): 32-bit division is several times cheaper on a GPU.
+template <typename Index>
+KILN_HOST_DEVICE inline void broadcast_offsets(const BroadcastShape& s, Index i, Index& at_a, Index& at_b) {
+  at_a = 0;
+  at_b = 0;
+  for (int d = s.rank - 1; d > 0; --d) {
+    const Index dim = static_cast<Index>(s.dims[d]);
+    const Index coord = i % dim;
+    i /= dim;
+    at_a += coord * static_cast<Index>(s.a_strides[d]);
+    at_b += coord * static_cast<Index>(s.b_strides[d]);
+  }
+  if (s.rank > 0) {
+    at_a += i * static_cast<Index>(s.a_strides[0]);
+    at_b += i * static_cast<Index>(s.b_strides[0]);
+  }
 }
 
 }  // namespace kiln::cuda

@@ -10,6 +10,7 @@ add_library(kiln_cuda_device OBJECT
   cuda/pool.cu
   cuda/softmax.cu
   cuda/layer_norm.cu
+  cuda/elementwise_chain.cu
   cuda/copy.cu
 )
 target_include_directories(kiln_cuda_device PRIVATE ${PROJECT_SOURCE_DIR})
@@ -29,6 +30,7 @@ add_library(kiln_cuda MODULE
   cuda/pool_op.cpp
   cuda/softmax_op.cpp
   cuda/layer_norm_op.cpp
+  cuda/elementwise_chain_op.cpp
   cuda/activation_op.cpp
   cuda/binary_op.cpp
   cuda/batchnorm_op.cpp
@@ -41,6 +43,7 @@ add_library(kiln_cuda MODULE
   core/status.cpp
   core/tensor.cpp
   post_ops.cpp
+  elementwise_program.cpp
   memory_plan.cpp
   reference/window.cpp
   reference/common.cpp

@@ -91,6 +91,7 @@ class CudaEngine final : public DeviceEngine {
   Status upload_constants();
   Status make_staging();
   void* device_pointer(int v) const;
+  Status upload_inputs(const std::vector<Tensor>& inputs);
   Status enqueue(std::vector<double>* step_ms, bool resident = false);
   cudaGraphExec_t capture(bool resident, std::string& failure);
 
@@ -285,7 +286,6 @@ void* CudaEngine::device_pointer(int v) const {
 Status CudaEngine::build(const Plan& plan, const DeviceEngineOptions& options) {
   options_ = options;
   context_.precision = options.precision;
-  context_.tune = options.tune;
   KILN_CUDA_TRY(cudaSetDevice(options.device_index));
   KILN_CUDA_TRY(cudaGetDeviceProperties(&properties_, options.device_index));
   KILN_CUDA_TRY(cudaStreamCreateWithFlags(&context_.stream, cudaStreamNonBlocking));
@@ -327,16 +327,15 @@ Status CudaEngine::build(const Plan& plan, const DeviceEngineOptions& options) {
   return Status::ok();
 }
 
-// Inputs in, every step, outputs out, all on the stream; with `step_ms`, events around each step.
-// `resident`: inputs from their device copies and outputs left on the device (device-only timing).
+// Inputs converted (fp16 plans), every step, outputs out, all on the stream, after upload_inputs;
+// with `step_ms`, events around each step. `resident`: inputs from their device copies instead,
+// and outputs left on the device (device-only timing).
 Status CudaEngine::enqueue(std::vector<double>* step_ms, bool resident) {
   const cudaStream_t stream = context_.stream;
   for (const Staging& s : inputs_) {
     const DeviceValue& v = values_[static_cast<size_t>(s.value)];
     void* dst = s.converted.data() ? s.converted.data() : device_pointer(s.value);
-    if (!resident)
-      KILN_CUDA_TRY(cudaMemcpyAsync(dst, s.host.data(), v.host_bytes(), cudaMemcpyHostToDevice, stream));
-    else if (!s.converted.data())
+    if (resident && !s.converted.data())
       KILN_CUDA_TRY(cudaMemcpyAsync(dst, s.resident.data(), v.host_bytes(), cudaMemcpyDeviceToDevice, stream));
     if (s.converted.data())
       KILN_CUDA_TRY(launch_f32_to_f16(static_cast<const float*>(s.converted.data()), device_pointer(s.value), shape_numel(v.shape), stream));
@@ -395,6 +394,26 @@ cudaGraphExec_t CudaEngine::capture(bool resident, std::string& failure) {
   return exec;
 }
 
+// Each input through its pinned buffer to the device in chunks: the host copy of chunk k + 1
+// overlaps the transfer of chunk k (one whole copy, then one transfer, took 5.7 ms of ResNet-50's
+// 12.7 ms at batch 64 on an H100). Outside any graph, which holds fixed host addresses.
+Status CudaEngine::upload_inputs(const std::vector<Tensor>& inputs) {
+  constexpr size_t kChunk = size_t{2} << 20;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Staging& s = inputs_[i];
+    const DeviceValue& v = values_[static_cast<size_t>(s.value)];
+    const char* from = static_cast<const char*>(inputs[i].raw());
+    char* pinned = static_cast<char*>(s.host.data());
+    char* to = static_cast<char*>(s.converted.data() ? s.converted.data() : device_pointer(s.value));
+    for (size_t at = 0; at < v.host_bytes(); at += kChunk) {
+      const size_t bytes = std::min(kChunk, v.host_bytes() - at);
+      std::memcpy(pinned + at, from + at, bytes);
+      KILN_CUDA_TRY(cudaMemcpyAsync(to + at, pinned + at, bytes, cudaMemcpyHostToDevice, context_.stream));
+    }
+  }
+  return Status::ok();
+}
+
 Result<std::vector<Tensor>> CudaEngine::run(const std::vector<Tensor>& inputs, std::vector<double>* step_ms) {
   KILN_REQUIRE(inputs.size() == inputs_.size(), invalid_argument, "the model has ", inputs_.size(), " inputs, but ", inputs.size(),
                " were given");
@@ -403,8 +422,8 @@ Result<std::vector<Tensor>> CudaEngine::run(const std::vector<Tensor>& inputs, s
     const DeviceValue& v = values_[static_cast<size_t>(inputs_[i].value)];
     KILN_REQUIRE(inputs[i].dtype() == v.host_dtype && inputs[i].shape() == v.shape, invalid_argument, "input '", v.name, "' is ",
                  inputs[i].describe(), ", the plan was compiled for ", dtype_name(v.host_dtype), shape_to_string(v.shape));
-    if (v.host_bytes()) std::memcpy(inputs_[i].host.data(), inputs[i].raw(), v.host_bytes());
   }
+  KILN_TRY(upload_inputs(inputs));
   if (step_ms) {
     if (events_.empty()) {
       events_.resize(2 * steps_.size(), nullptr);

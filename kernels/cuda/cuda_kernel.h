@@ -33,7 +33,6 @@ struct CudaContext {
   cudnnHandle_t cudnn = nullptr;
   cublasLtHandle_t cublaslt = nullptr;
   DevicePrecision precision = DevicePrecision::fp32;
-  bool tune = false;  // DeviceEngineOptions::tune: convolution algorithms chosen by timing them
 };
 
 struct CudaArgs {

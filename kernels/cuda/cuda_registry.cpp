@@ -9,7 +9,7 @@ namespace {
 const std::array kKernels = {
     &kCudaConv,       &kCudaGemm,   &kCudaPool,      &kCudaGlobalPool, &kCudaSoftmax,
     &kCudaActivation, &kCudaBinary, &kCudaBatchNorm, &kCudaConcat,     &kCudaView,
-    &kCudaStridedCopy, &kCudaReduce,     &kCudaLayerNorm,
+    &kCudaStridedCopy, &kCudaReduce,     &kCudaLayerNorm,  &kCudaElementwiseChain,
 };
 
 }  // namespace

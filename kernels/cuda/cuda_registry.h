@@ -33,6 +33,7 @@ extern const CudaKernelImpl kCudaPool;            // MaxPool, AveragePool (2-D)
 extern const CudaKernelImpl kCudaGlobalPool;      // GlobalAveragePool, GlobalMaxPool
 extern const CudaKernelImpl kCudaSoftmax;         // Softmax, LogSoftmax
 extern const CudaKernelImpl kCudaLayerNorm;       // LayerNormalization over the last axis
+extern const CudaKernelImpl kCudaElementwiseChain;  // ElementwiseChain (fuse_elementwise_chain's programs)
 extern const CudaKernelImpl kCudaActivation;      // Relu, LeakyRelu, Sigmoid, Tanh, Clip, HardSigmoid, HardSwish, Elu, Erf
 extern const CudaKernelImpl kCudaBinary;          // Add, Sub, Mul, Div, Max, Min (broadcasting, rank <= 6)
 extern const CudaKernelImpl kCudaBatchNorm;       // BatchNormalization (inference; + fused activation)

@@ -1,4 +1,4 @@
-// Launchers for kiln's own CUDA kernels (elementwise.cu, pool.cu, softmax.cu, layer_norm.cu, copy.cu). Plain types only:
+// Launchers for kiln's own CUDA kernels (elementwise.cu, elementwise_chain.cu, pool.cu, softmax.cu, layer_norm.cu, copy.cu). Plain types only:
 // this header is read by nvcc and by the C++ side, so it includes no kiln header. Every launcher
 // enqueues on `stream` and returns the launch's error (cudaSuccess when nothing went wrong).
 #pragma once
@@ -31,6 +31,11 @@ cudaError_t launch_channel_affine(FloatType type, const void* x, const float* sc
                                   int64_t outer, int64_t channels, int64_t inner, const ActivationParams& act,
                                   cudaStream_t stream);
 
+// y[o, c, i] = act(y[o, c, i] + bias[c]) in place over [outer, channels, inner], bias of y's type
+// (a convolution's bias and activation in one pass after cuDNN).
+cudaError_t launch_bias_activation(FloatType type, void* y, const void* bias, int64_t outer, int64_t channels, int64_t inner,
+                                   const ActivationParams& act, cudaStream_t stream);
+
 // float32 <-> float16 (round to nearest even), n elements.
 cudaError_t launch_f32_to_f16(const float* src, void* dst, int64_t n, cudaStream_t stream);
 cudaError_t launch_f16_to_f32(const void* src, float* dst, int64_t n, cudaStream_t stream);
@@ -50,6 +55,26 @@ cudaError_t launch_softmax(FloatType type, bool log, const void* x, void* y, int
 // float32 [cols] whatever `type` is.
 cudaError_t launch_layer_norm(FloatType type, const void* x, const float* scale, const float* bias, void* y, int64_t rows,
                               int64_t cols, float epsilon, cudaStream_t stream);
+
+// An ElementwiseChain program (kernels/elementwise_program.h) in a form the device reads: ops in
+// ChainOp's order (elementwise_chain_op.cpp checks the two agree), register numbers as there, and
+// per operand the element strides over the output's (collapsed) dims, 0 where it is broadcast.
+inline constexpr int kMaxChainOperands = 6;  // inputs after X
+inline constexpr int kMaxChainRegisters = 32;
+inline constexpr int kMaxChainCode = 24;
+struct DeviceChain {
+  int operands = 0, first_scalar = 0, first_result = 0, code_size = 0;
+  float scalars[kMaxChainRegisters] = {};
+  uint8_t op[kMaxChainCode] = {};
+  int8_t a[kMaxChainCode] = {}, b[kMaxChainCode] = {};
+  int rank = 0;  // of dims, after collapsing (X itself is contiguous)
+  int64_t dims[kMaxBroadcastRank] = {};
+  int64_t strides[kMaxChainOperands][kMaxBroadcastRank] = {};
+};
+
+// y[i] = the chain's last register on element i of x (n elements); operands[k] is input k + 1.
+cudaError_t launch_elementwise_chain(FloatType type, const DeviceChain& chain, const void* x, const void* const* operands, void* y,
+                                     int64_t n, cudaStream_t stream);
 
 // y[i] = x[strided_source(view, i)] for every output element, `element_bytes` (1, 2, 4 or 8) each.
 cudaError_t launch_strided_copy(int element_bytes, const void* x, void* y, const StridedView& view, cudaStream_t stream);

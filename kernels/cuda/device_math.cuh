@@ -21,6 +21,10 @@ inline unsigned grid_for(int64_t n) {
   return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65535 * 8 ? 65535 * 8 : blocks));
 }
 
+// Element counts below this are walked with int32_t indices (grid-stride steps included: the
+// grid holds fewer than 2^28 threads), cheaper to divide on a GPU than int64_t.
+inline constexpr int64_t kIndex32Limit = int64_t{1} << 30;
+
 __device__ inline int64_t global_thread() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ inline int64_t grid_threads() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 

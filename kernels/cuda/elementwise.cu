@@ -22,27 +22,28 @@ __device__ inline float binary_apply(BinaryOp op, float a, float b) {
   return a;
 }
 
-template <typename T>
-__global__ void binary_kernel(BinaryOp op, const T* a, const T* b, T* y, BroadcastShape shape, int64_t n) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
-    int64_t rest = i, at_a = 0, at_b = 0;
-    for (int d = shape.rank - 1; d >= 0; --d) {
-      const int64_t coord = rest % shape.dims[d];
-      rest /= shape.dims[d];
-      at_a += coord * shape.a_strides[d];
-      at_b += coord * shape.b_strides[d];
-    }
+template <typename T, typename Index>
+__global__ void binary_kernel(BinaryOp op, const T* a, const T* b, T* y, BroadcastShape shape, Index n) {
+  for (Index i = static_cast<Index>(global_thread()); i < n; i += static_cast<Index>(grid_threads())) {
+    Index at_a, at_b;
+    broadcast_offsets(shape, i, at_a, at_b);
     store_float(y, i, binary_apply(op, load_float(a, at_a), load_float(b, at_b)));
   }
 }
 
-template <typename T>
-__global__ void channel_affine_kernel(const T* x, const float* scale, const float* shift, T* y, int64_t channels,
-                                      int64_t inner, int64_t n, ActivationParams act) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) {
-    const int64_t c = (i / inner) % channels;
+template <typename T, typename Index>
+__global__ void channel_affine_kernel(const T* x, const float* scale, const float* shift, T* y, Index channels,
+                                      Index inner, Index n, ActivationParams act) {
+  for (Index i = static_cast<Index>(global_thread()); i < n; i += static_cast<Index>(grid_threads())) {
+    const Index c = (i / inner) % channels;
     store_float(y, i, activation_value(act, load_float(x, i) * scale[c] + shift[c]));
   }
+}
+
+template <typename T, typename Index>
+__global__ void bias_activation_kernel(T* y, const T* bias, Index channels, Index inner, Index n, ActivationParams act) {
+  for (Index i = static_cast<Index>(global_thread()); i < n; i += static_cast<Index>(grid_threads()))
+    store_float(y, i, activation_value(act, load_float(y, i) + load_float(bias, (i / inner) % channels)));
 }
 
 __global__ void f32_to_f16_kernel(const float* src, __half* dst, int64_t n) {
@@ -70,16 +71,33 @@ cudaError_t launch_activation(FloatType type, const ActivationParams& act, const
   return cudaGetLastError();
 }
 
+template <typename T>
+void binary(BinaryOp op, const void* a, const void* b, void* y, const BroadcastShape& shape, int64_t n, cudaStream_t stream) {
+  const T* ta = static_cast<const T*>(a);
+  const T* tb = static_cast<const T*>(b);
+  if (n < kIndex32Limit)
+    binary_kernel<<<grid_for(n), kBlock, 0, stream>>>(op, ta, tb, static_cast<T*>(y), shape, static_cast<int32_t>(n));
+  else
+    binary_kernel<<<grid_for(n), kBlock, 0, stream>>>(op, ta, tb, static_cast<T*>(y), shape, n);
+}
+
+template <typename T>
+void channel_affine(const void* x, const float* scale, const float* shift, void* y, int64_t channels, int64_t inner, int64_t n,
+                    const ActivationParams& act, cudaStream_t stream) {
+  const T* tx = static_cast<const T*>(x);
+  if (n < kIndex32Limit)
+    channel_affine_kernel<<<grid_for(n), kBlock, 0, stream>>>(tx, scale, shift, static_cast<T*>(y), static_cast<int32_t>(channels),
+                                                              static_cast<int32_t>(inner), static_cast<int32_t>(n), act);
+  else
+    channel_affine_kernel<<<grid_for(n), kBlock, 0, stream>>>(tx, scale, shift, static_cast<T*>(y), channels, inner, n, act);
+}
+
 cudaError_t launch_binary(FloatType type, BinaryOp op, const void* a, const void* b, void* y, const BroadcastShape& shape,
                           cudaStream_t stream) {
   const int64_t n = shape_elements(shape);
   if (n == 0) return cudaSuccess;
-  if (type == FloatType::f32)
-    binary_kernel<<<grid_for(n), kBlock, 0, stream>>>(op, static_cast<const float*>(a), static_cast<const float*>(b),
-                                                      static_cast<float*>(y), shape, n);
-  else
-    binary_kernel<<<grid_for(n), kBlock, 0, stream>>>(op, static_cast<const __half*>(a), static_cast<const __half*>(b),
-                                                      static_cast<__half*>(y), shape, n);
+  if (type == FloatType::f32) binary<float>(op, a, b, y, shape, n, stream);
+  else binary<__half>(op, a, b, y, shape, n, stream);
   return cudaGetLastError();
 }
 
@@ -88,12 +106,29 @@ cudaError_t launch_channel_affine(FloatType type, const void* x, const float* sc
                                   cudaStream_t stream) {
   const int64_t n = outer * channels * inner;
   if (n == 0) return cudaSuccess;
-  if (type == FloatType::f32)
-    channel_affine_kernel<<<grid_for(n), kBlock, 0, stream>>>(static_cast<const float*>(x), scale, shift,
-                                                              static_cast<float*>(y), channels, inner, n, act);
+  if (type == FloatType::f32) channel_affine<float>(x, scale, shift, y, channels, inner, n, act, stream);
+  else channel_affine<__half>(x, scale, shift, y, channels, inner, n, act, stream);
+  return cudaGetLastError();
+}
+
+template <typename T>
+void bias_activation(void* y, const void* bias, int64_t channels, int64_t inner, int64_t n, const ActivationParams& act,
+                     cudaStream_t stream) {
+  T* ty = static_cast<T*>(y);
+  const T* tb = static_cast<const T*>(bias);
+  if (n < kIndex32Limit)
+    bias_activation_kernel<<<grid_for(n), kBlock, 0, stream>>>(ty, tb, static_cast<int32_t>(channels), static_cast<int32_t>(inner),
+                                                               static_cast<int32_t>(n), act);
   else
-    channel_affine_kernel<<<grid_for(n), kBlock, 0, stream>>>(static_cast<const __half*>(x), scale, shift,
-                                                              static_cast<__half*>(y), channels, inner, n, act);
+    bias_activation_kernel<<<grid_for(n), kBlock, 0, stream>>>(ty, tb, channels, inner, n, act);
+}
+
+cudaError_t launch_bias_activation(FloatType type, void* y, const void* bias, int64_t outer, int64_t channels, int64_t inner,
+                                   const ActivationParams& act, cudaStream_t stream) {
+  const int64_t n = outer * channels * inner;
+  if (n == 0) return cudaSuccess;
+  if (type == FloatType::f32) bias_activation<float>(y, bias, channels, inner, n, act, stream);
+  else bias_activation<__half>(y, bias, channels, inner, n, act, stream);
   return cudaGetLastError();
 }
 

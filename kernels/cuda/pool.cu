@@ -1,6 +1,6 @@
 // Pooling CUDA kernels: 2-D max/average windows (one thread per output element, the window walk
-// of pool_window.h) and global average/max pooling (one block per N*C row, a shared-memory tree
-// reduction).
+// of pool_window.h) and global average/max pooling (a warp per N*C row up to 1024 elements, else
+// one block per row with a shared-memory tree reduction).
 #include <cfloat>
 
 #include "kernels/cuda/device_math.cuh"
@@ -8,10 +8,35 @@
 namespace kiln::cuda {
 namespace {
 
+template <typename T, typename Index>
+__global__ void pool2d_kernel(Pool2d p, const T* x, T* y, Index n) {
+  for (Index i = static_cast<Index>(global_thread()); i < n; i += static_cast<Index>(grid_threads()))
+    store_float(y, i, pool2d_element(p, i, [x](Index at) { return load_float(x, at); }));
+}
+
 template <typename T>
-__global__ void pool2d_kernel(Pool2d p, const T* x, T* y, int64_t n) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads())
-    store_float(y, i, pool2d_element(p, i, [x](int64_t at) { return load_float(x, at); }));
+void pool2d(const Pool2d& p, const void* x, void* y, int64_t n, cudaStream_t stream) {
+  const T* in = static_cast<const T*>(x);
+  if (n < kIndex32Limit && p.batch_channels * p.in_h * p.in_w < kIndex32Limit)
+    pool2d_kernel<<<grid_for(n), kBlock, 0, stream>>>(p, in, static_cast<T*>(y), static_cast<int32_t>(n));
+  else
+    pool2d_kernel<<<grid_for(n), kBlock, 0, stream>>>(p, in, static_cast<T*>(y), n);
+}
+
+// One warp per row for short rows (a 7x7 plane left most of a 256-thread block idle).
+template <typename T>
+__global__ void global_pool_warp_kernel(bool max, const T* x, T* y, int64_t rows, int64_t plane) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (row >= rows) return;
+  const int lane = threadIdx.x % 32;
+  const T* in = x + row * plane;
+  float acc = max ? -FLT_MAX : 0.0f;
+  for (int64_t i = lane; i < plane; i += 32) acc = max ? fmaxf(acc, load_float(in, i)) : acc + load_float(in, i);
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const float other = __shfl_down_sync(0xffffffffu, acc, offset);
+    acc = max ? fmaxf(acc, other) : acc + other;
+  }
+  if (lane == 0) store_float(y, row, max ? acc : acc / static_cast<float>(plane));
 }
 
 template <typename T>
@@ -35,16 +60,22 @@ __global__ void global_pool_kernel(bool max, const T* x, T* y, int64_t plane) {
 cudaError_t launch_pool2d(FloatType type, const Pool2d& p, const void* x, void* y, cudaStream_t stream) {
   const int64_t n = p.batch_channels * p.out_h * p.out_w;
   if (n == 0) return cudaSuccess;
-  if (type == FloatType::f32)
-    pool2d_kernel<<<grid_for(n), kBlock, 0, stream>>>(p, static_cast<const float*>(x), static_cast<float*>(y), n);
-  else
-    pool2d_kernel<<<grid_for(n), kBlock, 0, stream>>>(p, static_cast<const __half*>(x), static_cast<__half*>(y), n);
+  if (type == FloatType::f32) pool2d<float>(p, x, y, n, stream);
+  else pool2d<__half>(p, x, y, n, stream);
   return cudaGetLastError();
 }
 
 cudaError_t launch_global_pool(FloatType type, bool max, const void* x, void* y, int64_t rows, int64_t plane,
                                cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
+  if (plane <= 1024) {
+    const unsigned warps = kBlock / 32, blocks = static_cast<unsigned>((rows + warps - 1) / warps);
+    if (type == FloatType::f32)
+      global_pool_warp_kernel<<<blocks, kBlock, 0, stream>>>(max, static_cast<const float*>(x), static_cast<float*>(y), rows, plane);
+    else
+      global_pool_warp_kernel<<<blocks, kBlock, 0, stream>>>(max, static_cast<const __half*>(x), static_cast<__half*>(y), rows, plane);
+    return cudaGetLastError();
+  }
   const unsigned grid = static_cast<unsigned>(rows);
   if (type == FloatType::f32)
     global_pool_kernel<<<grid, kBlock, 0, stream>>>(max, static_cast<const float*>(x), static_cast<float*>(y), plane);

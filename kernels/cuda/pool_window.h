@@ -22,27 +22,32 @@ struct Pool2d {
 };
 
 // Output element `i` (flat over [batch_channels, out_h, out_w]); `load(at)` reads input element
-// `at` (flat over [batch_channels, in_h, in_w]) as float.
-template <typename Load>
-KILN_HOST_DEVICE inline float pool2d_element(const Pool2d& p, int64_t i, Load load) {
-  const int64_t ow = i % p.out_w, oh = (i / p.out_w) % p.out_h, plane = i / (p.out_w * p.out_h);
-  const int64_t base = plane * p.in_h * p.in_w;
-  const int64_t h0 = oh * p.stride_h - p.pad_top, w0 = ow * p.stride_w - p.pad_left;
+// `at` (flat over [batch_channels, in_h, in_w]) as float. Index is int32_t when the input and the
+// output have fewer than 2^31 elements (cheaper division on a GPU), else int64_t.
+template <typename Index, typename Load>
+KILN_HOST_DEVICE inline float pool2d_element(const Pool2d& p, Index i, Load load) {
+  const Index out_w = static_cast<Index>(p.out_w), out_h = static_cast<Index>(p.out_h);
+  const Index in_h = static_cast<Index>(p.in_h), in_w = static_cast<Index>(p.in_w);
+  const Index ow = i % out_w, oh = (i / out_w) % out_h, plane = i / (out_w * out_h);
+  const Index base = plane * in_h * in_w;
+  const Index pad_top = static_cast<Index>(p.pad_top), pad_left = static_cast<Index>(p.pad_left);
+  const Index h0 = oh * static_cast<Index>(p.stride_h) - pad_top, w0 = ow * static_cast<Index>(p.stride_w) - pad_left;
   float acc = p.max ? -3.402823466e38f : 0.0f;
-  int64_t inside = 0, padded = 0;
-  for (int64_t kh = 0; kh < p.kernel_h; ++kh) {
-    const int64_t h = h0 + kh * p.dilation_h;
-    for (int64_t kw = 0; kw < p.kernel_w; ++kw) {
-      const int64_t w = w0 + kw * p.dilation_w;
-      if (h >= -p.pad_top && h < p.in_h + p.pad_bottom && w >= -p.pad_left && w < p.in_w + p.pad_right) ++padded;
-      if (h < 0 || h >= p.in_h || w < 0 || w >= p.in_w) continue;
-      const float v = load(base + h * p.in_w + w);
+  Index inside = 0, padded = 0;
+  for (Index kh = 0; kh < static_cast<Index>(p.kernel_h); ++kh) {
+    const Index h = h0 + kh * static_cast<Index>(p.dilation_h);
+    for (Index kw = 0; kw < static_cast<Index>(p.kernel_w); ++kw) {
+      const Index w = w0 + kw * static_cast<Index>(p.dilation_w);
+      if (h >= -pad_top && h < in_h + static_cast<Index>(p.pad_bottom) && w >= -pad_left && w < in_w + static_cast<Index>(p.pad_right))
+        ++padded;
+      if (h < 0 || h >= in_h || w < 0 || w >= in_w) continue;
+      const float v = load(base + h * in_w + w);
       acc = p.max ? (v > acc ? v : acc) : acc + v;
       ++inside;
     }
   }
   if (p.max) return acc;
-  const int64_t divisor = p.count_include_pad ? padded : inside;
+  const Index divisor = p.count_include_pad ? padded : inside;
   return divisor > 0 ? acc / static_cast<float>(divisor) : 0.0f;
 }
 

@@ -20,13 +20,44 @@ struct StridedView {
   int64_t offset = 0;                     // input element of output element 0
 };
 
-KILN_HOST_DEVICE inline int64_t strided_source(const StridedView& v, int64_t i) {
-  int64_t at = v.offset;
-  for (int d = v.rank - 1; d >= 0; --d) {
-    at += (i % v.dims[d]) * v.in_strides[d];
-    i /= v.dims[d];
+// Index is int32_t when input and output have fewer than 2^31 elements (cheaper division on a GPU).
+template <typename Index>
+KILN_HOST_DEVICE inline Index strided_source(const StridedView& v, Index i) {
+  Index at = static_cast<Index>(v.offset);
+  for (int d = v.rank - 1; d > 0; --d) {
+    const Index dim = static_cast<Index>(v.dims[d]);
+    at += (i % dim) * static_cast<Index>(v.in_strides[d]);
+    i /= dim;
   }
+  if (v.rank > 0) at += i * static_cast<Index>(v.in_strides[0]);
   return at;
+}
+
+// Drops dims of size 1 and merges output dims d and d + 1 that the input walks as one
+// (in_strides[d] == in_strides[d + 1] * dims[d + 1]): NCHW -> NHWC becomes [N, H*W, C].
+inline StridedView collapse_view(StridedView v) {
+  int kept = 0;
+  for (int d = 0; d < v.rank; ++d) {
+    if (v.dims[d] == 1) continue;
+    if (kept > 0 && v.in_strides[kept - 1] == v.in_strides[d] * v.dims[d]) {
+      v.dims[kept - 1] *= v.dims[d];
+      v.in_strides[kept - 1] = v.in_strides[d];
+    } else {
+      v.dims[kept] = v.dims[d];
+      v.in_strides[kept] = v.in_strides[d];
+      ++kept;
+    }
+  }
+  for (int d = kept; d < v.rank; ++d) v.dims[d] = v.in_strides[d] = 0;
+  v.rank = kept;
+  return v;
+}
+
+// A view whose last two output dims are a transposed plane: output [batch, rows, cols] reads
+// input element offset + b * in_strides[0] + r + c * in_strides[rank - 1] (the rows are the
+// input's contiguous axis). Such a copy reads and writes coalesced through a tile in shared memory.
+inline bool is_plane_transpose(const StridedView& v) {
+  return (v.rank == 2 || v.rank == 3) && v.in_strides[v.rank - 2] == 1 && v.in_strides[v.rank - 1] != 1;
 }
 
 inline std::vector<int64_t> row_major_strides(const std::vector<int64_t>& shape) {
@@ -44,7 +75,7 @@ inline StridedView transpose_view(const std::vector<int64_t>& in, const std::vec
     v.dims[d] = in[static_cast<size_t>(perm[d])];
     v.in_strides[d] = strides[static_cast<size_t>(perm[d])];
   }
-  return v;
+  return collapse_view(v);
 }
 
 // One sliced axis: `len` elements from `start` in steps of `step` (ref::slice_axes's answer).
@@ -66,7 +97,7 @@ inline StridedView slice_view(const std::vector<int64_t>& in, const std::vector<
     v.in_strides[a.axis] = strides[a.axis] * a.step;
     v.offset += a.start * strides[a.axis];
   }
-  return v;
+  return collapse_view(v);
 }
 
 }  // namespace kiln::cuda

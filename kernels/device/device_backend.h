@@ -39,9 +39,6 @@ struct DeviceEngineOptions {
   // Runs with a batch (dim 0 of the first input) up to this are captured once as a CUDA Graph and
   // replayed; larger ones (long kernels, where launch cost does not matter) launch step by step.
   int64_t graph_max_batch = 16;
-  // Convolution algorithms chosen by running each candidate on the device once at load (cuDNN's
-  // find; seconds for a large model) instead of cuDNN's heuristic ranking.
-  bool tune = false;
   std::ostream* verbose = nullptr;  // which kernel runs each step and why others did not
 };
 

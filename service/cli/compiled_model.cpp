@@ -113,9 +113,12 @@ void print_pass_records(const std::vector<PassRecord>& records) {
 }
 
 std::vector<std::string> default_pipeline_for(DeviceKind device) {
-  if (device == DeviceKind::cpu) return default_pipeline();
-  auto without_kiln_ops = pipeline_parse_for_export("default");
-  return without_kiln_ops ? *without_kiln_ops : default_pipeline();
+  std::vector<std::string> pipeline = default_pipeline();
+  if (device == DeviceKind::cpu) return pipeline;
+  // The CUDA backend runs ElementwiseChain (kernels/cuda/elementwise_chain_op.cpp) but none of
+  // kiln's other fused ops, which have CPU kernels only.
+  std::erase_if(pipeline, [](const std::string& pass) { return pass == "fuse_concat_affine" || pass == "fuse_depth_first"; });
+  return pipeline;
 }
 
 Result<Plan> load_or_compile(const std::string& path, const DimOptions& dims, std::string* how, DeviceKind device) {

@@ -14,7 +14,6 @@ struct DeviceCli {
   std::string device = "cpu";
   std::string cuda_precision = "fp32";
   int cuda_device = 0;
-  bool cuda_tune = false;
 
   void add_to(CLI::App& cmd, bool with_device_index = true) {
     cmd.add_option("--device", device, "Where the compiled plan runs: cpu (default) or cuda (loads libkiln_cuda.so)")
@@ -22,8 +21,6 @@ struct DeviceCli {
     cmd.add_option("--cuda-precision", cuda_precision,
                    "With --device cuda: fp32 (default), tf32 (TF32 tensor cores in Conv/Gemm) or fp16")
         ->check(CLI::IsMember({"fp32", "tf32", "fp16"}));
-    cmd.add_flag("--cuda-tune", cuda_tune,
-                 "With --device cuda: choose each convolution's algorithm by timing the candidates at load (slower start)");
     if (with_device_index)
       cmd.add_option("--cuda-device", cuda_device, "With --device cuda: the GPU index (default 0)")->check(CLI::NonNegativeNumber);
   }
@@ -37,7 +34,6 @@ struct DeviceCli {
     options.verbose = verbose;
     options.device_options.precision = device_precision_from_name(cuda_precision).value_or(DevicePrecision::fp32);
     options.device_options.device_index = cuda_device;
-    options.device_options.tune = cuda_tune;
     return options;
   }
 };

@@ -20,6 +20,7 @@
 
 #include "kernels/device/device_plugin.h"
 #include "kernels/device/plan_runner.h"
+#include "kernels/elementwise_program.h"
 #include "kernels/post_ops.h"
 #include "tests/support/plan_builder.h"
 
@@ -167,6 +168,9 @@ const std::vector<OpCase>& op_cases() {
          const int x = b.input({2, 13, 7, 7});
          b.output(b.op(OpKind::GlobalAveragePool, {}, {x}));
          b.output(b.op(OpKind::GlobalMaxPool, {}, {x}));
+         const int large = b.input({2, 3, 40, 40});  // planes above 1024: a block per row, not a warp
+         b.output(b.op(OpKind::GlobalAveragePool, {}, {large}));
+         b.output(b.op(OpKind::GlobalMaxPool, {}, {large}));
        }},
       {"Softmax over 1000 classes, over a middle axis, and LogSoftmax",
        [](Builder& b) {
@@ -229,7 +233,36 @@ const std::vector<OpCase>& op_cases() {
          const int x = b.input({2, 7, 96}, -3.0f, 3.0f);
          b.output(b.op(OpKind::LayerNormalization, attrs({{"epsilon", 1e-6f}}), {x, b.weight({96}), b.weight({96})}));
          b.output(b.op(OpKind::LayerNormalization, {}, {x, b.weight({96})}));
+         const int wide = b.input({3, 1500});  // rows above 1024: a block per row, not a warp
+         b.output(b.op(OpKind::LayerNormalization, {}, {wide, b.weight({1500}), b.weight({1500})}));
          b.output(b.op(OpKind::Erf, {}, {x}));
+       }},
+      {"ElementwiseChain: bias + GELU written out (a trailing-vector operand and scalars), and a per-channel scale + residual",
+       [](Builder& b) {
+         const int x = b.input({2, 5, 7, 24}, -3.0f, 3.0f);
+         ElementwiseProgram gelu;
+         gelu.operands = 1;
+         gelu.scalars = {1.41421356f, 1.0f, 0.5f};  // registers 2, 3, 4
+         gelu.code = {{ChainOp::add, 0, 1}, {ChainOp::div, 5, 2}, {ChainOp::erf, 6, -1},
+                      {ChainOp::add, 7, 3},  {ChainOp::mul, 5, 8}, {ChainOp::mul, 9, 4}};
+         Attrs gelu_attrs;
+         elementwise_program_to_attrs(gelu, gelu_attrs);
+         b.output(b.op(OpKind::ElementwiseChain, gelu_attrs, {x, b.weight({24})}));
+         ElementwiseProgram scale_add;
+         scale_add.operands = 2;
+         scale_add.code = {{ChainOp::mul, 0, 1}, {ChainOp::add, 3, 2}, {ChainOp::sigmoid, 4, -1}};
+         Attrs scale_attrs;
+         elementwise_program_to_attrs(scale_add, scale_attrs);
+         b.output(b.op(OpKind::ElementwiseChain, scale_attrs, {x, b.weight({1, 5, 1, 1}), b.input({2, 5, 7, 24})}));
+       }},
+      {"Transpose of planes larger than a tile (NCHW <-> NHWC, partial tiles), and a bias over the last axis",
+       [](Builder& b) {
+         const int x = b.input({2, 40, 9, 37});
+         const int nhwc = b.op(OpKind::Transpose, attrs({{"perm", Ints{0, 2, 3, 1}}}), {x});
+         b.output(nhwc);
+         b.output(b.op(OpKind::Transpose, attrs({{"perm", Ints{0, 3, 1, 2}}}), {nhwc}));
+         b.output(b.op(OpKind::Add, {}, {nhwc, b.weight({40})}));
+         b.output(b.op(OpKind::Mul, {}, {x, b.input({2, 40, 9, 37})}));
        }},
       {"views: Flatten and Reshape, after an op (in place) and of an input (copied)",
        [](Builder& b) {
@@ -276,7 +309,8 @@ TEST_CASE("every CUDA kernel matches the CPU reference", "[ops]") {
   INFO(c.name << ", " << device_precision_name(precision));
   Builder b;
   c.build(b);
-  const std::string how = check_on_gpu(b, precision);
+  // Every kernel must be capturable: the limit is above every case's dim 0 (37 for Gemm transA).
+  const std::string how = check_on_gpu(b, precision, /*graph_max_batch=*/64);
   CHECK(how.find(", CUDA Graph") != std::string::npos);
 }
 

@@ -73,20 +73,33 @@ TEST_CASE("broadcast strides walk both inputs as numpy broadcasting does", "[cud
   REQUIRE(want);
   const Shape out = want->outputs[0].shape();
   const cuda::BroadcastShape shape = cuda::broadcast_shape(c.a, c.b, out);
-  REQUIRE(shape.rank == static_cast<int>(out.size()));
-  // The binary kernel's walk (elementwise.cu): split the flat output index into coordinates.
-  Tensor got = Tensor::zeros(DType::f32, out);
-  for (int64_t i = 0; i < got.numel(); ++i) {
-    int64_t rest = i, at_a = 0, at_b = 0;
-    for (int d = shape.rank - 1; d >= 0; --d) {
-      const int64_t coord = rest % shape.dims[d];
-      rest /= shape.dims[d];
-      at_a += coord * shape.a_strides[d];
-      at_b += coord * shape.b_strides[d];
-    }
-    got.data<float>()[i] = b.inputs[0].data<float>()[at_a] + b.inputs[1].data<float>()[at_b];
+  REQUIRE(shape.rank <= static_cast<int>(out.size()));
+  // The binary kernel's walk (elementwise.cu), in both of its index widths.
+  Tensor got64 = Tensor::zeros(DType::f32, out), got32 = Tensor::zeros(DType::f32, out);
+  for (int64_t i = 0; i < got64.numel(); ++i) {
+    int64_t a64 = 0, b64 = 0;
+    cuda::broadcast_offsets(shape, i, a64, b64);
+    got64.data<float>()[i] = b.inputs[0].data<float>()[a64] + b.inputs[1].data<float>()[b64];
+    int32_t a32 = 0, b32 = 0;
+    cuda::broadcast_offsets(shape, static_cast<int32_t>(i), a32, b32);
+    got32.data<float>()[i] = b.inputs[0].data<float>()[a32] + b.inputs[1].data<float>()[b32];
   }
-  testing::require_close(got, want->outputs[0]);
+  testing::require_close(got64, want->outputs[0]);
+  testing::require_close(got32, want->outputs[0]);
+}
+
+TEST_CASE("broadcast shapes collapse to the fewest dims the inputs allow", "[cuda]") {
+  // A bias over the last axis: [N*H*W, C]; equal shapes: one dim; per-channel NCHW: [N, C, H*W].
+  const cuda::BroadcastShape bias = cuda::broadcast_shape({4, 7, 7, 96}, {96}, {4, 7, 7, 96});
+  REQUIRE(bias.rank == 2);
+  CHECK(bias.dims[0] == 4 * 7 * 7);
+  CHECK(bias.b_strides[0] == 0);
+  CHECK(bias.b_strides[1] == 1);
+  CHECK(cuda::broadcast_shape({2, 3, 4}, {2, 3, 4}, {2, 3, 4}).rank == 1);
+  const cuda::BroadcastShape channel = cuda::broadcast_shape({2, 13, 5, 5}, {1, 13, 1, 1}, {2, 13, 5, 5});
+  REQUIRE(channel.rank == 3);
+  CHECK(channel.dims[2] == 25);
+  CHECK(cuda::broadcast_shape({1, 1}, {1}, {1, 1}).rank == 0);
 }
 
 namespace {
@@ -94,7 +107,22 @@ namespace {
 // The copy kernel's loop (copy.cu) on the CPU.
 Tensor strided_copy(const Tensor& x, const cuda::StridedView& view, const Shape& out) {
   Tensor y = Tensor::zeros(x.dtype(), out);
-  for (int64_t i = 0; i < y.numel(); ++i) y.data<float>()[i] = x.data<float>()[cuda::strided_source(view, i)];
+  int64_t elements = 1;
+  for (int d = 0; d < view.rank; ++d) elements *= view.dims[d];
+  REQUIRE(elements == y.numel());
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    y.data<float>()[i] = x.data<float>()[cuda::strided_source(view, i)];
+    REQUIRE(cuda::strided_source(view, static_cast<int32_t>(i)) == cuda::strided_source(view, i));
+  }
+  if (cuda::is_plane_transpose(view)) {
+    // The tiled kernel's addressing (copy.cu): output [batch, rows, cols] is contiguous.
+    const int64_t batch = view.rank == 3 ? view.dims[0] : 1, rows = view.dims[view.rank - 2], cols = view.dims[view.rank - 1];
+    const int64_t batch_stride = view.rank == 3 ? view.in_strides[0] : 0, col_stride = view.in_strides[view.rank - 1];
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+          REQUIRE(y.data<float>()[(b * rows + r) * cols + c] == x.data<float>()[view.offset + b * batch_stride + r + c * col_stride]);
+  }
   return y;
 }
 
@@ -102,7 +130,8 @@ Tensor strided_copy(const Tensor& x, const cuda::StridedView& view, const Shape&
 
 TEST_CASE("Transpose as a strided view reads what the reference Transpose writes", "[cuda]") {
   const std::vector<int64_t> perm = GENERATE(std::vector<int64_t>{0, 2, 3, 1}, std::vector<int64_t>{3, 2, 1, 0},
-                                             std::vector<int64_t>{1, 0, 2, 3}, std::vector<int64_t>{0, 1, 2, 3});
+                                             std::vector<int64_t>{1, 0, 2, 3}, std::vector<int64_t>{0, 1, 2, 3},
+                                             std::vector<int64_t>{0, 3, 1, 2}, std::vector<int64_t>{0, 2, 1, 3});
   testing::Builder b;
   const int x = b.input({2, 3, 4, 5});
   const int y = b.op(OpKind::Transpose, testing::attrs({{"perm", perm}}), {x});
@@ -183,8 +212,13 @@ TEST_CASE("the pooling window walk and geometry match the reference pooling", "[
   REQUIRE(p);
   Tensor got = Tensor::zeros(DType::f32, b.concrete(y));
   const float* in = b.inputs[0].data<float>();
-  for (int64_t i = 0; i < got.numel(); ++i) got.data<float>()[i] = cuda::pool2d_element(*p, i, [in](int64_t at) { return in[at]; });
+  Tensor got32 = Tensor::zeros(DType::f32, b.concrete(y));
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    got.data<float>()[i] = cuda::pool2d_element(*p, i, [in](int64_t at) { return in[at]; });
+    got32.data<float>()[i] = cuda::pool2d_element(*p, static_cast<int32_t>(i), [in](int32_t at) { return in[at]; });
+  }
   testing::require_close(got, want->outputs[0]);
+  testing::require_close(got32, want->outputs[0]);
 }
 
 }  // namespace kiln
