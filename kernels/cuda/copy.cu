@@ -9,7 +9,7 @@ namespace kiln::cuda {
 namespace {
 
 template <typename Word, typename Index>
-__global__ void strided_copy_kernel(const Word* x, Word* y, StridedView view, Index n) {
+__global__ void strided_copy_kernel(const Word* x, Word* y, const KILN_GRID_CONSTANT StridedView view, Index n) {
   for (Index i = static_cast<Index>(global_thread()); i < n; i += static_cast<Index>(grid_threads()))
     y[i] = x[strided_source(view, i)];
 }

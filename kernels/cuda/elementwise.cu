@@ -23,7 +23,7 @@ __device__ inline float binary_apply(BinaryOp op, float a, float b) {
 }
 
 template <typename T, typename Index>
-__global__ void binary_kernel(BinaryOp op, const T* a, const T* b, T* y, BroadcastShape shape, Index n) {
+__global__ void binary_kernel(BinaryOp op, const T* a, const T* b, T* y, const KILN_GRID_CONSTANT BroadcastShape shape, Index n) {
   for (Index i = static_cast<Index>(global_thread()); i < n; i += static_cast<Index>(grid_threads())) {
     Index at_a, at_b;
     broadcast_offsets(shape, i, at_a, at_b);

@@ -40,28 +40,43 @@ struct Operands {
   const void* p[kMaxChainOperands];
 };
 
+// The program's registers live in shared memory, one column per thread ([register][thread]: no
+// bank conflicts): the program picks registers at run time, and a per-thread array indexed so
+// spilled to local memory (ConvNeXt's GELU chain: 1.9 ms for 77M elements on an H100).
+constexpr int kChainBlock = 128;
+
 template <typename T, typename Index>
-__global__ void chain_kernel(DeviceChain c, const T* x, Operands operands, T* y, Index n) {
-  float r[kMaxChainRegisters];
+__global__ void __launch_bounds__(kChainBlock)
+    chain_kernel(const KILN_GRID_CONSTANT DeviceChain c, const KILN_GRID_CONSTANT Operands operands, const T* x, T* y, Index n) {
+  __shared__ float registers[kMaxChainRegisters * kChainBlock];
+  float* r = registers + threadIdx.x;  // register k is r[k * kChainBlock]
+  for (int s = c.first_scalar; s < c.first_result; ++s) r[s * kChainBlock] = c.scalars[s - c.first_scalar];
   for (Index i = static_cast<Index>(global_thread()); i < n; i += static_cast<Index>(grid_threads())) {
     r[0] = load_float(x, i);
-    // Coordinates of i over the collapsed dims, then each operand's offset.
-    Index coord[kMaxBroadcastRank];
+    // Split i into coordinates over the collapsed dims, innermost first, and sum each operand's
+    // offset; fixed trip counts, so `at` stays in registers.
+    Index at[kMaxChainOperands] = {};
     Index rest = i;
-    for (int d = c.rank - 1; d > 0; --d) {
-      const Index dim = static_cast<Index>(c.dims[d]);
-      coord[d] = rest % dim;
-      rest /= dim;
+#pragma unroll
+    for (int d = kMaxBroadcastRank - 1; d >= 0; --d) {
+      if (d >= c.rank) continue;
+      Index coord = rest;
+      if (d > 0) {
+        const Index dim = static_cast<Index>(c.dims[d]);
+        coord = rest % dim;
+        rest /= dim;
+      }
+#pragma unroll
+      for (int k = 0; k < kMaxChainOperands; ++k)
+        if (k < c.operands) at[k] += coord * static_cast<Index>(c.strides[k][d]);
     }
-    coord[0] = rest;
-    for (int k = 0; k < c.operands; ++k) {
-      Index at = 0;
-      for (int d = 0; d < c.rank; ++d) at += coord[d] * static_cast<Index>(c.strides[k][d]);
-      r[1 + k] = load_float(static_cast<const T*>(operands.p[k]), at);
-    }
-    for (int s = c.first_scalar; s < c.first_result; ++s) r[s] = c.scalars[s - c.first_scalar];
-    for (int j = 0; j < c.code_size; ++j) r[c.first_result + j] = chain_apply(c.op[j], r[c.a[j]], c.b[j] < 0 ? 0.0f : r[c.b[j]]);
-    store_float(y, i, r[c.first_result + c.code_size - 1]);
+#pragma unroll
+    for (int k = 0; k < kMaxChainOperands; ++k)
+      if (k < c.operands) r[(1 + k) * kChainBlock] = load_float(static_cast<const T*>(operands.p[k]), at[k]);
+    for (int j = 0; j < c.code_size; ++j)
+      r[(c.first_result + j) * kChainBlock] =
+          chain_apply(c.op[j], r[c.a[j] * kChainBlock], c.b[j] < 0 ? 0.0f : r[c.b[j] * kChainBlock]);
+    store_float(y, i, r[(c.first_result + c.code_size - 1) * kChainBlock]);
   }
 }
 
@@ -70,8 +85,9 @@ void chain(const DeviceChain& c, const void* x, const void* const* operands, voi
   Operands p{};
   for (int k = 0; k < c.operands; ++k) p.p[k] = operands[k];
   const T* tx = static_cast<const T*>(x);
-  if (n < kIndex32Limit) chain_kernel<<<grid_for(n), kBlock, 0, stream>>>(c, tx, p, static_cast<T*>(y), static_cast<int32_t>(n));
-  else chain_kernel<<<grid_for(n), kBlock, 0, stream>>>(c, tx, p, static_cast<T*>(y), n);
+  const unsigned grid = grid_for(n, kChainBlock);
+  if (n < kIndex32Limit) chain_kernel<<<grid, kChainBlock, 0, stream>>>(c, p, tx, static_cast<T*>(y), static_cast<int32_t>(n));
+  else chain_kernel<<<grid, kChainBlock, 0, stream>>>(c, p, tx, static_cast<T*>(y), n);
 }
 
 }  // namespace

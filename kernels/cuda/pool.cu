@@ -9,7 +9,7 @@ namespace kiln::cuda {
 namespace {
 
 template <typename T, typename Index>
-__global__ void pool2d_kernel(Pool2d p, const T* x, T* y, Index n) {
+__global__ void pool2d_kernel(const KILN_GRID_CONSTANT Pool2d p, const T* x, T* y, Index n) {
   for (Index i = static_cast<Index>(global_thread()); i < n; i += static_cast<Index>(grid_threads()))
     store_float(y, i, pool2d_element(p, i, [x](Index at) { return load_float(x, at); }));
 }
