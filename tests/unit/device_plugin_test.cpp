@@ -10,6 +10,7 @@
 #include "kernels/device/device_check.h"
 #include "kernels/device/device_plugin.h"
 #include "kernels/device/plan_runner.h"
+#include "kernels/elementwise_program.h"
 #include "kernels/post_ops.h"
 #include "tests/support/plan_builder.h"
 
@@ -87,6 +88,10 @@ TEST_CASE("device cuda without the plugin fails at PlanRunner::create with the s
   auto cpu = PlanRunner::create(b.plan, options);
   REQUIRE(cpu);
   CHECK((*cpu)->describe().rfind("cpu, ", 0) == 0);
+  // Device-only timing is a device plan's: on the CPU it is refused, not faked.
+  auto timed = (*cpu)->time_on_device(1, 3);
+  REQUIRE_FALSE(timed);
+  CHECK(timed.error().code == ErrorCode::unsupported);
 }
 
 #ifdef KILN_CUDA_PLUGIN_PATH
@@ -140,6 +145,31 @@ TEST_CASE("the plugin's capability query needs no device and names the node and 
       INFO((st ? std::string() : st.message()));
       CHECK(st);
     }
+  }
+  SECTION("LayerNormalization, Erf and an ElementwiseChain pass; a chain longer than the device program does not") {
+    testing::Builder b;
+    const int x = b.input({2, 7, 96});
+    const int n = b.op(OpKind::LayerNormalization, {}, {x, b.weight({96}), b.weight({96})});
+    const int e = b.op(OpKind::Erf, {}, {n});
+    ElementwiseProgram program;
+    program.operands = 1;
+    program.code = {{ChainOp::add, 0, 1}, {ChainOp::sigmoid, 2, -1}};
+    Attrs chain;
+    elementwise_program_to_attrs(program, chain);
+    b.output(b.op(OpKind::ElementwiseChain, chain, {e, b.weight({96})}));
+    const Status st = (*backend)->check_plan(b.plan, {});
+    INFO((st ? std::string() : st.message()));
+    CHECK(st);
+    testing::Builder long_chain;
+    const int y = long_chain.input({4, 8});
+    ElementwiseProgram many;
+    for (int j = 0; j < 30; ++j) many.code.push_back({ChainOp::relu, j, -1});
+    Attrs many_attrs;
+    elementwise_program_to_attrs(many, many_attrs);
+    long_chain.output(long_chain.op(OpKind::ElementwiseChain, many_attrs, {y}));
+    const Status refused = (*backend)->check_plan(long_chain.plan, {});
+    REQUIRE_FALSE(refused);
+    CHECK(refused.message().find("cuda.elementwise_chain: needs at most 24 instructions") != std::string::npos);
   }
   SECTION("Transpose, Slice and trailing-axis reductions pass; a reduction over a middle axis does not") {
     testing::Builder b;
