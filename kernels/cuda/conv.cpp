@@ -21,6 +21,7 @@
 #include "kernels/cuda/cuda_registry.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/owned_handle.h"
 #include "kernels/reference/window.h"
 
 namespace kiln::cuda {
@@ -77,17 +78,6 @@ std::optional<std::string> supports(const KernelBuild& b) {
   if (!shape) return shape.error().message;
   return std::nullopt;
 }
-
-template <typename T, cudnnStatus_t (*Destroy)(T)>
-struct CudnnDescriptor {
-  T handle = nullptr;
-  CudnnDescriptor() = default;
-  CudnnDescriptor(const CudnnDescriptor&) = delete;
-  CudnnDescriptor& operator=(const CudnnDescriptor&) = delete;
-  ~CudnnDescriptor() {
-    if (handle) Destroy(handle);
-  }
-};
 
 class CudnnConv final : public CudaKernel {
  public:
@@ -192,10 +182,10 @@ class CudnnConv final : public CudaKernel {
   }
 
   const CudaContext* context_ = nullptr;
-  CudnnDescriptor<cudnnTensorDescriptor_t, cudnnDestroyTensorDescriptor> x_desc_, y_desc_, bias_desc_;
-  CudnnDescriptor<cudnnFilterDescriptor_t, cudnnDestroyFilterDescriptor> w_desc_;
-  CudnnDescriptor<cudnnConvolutionDescriptor_t, cudnnDestroyConvolutionDescriptor> conv_desc_;
-  CudnnDescriptor<cudnnActivationDescriptor_t, cudnnDestroyActivationDescriptor> act_desc_;
+  OwnedHandle<cudnnTensorDescriptor_t, cudnnDestroyTensorDescriptor> x_desc_, y_desc_, bias_desc_;
+  OwnedHandle<cudnnFilterDescriptor_t, cudnnDestroyFilterDescriptor> w_desc_;
+  OwnedHandle<cudnnConvolutionDescriptor_t, cudnnDestroyConvolutionDescriptor> conv_desc_;
+  OwnedHandle<cudnnActivationDescriptor_t, cudnnDestroyActivationDescriptor> act_desc_;
   cudnnConvolutionFwdAlgo_t algorithm_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
   size_t workspace_ = 0;
   bool fused_relu_ = false, residual_ = false, has_bias_ = false;

@@ -8,6 +8,7 @@
 #include "kernels/cuda/cuda_registry.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/device_buffer.h"
+#include "kernels/cuda/owned_handle.h"
 #include "kernels/memory_plan.h"
 
 namespace kiln::cuda {
@@ -51,17 +52,6 @@ struct Staging {
   PinnedBuffer host;
   DeviceBuffer converted;
   DeviceBuffer resident;
-};
-
-// One CUDA event, destroyed with its owner.
-struct Event {
-  cudaEvent_t handle = nullptr;
-  Event() = default;
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  ~Event() {
-    if (handle) cudaEventDestroy(handle);
-  }
 };
 
 class CudaEngine final : public DeviceEngine {
@@ -472,7 +462,7 @@ Result<std::vector<double>> CudaEngine::time_on_device(int warmup, int iters) {
     compute_graph_exec_ = capture(true, compute_graph_failure_);
     compute_graph_failed_ = compute_graph_exec_ == nullptr;
   }
-  Event start, stop;
+  OwnedHandle<cudaEvent_t, cudaEventDestroy> start, stop;
   KILN_CUDA_TRY(cudaEventCreate(&start.handle));
   KILN_CUDA_TRY(cudaEventCreate(&stop.handle));
   std::vector<double> times;

@@ -10,6 +10,7 @@
 #include "kernels/cuda/cuda_registry.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/gemm_layout.h"
+#include "kernels/cuda/owned_handle.h"
 
 namespace kiln::cuda {
 namespace {
@@ -77,17 +78,6 @@ std::optional<std::string> supports(const KernelBuild& b) {
   return std::nullopt;
 }
 
-template <typename T, cublasStatus_t (*Destroy)(T)>
-struct LtDescriptor {
-  T handle = nullptr;
-  LtDescriptor() = default;
-  LtDescriptor(const LtDescriptor&) = delete;
-  LtDescriptor& operator=(const LtDescriptor&) = delete;
-  ~LtDescriptor() {
-    if (handle) Destroy(handle);
-  }
-};
-
 class LtGemm final : public CudaKernel {
  public:
   Status init(const KernelBuild& b, const CudaContext& context) {
@@ -126,7 +116,7 @@ class LtGemm final : public CudaKernel {
     KILN_CUBLAS_TRY(create(&second_.handle, layout.second));
     KILN_CUBLAS_TRY(create(&out_.handle, layout.out));
 
-    LtDescriptor<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> preference;
+    OwnedHandle<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceDestroy> preference;
     KILN_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&preference.handle));
     KILN_CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(preference.handle, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                          &kMaxGemmWorkspace, sizeof kMaxGemmWorkspace));
@@ -164,8 +154,8 @@ class LtGemm final : public CudaKernel {
  private:
   const CudaContext* context_ = nullptr;
   GemmShape g_;
-  LtDescriptor<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> op_;
-  LtDescriptor<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> first_, second_, out_;
+  OwnedHandle<cublasLtMatmulDesc_t, cublasLtMatmulDescDestroy> op_;
+  OwnedHandle<cublasLtMatrixLayout_t, cublasLtMatrixLayoutDestroy> first_, second_, out_;
   cublasLtMatmulAlgo_t algorithm_{};
   size_t workspace_ = 0;
   int c_matrix_input_ = -1;
