@@ -110,12 +110,22 @@ Status selftest_status(const std::vector<SelftestCheck>& checks) {
   return Status::ok();
 }
 
+SelftestTolerance selftest_tolerance_on_device(SelftestTolerance bundle, const PlanRunnerOptions& options) {
+  if (options.device == DeviceKind::cpu) return bundle;
+  double rel = 0;
+  if (options.device_options.precision == DevicePrecision::tf32) rel = 1e-2;
+  if (options.device_options.precision == DevicePrecision::fp16) rel = 3e-2;
+  bundle.rel = std::max(bundle.rel, rel);
+  return bundle;
+}
+
 Result<std::vector<SelftestCheck>> selftest_run(const Plan& plan, const NamedTensors& inputs,
                                                 const NamedTensors& expected, const SelftestTolerance& tolerance,
-                                                const EngineOptions& options) {
+                                                const PlanRunnerOptions& options) {
   std::vector<std::string> ignored;
   KILN_ASSIGN(values, plan_inputs_match(inputs, plan, "the self-test inputs", ignored));
-  KILN_ASSIGN(results, plan_run_engine(plan, values, options));
+  KILN_ASSIGN(runner, PlanRunner::create(plan, options));
+  KILN_ASSIGN(results, runner->run(values));
   return selftest_compare(expected, plan_outputs_name(plan, results), tolerance);
 }
 

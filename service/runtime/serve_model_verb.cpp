@@ -2,6 +2,7 @@
 // HTTP with the KServe v2 / Triton JSON inference protocol, batching concurrent requests into
 // runs of the plan's compiled batch. The pieces live in serve/: the protocol, the model's
 // signature, the batcher, the router and the Beast server; this file wires them together.
+// --device cuda runs the plan on an NVIDIA GPU (libkiln_cuda.so), as `kiln-runtime run` does.
 #include <cctype>
 #include <csignal>
 #include <cstdio>
@@ -12,8 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "containers/bundle/selftest.h"
-#include "kernels/engine.h"
+#include "kernels/device/plan_runner.h"
 #include "kernels/plan_file.h"
+#include "service/cli/device_options.h"
 #include "service/runtime/serve/batcher.h"
 #include "service/runtime/serve/http_server.h"
 #include "service/runtime/serve/model_signature.h"
@@ -43,6 +45,7 @@ struct ServeOptions {
   int64_t max_batch = 0;
   double max_batch_delay_ms = 2;
   int64_t max_body_mb = 64;
+  cli::DeviceCli device;
 };
 
 bool name_ok(const std::string& name) {
@@ -103,7 +106,7 @@ int run_serve(const ServeOptions& opts) {
   if (batch > 0 && opts.max_batch > batch)
     return report_error("--max-batch " + std::to_string(opts.max_batch) + " exceeds the plan's batch " + std::to_string(batch) +
                         " (compile with kiln compile --batch " + std::to_string(opts.max_batch) + ")");
-  auto engine = Engine::create(plan, {opts.threads, nullptr});
+  auto engine = PlanRunner::create(plan, opts.device.runner_options(opts.threads, nullptr));
   if (!engine) return report_error(engine.error().message);
 
   BatcherOptions batching;
@@ -116,7 +119,7 @@ int run_serve(const ServeOptions& opts) {
     dtypes.push_back(s.dtype);
     shapes.push_back(s.shape);
   }
-  Engine& eng = **engine;
+  PlanRunner& eng = **engine;  // used on the batcher's worker thread only
   Batcher batcher(batching, std::move(dtypes), std::move(shapes),
                   [&eng](const std::vector<Tensor>& inputs) { return eng.run(inputs); });
 
@@ -178,6 +181,7 @@ void add_serve_model_verb(CLI::App& app, VerbRunner& run) {
   cmd->add_option("--max-batch-delay-ms", opts->max_batch_delay_ms,
                   "How long the first queued request waits for others to fill a batch (default 2)");
   cmd->add_option("--max-body-mb", opts->max_body_mb, "Largest request body in MiB; larger ones get 413 (default 64)");
+  opts->device.add_to(*cmd);
   cmd->callback([opts, &run] { run = [opts] { return run_serve(*opts); }; });
 }
 

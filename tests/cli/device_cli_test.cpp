@@ -91,6 +91,26 @@ TEST_CASE("kiln-runtime run --device cuda answers clearly on this machine", "[cl
                         "kiln-runtime");
 }
 
+TEST_CASE("kiln-runtime selftest and serve-model --device cuda answer clearly on this machine", "[cli][device]") {
+  const fs::path image = scratch() / "image";
+  const Run built = run_binary(KILN_BINARY, "image " + kModel + " -o " + image.string());
+  INFO(built.output);
+  REQUIRE(built.exit_code == 0);
+  const std::string bundle = (image / "bundle").string();
+  const Run on_cpu = run_binary(KILN_RUNTIME_BINARY, "selftest --bundle " + bundle);
+  INFO(on_cpu.output);
+  CHECK(on_cpu.exit_code == 0);
+  require_device_answer(run_binary(KILN_RUNTIME_BINARY, "selftest --bundle " + bundle + " --device cuda --cuda-precision fp16"),
+                        "kiln-runtime");
+  // On a usable GPU serve-model would serve until stopped: `timeout` ends it (exit 124).
+  const Run served = run_binary("timeout 20 " KILN_RUNTIME_BINARY, "serve-model --bundle " + bundle + " --port 0 --device cuda");
+  if (served.exit_code == 124) {
+    WARN("a usable CUDA device is present: serve-model served on it until stopped");
+    return;
+  }
+  require_device_answer(served, "kiln-runtime");
+}
+
 TEST_CASE("kiln compile --device cuda checks every op has a CUDA kernel, with or without a GPU", "[cli][device]") {
   const Run good = run_binary(KILN_BINARY, "compile " + kModel + " --device cuda --cuda-precision fp16 -o " + (scratch() / "fashion_cuda.kiln").string());
   INFO(good.output);
