@@ -1,6 +1,7 @@
 #include "api/description.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "api/limits.h"
 #include "api/schema_validator.h"
@@ -30,7 +31,15 @@ std::optional<double> num(const json& obj, const char* key) {
   return obj[key].get<double>();
 }
 
-int64_t integer(const json& v) { return v.is_number_float() ? static_cast<int64_t>(v.get<double>()) : v.get<int64_t>(); }
+// A JSON integer the schema accepted; one written as a float (2e3, or digits past int64's range,
+// which the parser reads as a double) saturates rather than overflowing the conversion.
+int64_t integer(const json& v) {
+  if (!v.is_number_float()) return v.get<int64_t>();
+  const double d = v.get<double>();
+  if (!(d > -9.2e18)) return std::numeric_limits<int64_t>::min();
+  if (!(d < 9.2e18)) return std::numeric_limits<int64_t>::max();
+  return static_cast<int64_t>(d);
+}
 
 template <typename Enum, size_t N>
 Enum enum_from(const std::string& name, const char* const (&names)[N]) {

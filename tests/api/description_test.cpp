@@ -86,6 +86,19 @@ TEST_CASE("wrong type: pointer, line and expectation", "[api][description]") {
   CHECK(e[0].to_string() == "target.yaml:9: /node/gpus/0/count: expected integer >= 1 and <= 64, got \"four\"");
 }
 
+TEST_CASE("an integer past int64's range is refused by the schema, not converted", "[api][description]") {
+  // The JSON parser reads digits beyond int64 as a double; converting it was undefined behaviour
+  // (found by fuzz_service_router through POST /v1/plan).
+  const std::vector<Error> e = app_errors(replace(kApp, "224, 224]", "224, 2855555555555555555555555555555555555555555]"));
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].pointer == "/inputs/x/shape/3");
+  CHECK_THAT(e[0].message, Catch::Contains("<= 1099511627776"));
+  // A whole number written as a float is still an integer.
+  Result<ApplicationDescription> ok = application_parse(replace(kApp, "224, 224]", "224, 2.24e2]"), "app.yaml");
+  REQUIRE(ok);
+  CHECK(ok->inputs[0].shape[3].value == 224);
+}
+
 TEST_CASE("unknown field: rejected, with the known ones and a guess", "[api][description]") {
   const std::vector<Error> e = app_errors(std::string(kApp) + "constraints: {max_latncy_ms: 5}\n");
   REQUIRE(e.size() == 1);
