@@ -7,7 +7,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <initializer_list>
 #include <vector>
 
 #include "kernels/cuda/host_device.h"
@@ -39,21 +38,22 @@ inline void broadcast_strides(const std::vector<int64_t>& in, const std::vector<
   }
 }
 
-// Drops dims of size 1 and merges dim d into d + 1 wherever every stride list walks the two as
-// one (strides[d] == strides[d + 1] * dims[d + 1], zero strides included). The element each flat
-// index reaches is unchanged; a scalar result keeps rank 0.
-inline void collapse_dims(int& rank, int64_t* dims, std::initializer_list<int64_t*> strides) {
+// Drops dims of size 1 and merges dim d into d + 1 wherever each of the `lists` stride lists walks
+// the two as one (strides[d] == strides[d + 1] * dims[d + 1], zero and negative strides included).
+// The element each flat index reaches is unchanged; a scalar result keeps rank 0. Shared by the
+// broadcasts here, ElementwiseChain's operands and the strided views of Transpose and Slice.
+inline void collapse_dims(int& rank, int64_t* dims, int64_t* const* strides, int lists) {
   int kept = 0;
   for (int d = 0; d < rank; ++d) {
     if (dims[d] == 1) continue;
     bool merge = kept > 0;
-    for (int64_t* s : strides) merge = merge && s[kept - 1] == s[d] * dims[d];
+    for (int l = 0; l < lists; ++l) merge = merge && strides[l][kept - 1] == strides[l][d] * dims[d];
     if (merge) {
       dims[kept - 1] *= dims[d];
-      for (int64_t* s : strides) s[kept - 1] = s[d];
+      for (int l = 0; l < lists; ++l) strides[l][kept - 1] = strides[l][d];
     } else {
       dims[kept] = dims[d];
-      for (int64_t* s : strides) s[kept] = s[d];
+      for (int l = 0; l < lists; ++l) strides[l][kept] = strides[l][d];
       ++kept;
     }
   }
@@ -67,7 +67,8 @@ inline BroadcastShape broadcast_shape(const std::vector<int64_t>& a, const std::
   for (size_t d = 0; d < out.size(); ++d) shape.dims[d] = out[d];
   broadcast_strides(a, out, shape.a_strides);
   broadcast_strides(b, out, shape.b_strides);
-  collapse_dims(shape.rank, shape.dims, {shape.a_strides, shape.b_strides});
+  int64_t* const strides[] = {shape.a_strides, shape.b_strides};
+  collapse_dims(shape.rank, shape.dims, strides, 2);
   return shape;
 }
 

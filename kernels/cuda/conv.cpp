@@ -12,7 +12,6 @@
 // it times.)
 // Precision: fp32 forbids tensor-op math (FMA only) so results match the CPU within 1e-4; tf32
 // allows TF32 tensor cores; fp16 stores half and accumulates in float (PSEUDO_HALF config).
-#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -95,6 +94,7 @@ class CudnnConv final : public CudaKernel {
     residual_ = b.inputs.size() > 3 && b.inputs[3].present;
     has_bias_ = b.inputs.size() > 2 && b.inputs[2].present;
     y_elements_ = shape_numel(y.shape);
+    y_batch_ = y.shape[0];
     y_channels_ = y.shape[1];
     y_plane_ = y.shape[2] * y.shape[3];
     y_bytes_ = device_bytes(y);
@@ -149,8 +149,7 @@ class CudnnConv final : public CudaKernel {
                                            conv_desc_.handle, algorithm_, args.workspace, workspace_, &residual_scale,
                                            y_desc_.handle, y));
     if (has_bias_)
-      KILN_CUDA_TRY(launch_bias_activation(type_, y, bias, y_elements_ / std::max<int64_t>(1, y_channels_ * y_plane_), y_channels_,
-                                           y_plane_, after_, context_->stream));
+      KILN_CUDA_TRY(launch_bias_activation(type_, y, bias, y_batch_, y_channels_, y_plane_, after_, context_->stream));
     else if (after_.kind != DeviceActivation::none)
       KILN_CUDA_TRY(launch_activation(type_, after_, y, y, y_elements_, context_->stream));
     return Status::ok();
@@ -191,7 +190,7 @@ class CudnnConv final : public CudaKernel {
   bool fused_relu_ = false, residual_ = false, has_bias_ = false;
   ActivationParams after_;
   FloatType type_ = FloatType::f32;
-  int64_t y_elements_ = 0, y_channels_ = 0, y_plane_ = 0;
+  int64_t y_elements_ = 0, y_batch_ = 0, y_channels_ = 0, y_plane_ = 0;
   size_t y_bytes_ = 0;
   DeviceBuffer zero_bias_;
 };

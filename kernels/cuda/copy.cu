@@ -52,10 +52,8 @@ cudaError_t launch(const void* x, void* y, const StridedView& view, int64_t n, i
       return cudaGetLastError();
     }
   }
-  if (n < kIndex32Limit && source_extent < kIndex32Limit)
-    strided_copy_kernel<<<grid_for(n), kBlock, 0, stream>>>(in, out, view, static_cast<int32_t>(n));
-  else
-    strided_copy_kernel<<<grid_for(n), kBlock, 0, stream>>>(in, out, view, n);
+  launch_indexed(n, n < kIndex32Limit && source_extent < kIndex32Limit,
+                 [&](auto count) { strided_copy_kernel<<<grid_for(n), kBlock, 0, stream>>>(in, out, view, count); });
   return cudaGetLastError();
 }
 

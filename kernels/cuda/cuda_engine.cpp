@@ -54,12 +54,20 @@ struct Staging {
   DeviceBuffer resident;
 };
 
+// A sequence recorded as a CUDA Graph on first use: `exec` once captured; `tried` with a null
+// exec when capture failed (`failure` says why) and the sequence launches step by step instead.
+struct CapturedGraph {
+  cudaGraphExec_t exec = nullptr;
+  bool tried = false;
+  std::string failure;
+};
+
 class CudaEngine final : public DeviceEngine {
  public:
   ~CudaEngine() override {
     steps_.clear();  // kernels hold descriptors made with the handles below
-    if (graph_exec_) cudaGraphExecDestroy(graph_exec_);
-    if (compute_graph_exec_) cudaGraphExecDestroy(compute_graph_exec_);
+    for (const CapturedGraph* g : {&run_graph_, &compute_graph_})
+      if (g->exec) cudaGraphExecDestroy(g->exec);
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
     if (context_.cublaslt) cublasLtDestroy(context_.cublaslt);
     if (context_.cudnn) cudnnDestroy(context_.cudnn);
@@ -84,6 +92,7 @@ class CudaEngine final : public DeviceEngine {
   Status upload_inputs(const std::vector<Tensor>& inputs);
   Status enqueue(std::vector<double>* step_ms, bool resident = false);
   cudaGraphExec_t capture(bool resident, std::string& failure);
+  cudaGraphExec_t graph_for(CapturedGraph& graph, bool resident);
 
   DeviceEngineOptions options_;
   CudaContext context_;
@@ -96,13 +105,9 @@ class CudaEngine final : public DeviceEngine {
   EngineMemory memory_;
   DeviceBuffer arena_, weights_, workspace_;
   bool use_graph_ = false;
-  bool graph_failed_ = false;
-  std::string graph_failure_;
-  cudaGraphExec_t graph_exec_ = nullptr;
+  CapturedGraph run_graph_;      // a whole run (steps and output copies)
+  CapturedGraph compute_graph_;  // the steps alone, inputs from device copies (time_on_device)
   bool ran_ = false;  // a run's inputs are in the staging buffers (what time_on_device reads)
-  bool compute_graph_failed_ = false;
-  std::string compute_graph_failure_;
-  cudaGraphExec_t compute_graph_exec_ = nullptr;  // the steps alone, inputs from device copies
   std::vector<cudaEvent_t> events_;  // per step: start, end (profiling only)
 };
 
@@ -387,6 +392,15 @@ cudaGraphExec_t CudaEngine::capture(bool resident, std::string& failure) {
 // Each input through its pinned buffer to the device in chunks: the host copy of chunk k + 1
 // overlaps the transfer of chunk k (one whole copy, then one transfer, took 5.7 ms of ResNet-50's
 // 12.7 ms at batch 64 on an H100). Outside any graph, which holds fixed host addresses.
+// Graphed runs (batch up to graph_max_batch) capture `graph` on first use; null otherwise.
+cudaGraphExec_t CudaEngine::graph_for(CapturedGraph& graph, bool resident) {
+  if (use_graph_ && !graph.tried) {
+    graph.tried = true;
+    graph.exec = capture(resident, graph.failure);
+  }
+  return graph.exec;
+}
+
 Status CudaEngine::upload_inputs(const std::vector<Tensor>& inputs) {
   constexpr size_t kChunk = size_t{2} << 20;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -421,11 +435,7 @@ Result<std::vector<Tensor>> CudaEngine::run(const std::vector<Tensor>& inputs, s
     }
     KILN_TRY(enqueue(step_ms));
   } else {
-    if (use_graph_ && !graph_exec_ && !graph_failed_) {
-      graph_exec_ = capture(false, graph_failure_);
-      graph_failed_ = graph_exec_ == nullptr;
-    }
-    if (graph_exec_) KILN_CUDA_TRY(cudaGraphLaunch(graph_exec_, context_.stream));
+    if (cudaGraphExec_t graph = graph_for(run_graph_, false)) KILN_CUDA_TRY(cudaGraphLaunch(graph, context_.stream));
     else KILN_TRY(enqueue(nullptr));
   }
   KILN_CUDA_TRY(cudaStreamSynchronize(context_.stream));
@@ -458,17 +468,14 @@ Result<std::vector<double>> CudaEngine::time_on_device(int warmup, int iters) {
     s.resident = std::move(resident);
     KILN_CUDA_TRY(cudaMemcpy(s.resident.data(), s.host.data(), v.host_bytes(), cudaMemcpyHostToDevice));
   }
-  if (use_graph_ && !compute_graph_exec_ && !compute_graph_failed_) {
-    compute_graph_exec_ = capture(true, compute_graph_failure_);
-    compute_graph_failed_ = compute_graph_exec_ == nullptr;
-  }
+  cudaGraphExec_t graph = graph_for(compute_graph_, true);
   OwnedHandle<cudaEvent_t, cudaEventDestroy> start, stop;
   KILN_CUDA_TRY(cudaEventCreate(&start.handle));
   KILN_CUDA_TRY(cudaEventCreate(&stop.handle));
   std::vector<double> times;
   for (int i = 0; i < warmup + iters; ++i) {
     KILN_CUDA_TRY(cudaEventRecord(start.handle, context_.stream));
-    if (compute_graph_exec_) KILN_CUDA_TRY(cudaGraphLaunch(compute_graph_exec_, context_.stream));
+    if (graph) KILN_CUDA_TRY(cudaGraphLaunch(graph, context_.stream));
     else KILN_TRY(enqueue(nullptr, true));
     KILN_CUDA_TRY(cudaEventRecord(stop.handle, context_.stream));
     KILN_CUDA_TRY(cudaEventSynchronize(stop.handle));
@@ -484,8 +491,8 @@ std::string CudaEngine::describe() const {
   os << properties_.name << " (sm_" << properties_.major << properties_.minor << "), " << device_precision_name(options_.precision)
      << ", ";
   if (!use_graph_) os << "stream launches (batch above " << options_.graph_max_batch << ")";
-  else if (graph_exec_) os << "CUDA Graph";
-  else if (graph_failed_) os << "stream launches (graph capture failed: " << graph_failure_ << ")";
+  else if (run_graph_.exec) os << "CUDA Graph";
+  else if (run_graph_.tried) os << "stream launches (graph capture failed: " << run_graph_.failure << ")";
   else os << "CUDA Graph on first run";
   return os.str();
 }

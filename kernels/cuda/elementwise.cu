@@ -73,23 +73,20 @@ cudaError_t launch_activation(FloatType type, const ActivationParams& act, const
 
 template <typename T>
 void binary(BinaryOp op, const void* a, const void* b, void* y, const BroadcastShape& shape, int64_t n, cudaStream_t stream) {
-  const T* ta = static_cast<const T*>(a);
-  const T* tb = static_cast<const T*>(b);
-  if (n < kIndex32Limit)
-    binary_kernel<<<grid_for(n), kBlock, 0, stream>>>(op, ta, tb, static_cast<T*>(y), shape, static_cast<int32_t>(n));
-  else
-    binary_kernel<<<grid_for(n), kBlock, 0, stream>>>(op, ta, tb, static_cast<T*>(y), shape, n);
+  launch_indexed(n, n < kIndex32Limit, [&](auto count) {
+    binary_kernel<<<grid_for(n), kBlock, 0, stream>>>(op, static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(y),
+                                                      shape, count);
+  });
 }
 
 template <typename T>
 void channel_affine(const void* x, const float* scale, const float* shift, void* y, int64_t channels, int64_t inner, int64_t n,
                     const ActivationParams& act, cudaStream_t stream) {
-  const T* tx = static_cast<const T*>(x);
-  if (n < kIndex32Limit)
-    channel_affine_kernel<<<grid_for(n), kBlock, 0, stream>>>(tx, scale, shift, static_cast<T*>(y), static_cast<int32_t>(channels),
-                                                              static_cast<int32_t>(inner), static_cast<int32_t>(n), act);
-  else
-    channel_affine_kernel<<<grid_for(n), kBlock, 0, stream>>>(tx, scale, shift, static_cast<T*>(y), channels, inner, n, act);
+  launch_indexed(n, n < kIndex32Limit, [&](auto count) {
+    using Index = decltype(count);
+    channel_affine_kernel<<<grid_for(n), kBlock, 0, stream>>>(static_cast<const T*>(x), scale, shift, static_cast<T*>(y),
+                                                              static_cast<Index>(channels), static_cast<Index>(inner), count, act);
+  });
 }
 
 cudaError_t launch_binary(FloatType type, BinaryOp op, const void* a, const void* b, void* y, const BroadcastShape& shape,
@@ -114,13 +111,11 @@ cudaError_t launch_channel_affine(FloatType type, const void* x, const float* sc
 template <typename T>
 void bias_activation(void* y, const void* bias, int64_t channels, int64_t inner, int64_t n, const ActivationParams& act,
                      cudaStream_t stream) {
-  T* ty = static_cast<T*>(y);
-  const T* tb = static_cast<const T*>(bias);
-  if (n < kIndex32Limit)
-    bias_activation_kernel<<<grid_for(n), kBlock, 0, stream>>>(ty, tb, static_cast<int32_t>(channels), static_cast<int32_t>(inner),
-                                                               static_cast<int32_t>(n), act);
-  else
-    bias_activation_kernel<<<grid_for(n), kBlock, 0, stream>>>(ty, tb, channels, inner, n, act);
+  launch_indexed(n, n < kIndex32Limit, [&](auto count) {
+    using Index = decltype(count);
+    bias_activation_kernel<<<grid_for(n), kBlock, 0, stream>>>(static_cast<T*>(y), static_cast<const T*>(bias),
+                                                               static_cast<Index>(channels), static_cast<Index>(inner), count, act);
+  });
 }
 
 cudaError_t launch_bias_activation(FloatType type, void* y, const void* bias, int64_t outer, int64_t channels, int64_t inner,

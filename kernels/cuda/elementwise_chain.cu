@@ -86,8 +86,8 @@ void chain(const DeviceChain& c, const void* x, const void* const* operands, voi
   for (int k = 0; k < c.operands; ++k) p.p[k] = operands[k];
   const T* tx = static_cast<const T*>(x);
   const unsigned grid = grid_for(n, kChainBlock);
-  if (n < kIndex32Limit) chain_kernel<<<grid, kChainBlock, 0, stream>>>(c, p, tx, static_cast<T*>(y), static_cast<int32_t>(n));
-  else chain_kernel<<<grid, kChainBlock, 0, stream>>>(c, p, tx, static_cast<T*>(y), n);
+  launch_indexed(n, n < kIndex32Limit,
+                 [&](auto count) { chain_kernel<<<grid, kChainBlock, 0, stream>>>(c, p, tx, static_cast<T*>(y), count); });
 }
 
 }  // namespace

@@ -46,18 +46,10 @@ Result<DeviceChain> device_chain(const KernelBuild& b) {
     }
     broadcast_strides(operand, out, c.strides[k]);
   }
-  int64_t x_strides[kMaxBroadcastRank];
-  broadcast_strides(out, out, x_strides);
-  switch (c.operands) {  // collapse_dims takes its stride lists as an initializer list
-    case 0: collapse_dims(c.rank, c.dims, {x_strides}); break;
-    case 1: collapse_dims(c.rank, c.dims, {x_strides, c.strides[0]}); break;
-    case 2: collapse_dims(c.rank, c.dims, {x_strides, c.strides[0], c.strides[1]}); break;
-    case 3: collapse_dims(c.rank, c.dims, {x_strides, c.strides[0], c.strides[1], c.strides[2]}); break;
-    case 4: collapse_dims(c.rank, c.dims, {x_strides, c.strides[0], c.strides[1], c.strides[2], c.strides[3]}); break;
-    case 5: collapse_dims(c.rank, c.dims, {x_strides, c.strides[0], c.strides[1], c.strides[2], c.strides[3], c.strides[4]}); break;
-    default:
-      collapse_dims(c.rank, c.dims, {x_strides, c.strides[0], c.strides[1], c.strides[2], c.strides[3], c.strides[4], c.strides[5]});
-  }
+  // X and Y are contiguous over the output's dims, so only the operands limit the merging.
+  int64_t* strides[kMaxChainOperands];
+  for (int k = 0; k < c.operands; ++k) strides[k] = c.strides[k];
+  collapse_dims(c.rank, c.dims, strides, c.operands);
   return c;
 }
 

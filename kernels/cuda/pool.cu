@@ -17,25 +17,21 @@ __global__ void pool2d_kernel(const KILN_GRID_CONSTANT Pool2d p, const T* x, T* 
 template <typename T>
 void pool2d(const Pool2d& p, const void* x, void* y, int64_t n, cudaStream_t stream) {
   const T* in = static_cast<const T*>(x);
-  if (n < kIndex32Limit && p.batch_channels * p.in_h * p.in_w < kIndex32Limit)
-    pool2d_kernel<<<grid_for(n), kBlock, 0, stream>>>(p, in, static_cast<T*>(y), static_cast<int32_t>(n));
-  else
-    pool2d_kernel<<<grid_for(n), kBlock, 0, stream>>>(p, in, static_cast<T*>(y), n);
+  launch_indexed(n, n < kIndex32Limit && p.batch_channels * p.in_h * p.in_w < kIndex32Limit, [&](auto count) {
+    pool2d_kernel<<<grid_for(n), kBlock, 0, stream>>>(p, in, static_cast<T*>(y), count);
+  });
 }
 
-// One warp per row for short rows (a 7x7 plane left most of a 256-thread block idle).
+// Rows up to 1024 elements (a 7x7 plane): a warp each.
 template <typename T>
 __global__ void global_pool_warp_kernel(bool max, const T* x, T* y, int64_t rows, int64_t plane) {
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  const int64_t row = warp_row();
   if (row >= rows) return;
   const int lane = threadIdx.x % 32;
   const T* in = x + row * plane;
   float acc = max ? -FLT_MAX : 0.0f;
   for (int64_t i = lane; i < plane; i += 32) acc = max ? fmaxf(acc, load_float(in, i)) : acc + load_float(in, i);
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const float other = __shfl_down_sync(0xffffffffu, acc, offset);
-    acc = max ? fmaxf(acc, other) : acc + other;
-  }
+  acc = max ? warp_reduce<true>(acc) : warp_reduce<false>(acc);
   if (lane == 0) store_float(y, row, max ? acc : acc / static_cast<float>(plane));
 }
 
@@ -45,14 +41,8 @@ __global__ void global_pool_kernel(bool max, const T* x, T* y, int64_t plane) {
   const T* row = x + static_cast<int64_t>(blockIdx.x) * plane;
   float acc = max ? -FLT_MAX : 0.0f;
   for (int64_t i = threadIdx.x; i < plane; i += blockDim.x) acc = max ? fmaxf(acc, load_float(row, i)) : acc + load_float(row, i);
-  partial[threadIdx.x] = acc;
-  __syncthreads();
-  for (int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (static_cast<int>(threadIdx.x) < half)
-      partial[threadIdx.x] = max ? fmaxf(partial[threadIdx.x], partial[threadIdx.x + half]) : partial[threadIdx.x] + partial[threadIdx.x + half];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) store_float(y, blockIdx.x, max ? partial[0] : partial[0] / static_cast<float>(plane));
+  acc = max ? block_reduce<true>(acc, partial) : block_reduce<false>(acc, partial);
+  if (threadIdx.x == 0) store_float(y, blockIdx.x, max ? acc : acc / static_cast<float>(plane));
 }
 
 }  // namespace
@@ -69,7 +59,7 @@ cudaError_t launch_global_pool(FloatType type, bool max, const void* x, void* y,
                                cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   if (plane <= 1024) {
-    const unsigned warps = kBlock / 32, blocks = static_cast<unsigned>((rows + warps - 1) / warps);
+    const unsigned blocks = warp_row_blocks(rows);
     if (type == FloatType::f32)
       global_pool_warp_kernel<<<blocks, kBlock, 0, stream>>>(max, static_cast<const float*>(x), static_cast<float*>(y), rows, plane);
     else

@@ -7,21 +7,6 @@
 namespace kiln::cuda {
 namespace {
 
-// Tree reduction of one value per thread; every thread gets the result.
-template <bool kMax>
-__device__ float block_reduce(float v, float* scratch) {
-  scratch[threadIdx.x] = v;
-  __syncthreads();
-  for (int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (static_cast<int>(threadIdx.x) < half)
-      scratch[threadIdx.x] = kMax ? fmaxf(scratch[threadIdx.x], scratch[threadIdx.x + half]) : scratch[threadIdx.x] + scratch[threadIdx.x + half];
-    __syncthreads();
-  }
-  const float result = scratch[0];
-  __syncthreads();  // scratch is reused by the next reduction
-  return result;
-}
-
 template <typename T>
 __global__ void softmax_kernel(bool log, const T* x, T* y, int64_t axis, int64_t inner) {
   __shared__ float scratch[kBlock];

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cuda/broadcast_shape.h"  // collapse_dims
 #include "kernels/cuda/host_device.h"
 
 namespace kiln::cuda {
@@ -36,20 +37,10 @@ KILN_HOST_DEVICE inline Index strided_source(const StridedView& v, Index i) {
 // Drops dims of size 1 and merges output dims d and d + 1 that the input walks as one
 // (in_strides[d] == in_strides[d + 1] * dims[d + 1]): NCHW -> NHWC becomes [N, H*W, C].
 inline StridedView collapse_view(StridedView v) {
-  int kept = 0;
-  for (int d = 0; d < v.rank; ++d) {
-    if (v.dims[d] == 1) continue;
-    if (kept > 0 && v.in_strides[kept - 1] == v.in_strides[d] * v.dims[d]) {
-      v.dims[kept - 1] *= v.dims[d];
-      v.in_strides[kept - 1] = v.in_strides[d];
-    } else {
-      v.dims[kept] = v.dims[d];
-      v.in_strides[kept] = v.in_strides[d];
-      ++kept;
-    }
-  }
-  for (int d = kept; d < v.rank; ++d) v.dims[d] = v.in_strides[d] = 0;
-  v.rank = kept;
+  int64_t* const strides[] = {v.in_strides};
+  const int rank = v.rank;
+  collapse_dims(v.rank, v.dims, strides, 1);
+  for (int d = v.rank; d < rank; ++d) v.dims[d] = v.in_strides[d] = 0;
   return v;
 }
 
