@@ -26,6 +26,10 @@ struct Int8Options {
   // Calibrated ranges by value name, shared by repeated compiles of one model (accuracy control
   // recompiles with other layers kept in fp32; the fp32 statistics do not change).
   std::shared_ptr<std::map<std::string, TensorRange>> range_cache;
+  // Every int8 layer writes int8 codes, whoever reads them (kiln's own plans quantize an output
+  // only where every reader takes int8). The QDQ form ONNX Runtime and TensorRT fuse into
+  // QLinearConv/QLinearMatMul: `kiln export --qdq-every-output`. One more rounding per layer.
+  bool quantize_every_output = false;
 };
 
 // What the pruning passes remove. Pruning here is done without fine-tuning: reports must say so

@@ -76,11 +76,14 @@ Result<bool> pass_quantize_int8(Graph& graph, const PassContext& ctx) {
     return true;
   };
 
+  auto quantize_output = [&](ValueId out) {
+    return output_quantized(out) || (opts.quantize_every_output && !graph_is_output(graph, out));
+  };
   std::vector<ValueId> values;
   for (int i : chosen) {
     const Node& n = graph.nodes[static_cast<size_t>(i)];
     values.push_back(n.inputs[0]);
-    if (output_quantized(n.outputs[0])) values.push_back(n.outputs[0]);
+    if (quantize_output(n.outputs[0])) values.push_back(n.outputs[0]);
   }
   if (ctx.log && opts.range_cache == nullptr)
     *ctx.log << "  quantize_int8: calibrating " << values.size() << " tensors for " << chosen.size() << " layers ("
@@ -105,7 +108,7 @@ Result<bool> pass_quantize_int8(Graph& graph, const PassContext& ctx) {
     precision_to_attrs(Precision::int8, n.attrs);
     const TensorRange in = ranges.at(n.inputs[0]);
     quant_params_to_attrs(quant_params_for_range(in.lo, in.hi), "input", n.attrs);
-    if (auto it = ranges.find(n.outputs[0]); it != ranges.end() && output_quantized(n.outputs[0]))
+    if (auto it = ranges.find(n.outputs[0]); it != ranges.end() && quantize_output(n.outputs[0]))
       quant_params_to_attrs(quant_params_for_range(it->second.lo, it->second.hi), "output", n.attrs);
   }
   if (ctx.log) {

@@ -55,6 +55,7 @@ Result<CompiledModel> compile_model(const CompileRequest& request, std::ostream*
     options.int8 = std::move(int8);
     options.keep_fp32 = request.calibration->keep_fp32;
     options.int8.calibration_options.progress = request.log;
+    options.int8.quantize_every_output = request.quantize_every_output;
   }
   CompiledModel compiled;
   if (request.keep_reference_plan) compiled.reference_plan = imported_plan();

@@ -25,6 +25,7 @@ struct CompileRequest {
   const CalibrationCli* calibration = nullptr;  // int8 calibration data and policy (quantize_int8)
   std::ostream* log = nullptr;                  // where passes report their choices
   const PruneCli* prune = nullptr;              // how much prune_channels / prune_magnitude remove
+  bool quantize_every_output = false;           // Int8Options::quantize_every_output (QDQ export for peers)
 };
 
 struct CompiledModel {

@@ -1,6 +1,7 @@
 // kiln export MODEL.onnx -o OUT.onnx: import, bind the dims, run the export pipeline (the default
 // one without the passes that make kiln's own ops), write standard ONNX: folded and fused fp32,
 // int8 nodes as QDQ, bf16 nodes as fp32.
+#include <algorithm>
 #include <cstdio>
 
 #include "compilers/onnx/export.h"
@@ -20,13 +21,22 @@ struct ExportOptions {
   std::string passes = "default";
   CalibrationCli calibration;
   PruneCli prune;
+  bool every_output = false;
 };
 
 int run_export(const ExportOptions& opts) {
   if (opts.model.empty() || opts.output.empty()) return report_error("export needs MODEL and -o OUTPUT.onnx");
   auto pipeline = pipeline_parse_for_export(opts.passes);
   if (!pipeline) return report_error(pipeline.error().message);
+  if (opts.every_output) {
+    // ONNX Runtime and TensorRT make QLinearConv only from DQ -> Conv -> Q: a residual Add folded
+    // into the Conv would sit between the Conv and its Q, so the Adds stay separate nodes.
+    if (std::find(pipeline->begin(), pipeline->end(), "quantize_int8") == pipeline->end())
+      return report_error("--qdq-every-output quantizes int8 layers: add quantize_int8 (--passes default+quantize_int8)");
+    std::erase(*pipeline, std::string("fuse_residual_add"));
+  }
   CompileRequest request{opts.model, opts.dims, *pipeline, {}, false, false};
+  request.quantize_every_output = opts.every_output;
   request.calibration = &opts.calibration;
   request.prune = &opts.prune;
   request.log = &std::cerr;  // stdout stays the pass table; a failure stays one error line on stderr
@@ -55,6 +65,9 @@ void add_export_command(CLI::App& app, CommandRunner& run) {
   opts->calibration.add_to(*cmd, /*with_normalization=*/true);
   opts->calibration.add_accuracy_control_to(*cmd);
   opts->prune.add_to(*cmd);
+  cmd->add_flag("--qdq-every-output", opts->every_output,
+                "Quantize every int8 layer's output too and keep residual Adds apart: the QDQ form ONNX Runtime and "
+                "TensorRT run entirely as QLinearConv/QLinearMatMul (one more rounding per layer than kiln's own plan)");
   cmd->callback([opts, &run] { run = [opts] { return run_export(*opts); }; });
 }
 

@@ -4,10 +4,14 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <random>
 
 #include "kernels/io/npy.h"
@@ -124,6 +128,89 @@ TEST_CASE("kiln export writes ONNX that runs like the original", "[cli][export]"
   REQUIRE(r.exit_code == 0);
   r = run_kiln("inspect " + (temp_dir() / "fashion.onnx").string());
   REQUIRE(r.exit_code == 0);
+}
+
+TEST_CASE("kiln export --qdq-every-output: every int8 Conv reads and writes through QDQ", "[cli][export][int8]") {
+  // The form ONNX Runtime fuses into QLinearConv throughout: DequantizeLinear -> Conv ->
+  // QuantizeLinear, the residual Add a node of its own (the Fashion-MNIST example has one).
+  const fs::path fashion = fs::path(KILN_EXAMPLES_DIR) / "fashion-mnist" / "model.onnx";
+  const std::string quant = " --batch 2 --passes default+quantize_int8 --calibration-random 4";
+  const fs::path same = temp_dir() / "fashion_qdq.onnx", every = temp_dir() / "fashion_qdq_every.onnx";
+  Run r = run_kiln("export " + fashion.string() + " -o " + same.string() + quant);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  r = run_kiln("export " + fashion.string() + " -o " + every.string() + quant + " --qdq-every-output");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+
+  auto load = [](const fs::path& path) {
+    onnx::ModelProto m;
+    std::ifstream in(path, std::ios::binary);
+    REQUIRE(m.ParseFromIstream(&in));
+    return m;
+  };
+  auto count = [](const onnx::ModelProto& m, const std::string& op) {
+    return std::count_if(m.graph().node().begin(), m.graph().node().end(),
+                         [&](const onnx::NodeProto& n) { return n.op_type() == op; });
+  };
+  const onnx::ModelProto m = load(every);
+  std::map<std::string, std::string> producer;
+  std::multimap<std::string, const onnx::NodeProto*> readers;
+  for (const onnx::NodeProto& n : m.graph().node()) {
+    for (const std::string& o : n.output()) producer[o] = n.op_type();
+    for (const std::string& i : n.input()) readers.emplace(i, &n);
+  }
+  // Read only by QuantizeLinear, or by a fused ReLU whose output is (ONNX Runtime folds ReLU into Q).
+  std::function<bool(const std::string&, bool)> quantized = [&](const std::string& value, bool through_relu) {
+    const auto [first, last] = readers.equal_range(value);
+    if (first == last) return false;
+    for (auto it = first; it != last; ++it) {
+      const std::string& op = it->second->op_type();
+      if (op == "QuantizeLinear") continue;
+      if (!(through_relu && op == "Relu" && quantized(it->second->output(0), false))) return false;
+    }
+    return true;
+  };
+  int convs = 0;
+  for (const onnx::NodeProto& n : m.graph().node()) {
+    if (n.op_type() != "Conv") continue;
+    ++convs;
+    INFO("Conv " << n.name());
+    CHECK(producer[n.input(0)] == "DequantizeLinear");
+    CHECK(producer[n.input(1)] == "DequantizeLinear");
+    CHECK(quantized(n.output(0), true));
+  }
+  CHECK(convs >= 3);
+  CHECK(count(m, "Add") >= 1);
+  const onnx::ModelProto plain = load(same);
+  CHECK(count(m, "QuantizeLinear") > count(plain, "QuantizeLinear"));  // kiln's own form leaves some outputs float
+
+  // Both run (reference executor) close to the fp32 model.
+  const fs::path input = temp_dir() / "fashion_qdq_x.npy";
+  REQUIRE(kiln::npy_write_file(input.string(), kiln::Tensor::from_values<float>(
+                                                   {2, 1, 28, 28}, std::vector<float>(2 * 28 * 28, 0.25f))));
+  std::vector<kiln::Tensor> outputs;
+  for (const fs::path& model : {fashion, same, every}) {
+    const fs::path out = temp_dir() / (model.stem().string() + "_qdq_y.npz");
+    Run run = run_kiln("run " + model.string() + " --input " + input.string() + " --output " + out.string());
+    INFO(run.output);
+    REQUIRE(run.exit_code == 0);
+    auto y = kiln::npz_read_file(out.string());
+    REQUIRE(y);
+    outputs.push_back((*y)[0].second);
+  }
+  for (size_t k = 1; k < outputs.size(); ++k) {
+    double dot = 0, na = 0, nb = 0;
+    for (int64_t i = 0; i < outputs[0].numel(); ++i) {
+      const double a = outputs[0].data<float>()[i], b = outputs[k].data<float>()[i];
+      dot += a * b, na += a * a, nb += b * b;
+    }
+    CHECK(dot / std::sqrt(na * nb) >= 0.99);
+  }
+
+  require_clean_error(run_kiln("export " + fashion.string() + " -o " + (temp_dir() / "o.onnx").string() +
+                               " --qdq-every-output"),
+                      "--qdq-every-output quantizes int8 layers: add quantize_int8");
 }
 
 TEST_CASE("kiln export refuses kiln-only passes and unwritable paths", "[cli][export][bad-input]") {
