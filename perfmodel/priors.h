@@ -26,6 +26,8 @@ struct TargetPrior {
   double memory_bandwidth_gbs = 0;
   double memory_gb = 0;
   std::string source;       // where the numbers come from
+  int cores = 0;            // CPU: physical cores the peaks are summed over
+  double host_link_gbs = 0; // GPU: host <-> device bandwidth per direction (PCIe)
 };
 
 std::span<const TargetPrior> target_priors();

@@ -15,7 +15,7 @@ namespace {
 using nlohmann::json;
 
 // Bumped whenever plan_features or this file's format changes meaning: old files are then missed.
-constexpr int kCostsFormatVersion = 1;
+constexpr int kCostsFormatVersion = 2;  // 2: io_bytes, epilogue_ops (dropped by v1)
 constexpr const char* kCostsFormat = "kiln-model-costs";
 
 }  // namespace
@@ -41,6 +41,14 @@ Result<ModelCosts> model_costs_compute(Graph graph, const std::string& precision
   costs.arena_bytes = mem.arena_bytes;
   costs.scratch_bytes = mem.scratch_bytes;
   for (const StepFeatures& f : costs.steps) costs.packed_bytes += static_cast<int64_t>(f.weight_bytes);
+  std::vector<int> io_slots;
+  for (const PlanInput& in : plan.inputs) io_slots.push_back(in.slot);
+  for (const auto& [slot, name] : plan.outputs) io_slots.push_back(slot);
+  for (int slot : io_slots) {
+    const ValueType& t = plan.slot_types[static_cast<size_t>(slot)];
+    if (t.rank_known && sym_shape_is_concrete(t.shape))
+      costs.io_bytes += shape_numel(sym_shape_concrete(t.shape)) * static_cast<int64_t>(dtype_size(t.dtype));
+  }
   costs.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return costs;
 }
@@ -56,6 +64,7 @@ Result<ModelCosts> model_costs_read(const std::string& path) {
   KILN_TRY(json_read_field(j, "packed_bytes", c.packed_bytes, path));
   KILN_TRY(json_read_field(j, "arena_bytes", c.arena_bytes, path));
   KILN_TRY(json_read_field(j, "scratch_bytes", c.scratch_bytes, path));
+  KILN_TRY(json_read_field(j, "io_bytes", c.io_bytes, path));
   const auto steps = j.find("steps");
   KILN_REQUIRE(steps != j.end() && steps->is_array(), parse, path, ": steps: expected an array");
   for (size_t i = 0; i < steps->size(); ++i) {
@@ -67,6 +76,7 @@ Result<ModelCosts> model_costs_read(const std::string& path) {
     KILN_TRY(json_read_field(s, "kernel", f.kernel, where));
     KILN_TRY(json_read_field(s, "view", f.view, where));
     KILN_TRY(json_read_field(s, "weight_bytes", f.weight_bytes, where));
+    KILN_TRY(json_read_field(s, "epilogue_ops", f.epilogue_ops, where));
     KILN_REQUIRE(s.contains("m"), parse, where, ": missing field 'm'");
     KILN_ASSIGN(m, measurement_from_json(s["m"], where + ".m"));
     f.m = std::move(m);
@@ -80,10 +90,10 @@ Status model_costs_write(const ModelCosts& costs, const std::string& path) {
   json steps = json::array();
   for (const StepFeatures& f : costs.steps)
     steps.push_back({{"node", f.node}, {"op", f.op}, {"kernel", f.kernel}, {"view", f.view},
-                     {"weight_bytes", f.weight_bytes}, {"m", measurement_to_json(f.m)}});
+                     {"weight_bytes", f.weight_bytes}, {"epilogue_ops", f.epilogue_ops}, {"m", measurement_to_json(f.m)}});
   const json j = {{"format", kCostsFormat}, {"version", kCostsFormatVersion}, {"precision", costs.precision},
                   {"constant_bytes", costs.constant_bytes}, {"packed_bytes", costs.packed_bytes},
-                  {"arena_bytes", costs.arena_bytes}, {"scratch_bytes", costs.scratch_bytes}, {"steps", steps}};
+                  {"arena_bytes", costs.arena_bytes}, {"scratch_bytes", costs.scratch_bytes}, {"io_bytes", costs.io_bytes}, {"steps", steps}};
   return cache_file_write(path, j.dump());
 }
 

@@ -24,6 +24,7 @@ struct ModelCosts {
   int64_t packed_bytes = 0;    // the kernels' own copies of their weights (sum of steps' weight_bytes)
   int64_t arena_bytes = 0;     // intermediates at batch 1
   int64_t scratch_bytes = 0;
+  int64_t io_bytes = 0;        // the graph's inputs and outputs at batch 1 (what a GPU run copies to and from the host)
   double compile_ms = 0;       // what computing them took (0 when read from the cache)
   bool from_cache = false;
 };

@@ -20,13 +20,16 @@ std::string fmt(const char* format, double v) {
 std::string mib(int64_t bytes) { return fmt("%.1f MiB", static_cast<double>(bytes) / kMiB); }
 
 std::string describe(const Candidate& c) {
+  if (c.device == "cuda")
+    return c.precision + " on the GPUs, batch " + std::to_string(c.batch) + ", " + std::to_string(c.instances) +
+           (c.instances == 1 ? " instance" : " instances") + " (one per GPU)";
   return c.precision + ", batch " + std::to_string(c.batch) + ", " + std::to_string(c.instances) +
          (c.instances == 1 ? " instance" : " instances") + " x " + std::to_string(c.threads) +
          (c.threads == 1 ? " thread" : " threads");
 }
 
 // Checks one candidate against the constraints; records what blocks it and by how much.
-void check_constraints(const api::Constraints& k, const PlanTarget& target, Candidate& c) {
+void check_constraints(const api::Constraints& k, const PlanTarget& target, const PlanSpace& space, Candidate& c) {
   auto miss = [&c](double value, double limit, bool above, const std::string& text) {
     c.blocked_by.push_back(text);
     c.violation += above ? (value - limit) / limit : (limit - value) / limit;
@@ -40,9 +43,15 @@ void check_constraints(const api::Constraints& k, const PlanTarget& target, Cand
   const double memory_mib = static_cast<double>(c.memory_bytes) / kMiB;
   if (k.max_memory_mb && memory_mib > *k.max_memory_mb)
     miss(memory_mib, *k.max_memory_mb, true, "memory " + mib(c.memory_bytes) + " > max_memory_mb " + fmt("%g", *k.max_memory_mb));
-  if (target.memory_bytes > 0 && c.memory_bytes > target.memory_bytes)
+  if (space.instance_memory_bytes > 0) {  // a GPU: each instance in its own device memory
+    const int64_t per_instance = c.memory_bytes / std::max(c.instances, 1);
+    if (per_instance > space.instance_memory_bytes)
+      miss(static_cast<double>(per_instance), static_cast<double>(space.instance_memory_bytes), true,
+           "memory " + mib(per_instance) + " per GPU > its " + mib(space.instance_memory_bytes));
+  } else if (target.memory_bytes > 0 && c.memory_bytes > target.memory_bytes) {
     miss(static_cast<double>(c.memory_bytes), static_cast<double>(target.memory_bytes), true,
          "memory " + mib(c.memory_bytes) + " > the node's " + mib(target.memory_bytes));
+  }
   if (k.max_cost_per_million && c.cost_per_million && *c.cost_per_million > *k.max_cost_per_million)
     miss(*c.cost_per_million, *k.max_cost_per_million, true,
          "cost " + fmt("%.4f", *c.cost_per_million) + " " + target.currency + " per million > max_cost_per_million " +
@@ -87,16 +96,18 @@ std::string objective_sentence(api::Objective objective) {
 }
 
 std::string figures(const Candidate& c, const std::string& currency) {
-  std::string s = "predicted " + fmt("%.2f", c.latency_ms) + " ms per batch, " + fmt("%.1f", c.throughput_per_s) +
+  std::string s = (c.latency_source == "prior" ? "predicted from priors " : "predicted ") + fmt("%.2f", c.latency_ms) + " ms per batch, " + fmt("%.1f", c.throughput_per_s) +
                   " samples/s, " + mib(c.memory_bytes) + " per node";
   if (c.cost_per_million) s += ", " + fmt("%.4f", *c.cost_per_million) + " " + currency + " per million";
   return s;
 }
 
-void explain(const api::ApplicationDescription& app, const PlanTarget& target, PlanResult& r) {
+void explain(const api::ApplicationDescription& app, const PlanTarget& target, const std::vector<PlanSpace>& spaces,
+             PlanResult& r) {
+  std::string node;
+  for (const PlanSpace& s : spaces) node += (node.empty() ? "" : "; ") + s.what;
   const std::string where = "'" + target.name + "' (" + std::to_string(target.nodes) + (target.nodes == 1 ? " node" : " nodes") +
-                            " x " + std::to_string(target.cores) + " cores; profile " + target.profile_id + ", " +
-                            target.profile_source + ")";
+                            " of " + node + ")";
   r.explanation.push_back("Objective: " + objective_sentence(app.objective) + " on " + where + ".");
   size_t feasible = 0, pareto = 0;
   for (const Candidate& c : r.candidates) feasible += c.feasible(), pareto += c.pareto;
@@ -150,7 +161,9 @@ void explain(const api::ApplicationDescription& app, const PlanTarget& target, P
   for (const Candidate& c : r.candidates) extrapolated = extrapolated || c.threads_extrapolated;
   if (extrapolated) {
     std::string measured;
-    for (int t : target.measured_threads) measured += (measured.empty() ? "" : ", ") + std::to_string(t);
+    for (const PlanSpace& s : spaces)
+      if (s.device == "cpu")
+        for (int t : s.measured_threads) measured += (measured.empty() ? "" : ", ") + std::to_string(t);
     r.explanation.push_back("The profile has kernel points for " + measured +
                             " thread(s) only: other thread counts are scaled from the nearest (less certain).");
   }
@@ -168,15 +181,15 @@ const ModelRun* nearest_run(const std::vector<ModelRun>& runs, const Candidate& 
   return best;
 }
 
-void apply_model_runs(const std::vector<ModelRun>& runs, const ModelCosts& model, const LatencyPredictor& predictor, Candidate& c) {
-  const ModelRun* run = nearest_run(runs, c);
+void apply_model_runs(const PlanSpace& space, const ModelCosts& model, Candidate& c) {
+  const ModelRun* run = nearest_run(space.runs, c);
   if (!run) return;
   if (run->batch == c.batch) {
     c.latency_ms = run->median_ms;
     c.latency_source = "measured";
     return;
   }
-  const double predicted_there = predictor.predict(model_costs_steps_at(model, run->batch, run->threads)).total_ms;
+  const double predicted_there = space.latency_ms(model, run->batch, run->threads);
   if (!(predicted_there > 0)) return;
   c.latency_ms *= run->median_ms / predicted_there;
   c.latency_source = "corrected";
@@ -185,6 +198,7 @@ void apply_model_runs(const std::vector<ModelRun>& runs, const ModelCosts& model
 }  // namespace
 
 std::string Candidate::name() const {
+  if (device == "cuda") return precision + " b" + std::to_string(batch) + " cuda x" + std::to_string(instances);
   return precision + " b" + std::to_string(batch) + " t" + std::to_string(threads) + "x" + std::to_string(instances);
 }
 
@@ -225,35 +239,41 @@ std::vector<int> plan_thread_counts(int cores) {
 }
 
 Result<PlanResult> plan_search(const api::ApplicationDescription& app, const PlanTarget& target,
-                               const std::map<std::string, ModelCosts>& costs, const LatencyPredictor& predictor,
-                               std::vector<ExcludedChoice> excluded, const std::vector<ModelRun>& runs) {
+                               const std::vector<PlanSpace>& spaces, std::vector<ExcludedChoice> excluded) {
   const bool needs_price = app.objective == api::Objective::cost || app.constraints.max_cost_per_million.has_value();
   KILN_REQUIRE(!needs_price || target.price_per_node_hour, invalid_argument, "target '", target.name,
                "' has no price_per_node_hour: the objective 'cost' and constraints.max_cost_per_million need one");
-  KILN_REQUIRE(!costs.empty(), invalid_argument, "no precision left to plan with on target '", target.name, "'");
+  const bool any_costs = std::any_of(spaces.begin(), spaces.end(), [](const PlanSpace& s) { return !s.costs.empty(); });
+  KILN_REQUIRE(any_costs, invalid_argument, "no precision left to plan with on target '", target.name, "'");
   PlanResult r;
   r.excluded = std::move(excluded);
   const std::vector<int64_t> batches = plan_batch_sizes(app);
-  for (const auto& [precision, model] : costs)
-    for (int threads : plan_thread_counts(target.cores))
-      for (int64_t batch : batches) {
-        Candidate c;
-        c.precision = precision;
-        c.batch = batch;
-        c.threads = threads;
-        c.instances = std::max(1, target.cores / threads);
-        c.threads_extrapolated = std::find(target.measured_threads.begin(), target.measured_threads.end(), threads) ==
-                                 target.measured_threads.end();
-        c.latency_ms = predictor.predict(model_costs_steps_at(model, batch, threads)).total_ms;
-        apply_model_runs(runs, model, predictor, c);
-        const double per_node = c.latency_ms > 0 ? static_cast<double>(c.instances * batch) * 1000.0 / c.latency_ms : 0.0;
-        c.throughput_per_s = per_node * static_cast<double>(target.nodes);
-        c.memory_bytes = c.instances * model_costs_memory_at(model, batch);
-        if (target.price_per_node_hour && per_node > 0) c.cost_per_million = *target.price_per_node_hour * 1e6 / (per_node * 3600.0);
-        c.accuracy = precision == "fp32" ? "reference" : "unverified";
-        check_constraints(app.constraints, target, c);
-        r.candidates.push_back(std::move(c));
-      }
+  for (const PlanSpace& space : spaces) {
+    const std::vector<int> thread_counts = space.threads.empty() ? plan_thread_counts(space.slots) : space.threads;
+    for (const auto& [precision, model] : space.costs)
+      for (int threads : thread_counts)
+        for (int64_t batch : batches) {
+          Candidate c;
+          c.device = space.device;
+          c.precision = precision;
+          c.batch = batch;
+          c.threads = threads;
+          c.instances = std::max(1, space.slots / threads);
+          c.threads_extrapolated = !space.measured_threads.empty() &&
+                                   std::find(space.measured_threads.begin(), space.measured_threads.end(), threads) ==
+                                       space.measured_threads.end();
+          c.latency_ms = space.latency_ms(model, batch, threads);
+          c.latency_source = space.latency_source;
+          apply_model_runs(space, model, c);
+          const double per_node = c.latency_ms > 0 ? static_cast<double>(c.instances * batch) * 1000.0 / c.latency_ms : 0.0;
+          c.throughput_per_s = per_node * static_cast<double>(target.nodes);
+          c.memory_bytes = c.instances * model_costs_memory_at(model, batch);
+          if (target.price_per_node_hour && per_node > 0) c.cost_per_million = *target.price_per_node_hour * 1e6 / (per_node * 3600.0);
+          c.accuracy = precision == "fp32" ? "reference" : "unverified";
+          check_constraints(app.constraints, target, space, c);
+          r.candidates.push_back(std::move(c));
+        }
+  }
   r.evaluated = static_cast<int>(r.candidates.size());
   for (Candidate& c : r.candidates) {
     if (!c.feasible()) continue;
@@ -268,8 +288,28 @@ Result<PlanResult> plan_search(const api::ApplicationDescription& app, const Pla
   const bool any = !r.candidates.empty() && r.candidates.front().feasible();
   r.status = any ? "ok" : "infeasible";
   if (any) r.chosen = 0;
-  explain(app, target, r);
+  explain(app, target, spaces, r);
   return r;
+}
+
+PlanSpace plan_space_cpu(const PlanTarget& target, std::map<std::string, ModelCosts> costs,
+                         const LatencyPredictor& predictor, std::vector<ModelRun> runs) {
+  PlanSpace space;
+  space.what = std::to_string(target.cores) + " cores, profile " + target.profile_id + " (" + target.profile_source + ")";
+  space.costs = std::move(costs);
+  space.latency_ms = [&predictor](const ModelCosts& model, int64_t batch, int threads) {
+    return predictor.predict(model_costs_steps_at(model, batch, threads)).total_ms;
+  };
+  space.slots = target.cores;
+  space.measured_threads = target.measured_threads;
+  space.runs = std::move(runs);
+  return space;
+}
+
+Result<PlanResult> plan_search(const api::ApplicationDescription& app, const PlanTarget& target,
+                               const std::map<std::string, ModelCosts>& costs, const LatencyPredictor& predictor,
+                               std::vector<ExcludedChoice> excluded, const std::vector<ModelRun>& runs) {
+  return plan_search(app, target, {plan_space_cpu(target, costs, predictor, runs)}, std::move(excluded));
 }
 
 }  // namespace kiln::perf

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -41,22 +42,25 @@ struct PlanTarget {
 };
 
 struct Candidate {
-  std::string precision;  // "fp32", "bf16", "int8"
+  std::string device = "cpu";  // "cpu", or "cuda": one instance per GPU
+  std::string precision;  // "fp32", "bf16", "int8", "fp16" (cuda)
   int64_t batch = 1;
-  int threads = 1;         // per instance
-  int instances = 1;       // per node, each running batches independently on its own cores
+  int threads = 1;         // per instance (1 on a GPU)
+  int instances = 1;       // per node, each running batches independently on its own cores or GPU
   double latency_ms = 0;   // predicted, one batch
   double throughput_per_s = 0;  // samples per second over all nodes
   int64_t memory_bytes = 0;     // per node: every instance's weights and intermediates
   std::optional<double> cost_per_million;
   std::string accuracy;    // "reference" (fp32) or "unverified"
   bool threads_extrapolated = false;  // the profile has no kernel points at this thread count
-  std::string latency_source = "predicted";  // "measured" (an earlier run of exactly this), "corrected" (scaled by one)
+  // "predicted" (the target's measured profile), "prior" (spec-sheet priors only), "measured" (an
+  // earlier run of exactly this), "corrected" (scaled by one)
+  std::string latency_source = "predicted";
   std::vector<std::string> blocked_by;  // the constraints it misses, each with its numbers
   bool feasible() const { return blocked_by.empty(); }
   bool pareto = false;
   double violation = 0;    // sum of relative misses (0 when feasible): how far from feasible
-  std::string name() const;  // "int8 b8 t2x1"
+  std::string name() const;  // "int8 b8 t2x1", "fp16 b64 cuda x4"
 };
 
 struct ExcludedChoice {
@@ -91,8 +95,32 @@ struct ModelRun {
   double median_ms = 0;
 };
 
-// Searches the space over `costs` (one per precision considered). Fails only when the objective
-// needs something the target does not give (cost without a price).
+// One kind of device on the node and how its candidates are priced: the CPU cores (a measured
+// profile's predictor, or a spec prior) or the GPUs (a spec prior). A plan searches one or both.
+struct PlanSpace {
+  std::string device = "cpu";   // "cpu" or "cuda"
+  std::string what;             // for the explanation: "2 cores, profile 1a2b (measured)"
+  std::map<std::string, ModelCosts> costs;  // per precision
+  // One batch on one instance of `threads` threads (1 on a GPU).
+  std::function<double(const ModelCosts&, int64_t batch, int threads)> latency_ms;
+  std::string latency_source = "predicted";  // "prior" when latency_ms comes from spec priors
+  int slots = 1;                // cores, or GPUs, per node: instances = slots / threads
+  std::vector<int> threads;     // per instance; empty: plan_thread_counts(slots)
+  std::vector<int> measured_threads;  // thread counts with kernel points (others are marked extrapolated)
+  int64_t instance_memory_bytes = 0;  // a GPU's memory: each instance must fit; 0: none
+  std::vector<ModelRun> runs;   // earlier whole-model measurements on this device
+};
+
+// Searches every space. Fails only when the objective needs something the target does not give
+// (cost without a price) or no space has a precision left.
+Result<PlanResult> plan_search(const api::ApplicationDescription& app, const PlanTarget& target,
+                               const std::vector<PlanSpace>& spaces, std::vector<ExcludedChoice> excluded = {});
+
+// The CPU space of a measured profile: `costs` priced by `predictor` (kept by reference).
+PlanSpace plan_space_cpu(const PlanTarget& target, std::map<std::string, ModelCosts> costs,
+                         const LatencyPredictor& predictor, std::vector<ModelRun> runs = {});
+
+// One space (this CPU, its measured profile): what `kiln plan` searched before GPUs.
 Result<PlanResult> plan_search(const api::ApplicationDescription& app, const PlanTarget& target,
                                const std::map<std::string, ModelCosts>& costs, const LatencyPredictor& predictor,
                                std::vector<ExcludedChoice> excluded = {}, const std::vector<ModelRun>& runs = {});

@@ -82,14 +82,16 @@ std::string join(const std::vector<std::string>& v, const std::string& sep) {
 }
 
 // The top candidates, plus the best fp32 one when none of them is fp32.
+// The CPU candidates only: GPU ones (planned from spec priors) need the GPU to be verified and
+// measured, and kiln optimize runs them here.
 std::vector<perf::Candidate> pick(const perf::PlanResult& r, int top) {
   std::vector<perf::Candidate> out;
   for (const perf::Candidate& c : r.candidates)
-    if (static_cast<int>(out.size()) < top) out.push_back(c);
+    if (c.device == "cpu" && static_cast<int>(out.size()) < top) out.push_back(c);
   const bool has_fp32 = std::any_of(out.begin(), out.end(), [](const perf::Candidate& c) { return c.precision == "fp32"; });
   if (!has_fp32)
     for (const perf::Candidate& c : r.candidates)
-      if (c.precision == "fp32") {
+      if (c.device == "cpu" && c.precision == "fp32") {
         out.push_back(c);
         break;
       }
@@ -268,6 +270,15 @@ int run_optimize(const OptimizeOptions& o) {
   std::map<std::string, Verification> verified;  // per precision
   std::string calibration_note;
   const std::vector<perf::Candidate> picks = pick(plan, o.top);
+  const auto gpu = std::find_if(plan.candidates.begin(), plan.candidates.end(), [](const perf::Candidate& c) { return c.device == "cuda"; });
+  if (gpu != plan.candidates.end()) {
+    if (picks.empty())
+      return report_error("every candidate of this target runs on its GPUs (best planned: " + gpu->name() +
+                          "); kiln optimize verifies and measures on this machine, which cannot run them: use kiln plan, "
+                          "or run kiln optimize on the GPU node");
+    explanation.push_back("GPU candidates (best planned: " + gpu->name() + ", from spec priors) are not compiled, verified or "
+                          "measured here: this optimizes the CPU candidates; run kiln optimize on the GPU node for the others.");
+  }
   for (size_t i = 0; i < picks.size(); ++i) {
     Trial t;
     t.candidate = picks[i];

@@ -2,6 +2,7 @@
 // and predicts its latency, throughput and memory from this target's stored benchmarks (no run),
 // so the prediction can be checked against `kiln bench` with the same arguments.
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +12,9 @@
 #include "perfmodel/plan_features.h"
 #include "perfmodel/precision_compile.h"
 #include "perfmodel/predictor.h"
+#include "perfmodel/prior_predictor.h"
+#include "perfmodel/priors.h"
+#include "perfmodel/store.h"
 #include "perfmodel/target_profile.h"
 #include "service/cli/commands.h"
 #include "service/cli/compiled_model.h"
@@ -56,11 +60,100 @@ nlohmann::json fit_json(const perf::FitSummary& s) {
           {"heldout_median_error_knn", s.heldout_median_knn}};
 }
 
+int64_t plan_batch(const Plan& plan) {
+  if (plan.inputs.empty()) return 1;
+  const ValueType& t = plan.slot_types[static_cast<size_t>(plan.inputs[0].slot)];
+  return t.rank_known && !t.shape.empty() && t.shape[0].known() ? t.shape[0].value : 1;
+}
+
+// --target names a built-in spec prior (kiln bench-target --list) with no measured data replacing
+// it: a roofline from the datasheet (perfmodel/prior_predictor.h), marked as a prior.
+int run_predict_prior(const PredictOptions& o, const perf::TargetPrior& prior, const std::string& db) {
+  const bool gpu = prior.device == "gpu";
+  if (!gpu && o.precision == "fp16") return report_error("fp16 is for GPU targets: kiln has no fp16 CPU kernels");
+  if (gpu && (o.precision == "bf16" || o.precision == "int8"))
+    return report_error("precision " + o.precision + " on " + prior.name + ": kiln's CUDA backend runs fp32, TF32 and fp16 only");
+  std::string how;
+  PredictOptions compile = o;
+  if (gpu) compile.precision = "fp32";  // the GPU estimate reads the fp32 plan's kernels at the precision's width
+  auto plan = plan_for(compile, &how);
+  if (!plan) return report_error(plan.error().message);
+  auto engine = Engine::create(*plan, {gpu ? 1 : o.threads, nullptr});
+  if (!engine) return report_error(engine.error().message);
+  const int threads = gpu ? 1 : (*engine)->threads();
+  std::vector<perf::StepFeatures> features = perf::plan_features(*plan, (*engine)->steps(), threads);
+  if (gpu) features = perf::steps_on_gpu(features, o.precision == "fp16" ? "f16" : "f32");
+  double io_bytes = 0;
+  if (gpu) {
+    std::vector<int> io_slots;
+    for (const PlanInput& in : plan->inputs) io_slots.push_back(in.slot);
+    for (const auto& [slot, name] : plan->outputs) io_slots.push_back(slot);
+    for (int slot : io_slots) {
+      const ValueType& t = plan->slot_types[static_cast<size_t>(slot)];
+      if (t.rank_known && sym_shape_is_concrete(t.shape))
+        io_bytes += static_cast<double>(shape_numel(sym_shape_concrete(t.shape)) * static_cast<int64_t>(dtype_size(t.dtype)));
+    }
+  }
+  const perf::PriorPredictor predictor(prior);
+  const double device_ms = predictor.run_ms(features, threads, 0);
+  const double total_ms = predictor.run_ms(features, threads, io_bytes);
+  const int64_t batch = plan_batch(*plan);
+  const double throughput = total_ms > 0 ? static_cast<double>(batch) * 1000.0 / total_ms : 0.0;
+  const EngineMemory& mem = (*engine)->memory();
+  const double width = gpu && o.precision == "fp16" ? 0.5 : 1.0;
+  const auto weights = static_cast<int64_t>(static_cast<double>(mem.weight_bytes) * width);
+  const auto arena = static_cast<int64_t>(static_cast<double>(mem.arena_bytes) * width);
+  if (o.json) {
+    nlohmann::json j = {{"model", o.model}, {"batch", batch}, {"threads", threads}, {"precision", o.precision},
+                        {"device", gpu ? "cuda" : "cpu"}, {"predicted_median_ms", total_ms},
+                        {"predicted_device_ms", device_ms}, {"throughput_per_s", throughput},
+                        {"weights_bytes", weights}, {"arena_bytes", arena}, {"peak_memory_bytes", weights + arena},
+                        {"kernels", features.size()}, {"target", prior.id}, {"latency_source", "prior"},
+                        {"prior", {{"name", prior.name}, {"source", prior.source}, {"assumptions", predictor.describe()}}},
+                        {"db", db}};
+    if (o.verbose) {
+      nlohmann::json steps = nlohmann::json::array();
+      for (const perf::StepFeatures& f : features)
+        steps.push_back({{"node", f.node}, {"op", f.op}, {"dtype", f.m.dtype}, {"macs", f.m.macs}, {"bytes", f.m.bytes},
+                         {"predicted_ms", predictor.step_ms(f, threads)}});
+      j["steps"] = steps;
+    }
+    std::cout << j.dump(2) << '\n';
+    return kExitOk;
+  }
+  std::printf("%s\n", how.c_str());
+  std::printf("target %s: %s\n", prior.id.c_str(), predictor.describe().c_str());
+  if (o.verbose)
+    for (const perf::StepFeatures& f : features)
+      std::printf("  %10.4f  %-16s %-6s %10.2f MMACs %12.1f KB  %s\n", predictor.step_ms(f, threads), f.op.c_str(),
+                  f.m.dtype.c_str(), f.m.macs / 1e6, f.m.bytes / 1e3, f.node.c_str());
+  std::printf("batch %lld, %s, %s, %zu kernels\n", static_cast<long long>(batch),
+              gpu ? "one GPU" : (std::to_string(threads) + " threads").c_str(), o.precision.c_str(), features.size());
+  std::printf("predicted latency (prior): median %.3f ms%s\n", total_ms,
+              gpu ? (", of which " + std::to_string(device_ms).substr(0, 6) + " ms on the device").c_str() : "");
+  std::printf("predicted throughput (prior): %.1f inferences/s\n", throughput);
+  std::printf("memory: weights %.2f MB, arena %.2f MB\n", static_cast<double>(weights) / 1e6, static_cast<double>(arena) / 1e6);
+  return kExitOk;
+}
+
 int run_predict(const PredictOptions& o) {
+  const std::string db = o.db.empty() ? perf::benchmark_store_default_path() : o.db;
+  if (const perf::TargetPrior* prior = perf::target_prior_find(o.target)) {
+    // A prior gives way to measured data for the same device as soon as the store has any.
+    std::string replaced;
+    std::error_code ec;
+    if (std::filesystem::exists(db, ec))  // a missing store is not created
+      if (auto stored = perf::BenchmarkStore::open(db))
+        if (auto targets = (*stored)->targets()) replaced = perf::prior_replaced_by(*prior, *targets);
+    if (replaced.empty()) return run_predict_prior(o, *prior, db);
+    PredictOptions measured = o;
+    measured.target = replaced;
+    return run_predict(measured);
+  }
+  if (o.precision == "fp16") return report_error("fp16 is for GPU targets: name one with --target (kiln bench-target --list)");
   if (perf::precision_dtype(o.precision).empty())
     return report_error("unknown precision '" + o.precision + "': use fp32, bf16 or int8");
   // The profile first: without one there is nothing to predict with, and compiling takes seconds.
-  const std::string db = o.db.empty() ? perf::benchmark_store_default_path() : o.db;
   auto profile = perf::target_profile_load(db, o.target);
   if (!profile) return report_error(profile.error().message);
   perf::FitOptions fit_options;
@@ -77,11 +170,7 @@ int run_predict(const PredictOptions& o) {
   const int threads = (*engine)->threads();
   const std::vector<perf::StepFeatures> features = perf::plan_features(*plan, (*engine)->steps(), threads);
   const perf::PlanPrediction p = predictor->predict(features);
-  int64_t batch = 1;
-  if (!plan->inputs.empty()) {
-    const ValueType& t = plan->slot_types[static_cast<size_t>(plan->inputs[0].slot)];
-    if (t.rank_known && !t.shape.empty() && t.shape[0].known()) batch = t.shape[0].value;
-  }
+  const int64_t batch = plan_batch(*plan);
   const EngineMemory& mem = (*engine)->memory();
   const double throughput = p.total_ms > 0 ? static_cast<double>(batch) * 1000.0 / p.total_ms : 0.0;
   const int64_t peak = mem.arena_bytes + mem.weight_bytes;
@@ -133,10 +222,12 @@ void add_predict_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("model", opts->model, ".kiln or ONNX file")->required();
   opts->dims.add_to(*cmd);
   cmd->add_option("--threads", opts->threads, "Threads (default: this container's CPU quota)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--precision", opts->precision, "fp32 (default), bf16 or int8 (random calibration)")
-      ->check(CLI::IsMember({"fp32", "bf16", "int8"}));
+  cmd->add_option("--precision", opts->precision, "fp32 (default), bf16 or int8 (random calibration); fp16 for a GPU prior")
+      ->check(CLI::IsMember({"fp32", "bf16", "int8", "fp16"}));
   cmd->add_option("--db", opts->db, "Benchmark store (default $KILN_DATA_DIR/benchmarks.sqlite, else ~/.local/share/kiln/benchmarks.sqlite)");
-  cmd->add_option("--target", opts->target, "Stored target: fingerprint id, or part of its CPU model or its host (default: this machine)");
+  cmd->add_option("--target", opts->target,
+                  "Stored target: fingerprint id, or part of its CPU model or its host (default: this machine); or a "
+                  "built-in spec prior's id (kiln bench-target --list), used until measured data for it is stored");
   cmd->add_option("--method", opts->method, "auto (default: per op/dtype/threads, whichever predicts its held-out sweep points better), roofline, knn (roofline + nearest-neighbour correction)")
       ->check(CLI::IsMember({"roofline", "knn", "auto"}));
   cmd->add_flag("--json", opts->json, "Print JSON");

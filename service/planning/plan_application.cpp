@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -11,7 +12,10 @@
 #include "compilers/onnx/import.h"
 #include "containers/oci/digest.h"
 #include "perfmodel/cache_file.h"
+#include "perfmodel/precision_compile.h"
 #include "perfmodel/predictor_cache.h"
+#include "perfmodel/prior_predictor.h"
+#include "perfmodel/priors.h"
 
 namespace kiln::planning {
 namespace {
@@ -20,7 +24,20 @@ namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
 
-// The target's node and the benchmark profile its predictions come from.
+// A spec prior whose match strings occur in `model` (case-insensitive), of the given device kind.
+const perf::TargetPrior* prior_for_model(const std::string& model, const std::string& device) {
+  std::string lower = " " + model;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const perf::TargetPrior& p : perf::target_priors())
+    if (p.device == device)
+      for (const std::string& m : p.match)
+        if (lower.find(m) != std::string::npos) return &p;
+  return nullptr;
+}
+
+// The target's node: its CPUs with the benchmark profile their predictions come from (a measured
+// or imported profile; for a remote node without one, the spec prior of its CPU model) and its
+// GPUs with their spec prior.
 Status resolve_target(const PlanInputs& in, const std::string& db, PlanOutcome& out, std::vector<std::string>& notes) {
   const api::TargetInfrastructure* target = in.target;
   const api::ApplicationDescription& app = *in.app;
@@ -28,44 +45,124 @@ Status resolve_target(const PlanInputs& in, const std::string& db, PlanOutcome& 
     KILN_REQUIRE(app.target.empty() || app.target == "local", invalid_argument, app.source, ": target '", app.target,
                  "' names a target registered with the service; give its document (or plan for this machine without one)");
   const bool local = !target || target->kind == api::TargetKind::local;
+  perf::PlanTarget& t = out.target;
+  if (target) {
+    t.nodes = target->nodes;
+    t.price_per_node_hour = target->price_per_node_hour;
+    t.currency = target->currency;
+  }
+  // GPUs: kiln cannot measure them here (bench-target profiles CPUs), so their spec prior.
+  if (target && !local)
+    for (const api::Gpu& gpu : target->node.gpus) {
+      const perf::TargetPrior* prior = prior_for_model(gpu.model, "gpu");
+      if (!prior) {
+        notes.push_back("The node's " + std::to_string(gpu.count) + " x " + gpu.model +
+                        " are not planned for: kiln has no spec prior and no measured profile for that GPU model.");
+        continue;
+      }
+      if (out.gpu_prior) {
+        notes.push_back("The node's " + gpu.model + " are not planned for: one GPU model per node is planned (" +
+                        out.gpu_prior->name + ").");
+        continue;
+      }
+      out.gpu_prior = prior;
+      out.gpus = static_cast<int>(std::max<int64_t>(1, gpu.count));
+      out.gpu_memory_bytes = static_cast<int64_t>((gpu.memory_gb > 0 ? gpu.memory_gb : prior->memory_gb) * 1024.0 * 1024.0 * 1024.0);
+    }
   // A remote node is predicted from a profile measured on the same CPU model (imported from it).
   std::string wanted = in.profile;
   if (!local && wanted.empty()) {
-    KILN_REQUIRE(!target->node.cpu.model.empty(), invalid_argument, in.target_source,
+    KILN_REQUIRE(!target->node.cpu.model.empty() || out.gpu_prior, invalid_argument, in.target_source,
                  ": /node/cpu/model is needed to find the target's benchmark profile (or name the profile)");
     wanted = target->node.cpu.model;
   }
-  auto profile = perf::target_profile_load(db, wanted);
+  auto profile = wanted.empty() && !local ? Result<perf::TargetProfile>(make_error(ErrorCode::invalid_argument, "no CPU model given"))
+                                          : perf::target_profile_load(db, wanted);
   if (!profile) {
     if (local) return profile.status();
-    return profile.status().with_context("target '" + target->name + "' (" + target->node.cpu.model + "): ");
+    // No measured profile for the remote CPU: its spec prior, else the GPUs alone, else the error.
+    out.cpu_prior = in.profile.empty() ? prior_for_model(target->node.cpu.model, "cpu") : nullptr;
+    if (!out.cpu_prior && !out.gpu_prior)
+      return profile.status().with_context("target '" + target->name + "' (" + target->node.cpu.model + "): ");
+    if (!out.cpu_prior)
+      notes.push_back("The node's CPUs (" + target->node.cpu.model + ") are not planned for: no measured profile and no "
+                      "spec prior (" + profile.status().message() + ").");
+  } else {
+    out.profile = std::move(*profile);
   }
-  out.profile = std::move(*profile);
-  perf::PlanTarget& t = out.target;
   const perf::TargetFingerprint& fp = out.profile.target.fingerprint;
-  t.profile_id = fp.id;
-  t.profile_source = out.profile.target.source;
+  if (out.cpu_prior) {
+    t.profile_id = "prior:" + out.cpu_prior->id;
+    t.profile_source = "prior";
+  } else if (!fp.id.empty()) {
+    t.profile_id = fp.id;
+    t.profile_source = out.profile.target.source;
+  }
   if (local) {
     t.name = target ? target->name : "local";
     t.cores = std::max(1, fp.usable_threads);
     t.memory_bytes = fp.memory_bytes;
   } else {
     t.name = target->name;
-    t.cores = static_cast<int>(std::max<int64_t>(1, target->node.cpu.cores));
+    t.cores = static_cast<int>(std::max<int64_t>(1, out.cpu_prior && target->node.cpu.cores <= 0 ? out.cpu_prior->cores
+                                                                                                   : target->node.cpu.cores));
     t.memory_bytes = static_cast<int64_t>(target->node.memory_gb * 1024.0 * 1024.0 * 1024.0);
-  }
-  if (target) {
-    t.nodes = target->nodes;
-    t.price_per_node_hour = target->price_per_node_hour;
-    t.currency = target->currency;
-    if (!target->node.gpus.empty())
-      notes.push_back("The node's GPUs are not planned for: kiln has no GPU backend yet; this plan uses its CPUs.");
   }
   for (const perf::Measurement& m : out.profile.measurements)
     if (m.kind == perf::kKindKernel && std::find(t.measured_threads.begin(), t.measured_threads.end(), m.threads) == t.measured_threads.end())
       t.measured_threads.push_back(m.threads);
   std::sort(t.measured_threads.begin(), t.measured_threads.end());
   return Status::ok();
+}
+
+// The CPU precisions of a node known only by its spec prior: what its peaks list natively.
+std::vector<std::string> prior_cpu_precisions(const api::ApplicationDescription& app, const perf::PriorPredictor& prior,
+                                              std::vector<perf::ExcludedChoice>& excluded) {
+  std::vector<api::Precision> wanted = app.optimizations.precisions;
+  if (wanted.empty()) wanted = {api::Precision::fp32, api::Precision::bf16, api::Precision::int8, api::Precision::fp16};
+  std::vector<std::string> out;
+  for (api::Precision p : wanted) {
+    const std::string name = api::precision_name(p);
+    if (p == api::Precision::fp16)
+      excluded.push_back({"precision fp16 on the CPUs", "kiln has no fp16 CPU kernels; fp16 is for GPU targets"});
+    else if (!prior.supports(perf::precision_dtype(name)))
+      excluded.push_back({"precision " + name + " on the CPUs", prior.prior().name + " has no native " + name + " instructions"});
+    else
+      out.push_back(name);
+  }
+  return out;
+}
+
+// The GPU precisions: what kiln's CUDA backend runs (fp32, fp16) and the GPU has.
+std::vector<std::string> gpu_precisions(const api::ApplicationDescription& app, const perf::PriorPredictor& prior,
+                                        std::vector<perf::ExcludedChoice>& excluded) {
+  std::vector<api::Precision> wanted = app.optimizations.precisions;
+  if (wanted.empty()) wanted = {api::Precision::fp32, api::Precision::bf16, api::Precision::int8, api::Precision::fp16};
+  std::vector<std::string> out;
+  for (api::Precision p : wanted) {
+    const std::string name = api::precision_name(p);
+    if (p == api::Precision::bf16 || p == api::Precision::int8)
+      excluded.push_back({"precision " + name + " on the GPUs", "kiln's CUDA backend runs fp32, TF32 and fp16 only"});
+    else if (p == api::Precision::fp16 && !prior.supports("f16"))
+      excluded.push_back({"precision fp16 on the GPUs", prior.prior().name + " has no fp16 units"});
+    else
+      out.push_back(name);
+  }
+  return out;
+}
+
+// The fp32 costs of a plan compiled for the CPU, as the GPU runs them at `precision`.
+perf::ModelCosts gpu_costs(const perf::ModelCosts& fp32, const std::string& precision) {
+  perf::ModelCosts c = fp32;
+  c.precision = precision;
+  const std::string dtype = precision == "fp16" ? "f16" : "f32";
+  c.steps = perf::steps_on_gpu(fp32.steps, dtype);
+  const int64_t divide = dtype == "f16" ? 2 : 1;  // weights and activations stored in fp16
+  c.constant_bytes /= divide;
+  c.packed_bytes = 0;  // the device keeps one copy of the weights
+  c.arena_bytes /= divide;
+  c.scratch_bytes = 0;
+  return c;
 }
 
 // Batch 1: the planner scales every candidate from there. (Other symbolic dimensions are not
@@ -96,17 +193,20 @@ Result<std::string> file_digest(const std::string& path) {
 
 // Per precision: the cached costs, else compiled now (and cached).
 Status model_costs(const PlanInputs& in, const std::string& root, const std::vector<std::string>& precisions,
-                   PlanOutcome& out, std::vector<std::string>& notes) {
+                   PlanOutcome& out, std::map<std::string, perf::ModelCosts>& costs_out, std::vector<std::string>& notes) {
   KILN_ASSIGN(digest, file_digest_remembered(in.model_path, root));
   out.model_digest = digest;
   const std::string dir = root + "/model-costs";
   std::optional<Graph> graph;
   out.timings.costs_cached = true;
   for (const std::string& precision : precisions) {
-    const std::string path = perf::model_costs_cache_path(dir, digest, precision, out.target.profile_id);
+    // Keyed by the profile (or prior) planned for; the features come from this machine's kernels.
+    std::string key = out.target.profile_id.empty() ? "gpu-only" : out.target.profile_id;
+    std::replace(key.begin(), key.end(), ':', '-');
+    const std::string path = perf::model_costs_cache_path(dir, digest, precision, key);
     if (!in.no_cache)
       if (auto cached = perf::model_costs_read(path)) {
-        out.costs.emplace(precision, std::move(*cached));
+        costs_out.emplace(precision, std::move(*cached));
         continue;
       }
     out.timings.costs_cached = false;
@@ -118,7 +218,7 @@ Status model_costs(const PlanInputs& in, const std::string& root, const std::vec
     if (!costs) return costs.status().with_context(in.model_path + " (" + precision + "): ");
     if (Status written = perf::model_costs_write(*costs, path); !written.ok())
       notes.push_back("The model's costs were not cached: " + written.message());
-    out.costs.emplace(precision, std::move(*costs));
+    costs_out.emplace(precision, std::move(*costs));
   }
   return Status::ok();
 }
@@ -164,23 +264,76 @@ Result<PlanOutcome> plan_application(const PlanInputs& in) {
   KILN_TRY(resolve_target(in, db, out, notes));
   out.timings.profile_ms = ms_since(t0);
 
-  t0 = Clock::now();
-  KILN_ASSIGN(predictor, perf::predictor_fit_cached(out.profile.measurements, {}, root + "/predictor", &out.timings.fit_cached));
-  out.predictor = std::move(predictor);
-  out.timings.fit_ms = ms_since(t0);
-
+  // What prices each device: the CPUs' fitted predictor (measured profile) or a spec prior; the
+  // GPUs' spec prior.
   std::vector<perf::ExcludedChoice> excluded;
-  const std::vector<std::string> precisions = perf::plan_precisions(*in.app, out.profile.target.fingerprint, &excluded);
+  std::vector<std::string> cpu_precisions, gpu_precisions_planned;
+  std::optional<perf::PriorPredictor> cpu_prior, gpu_prior;
   t0 = Clock::now();
-  if (!precisions.empty()) KILN_TRY(model_costs(in, root, precisions, out, notes));
+  if (out.cpu_prior) {
+    cpu_prior.emplace(*out.cpu_prior);
+    cpu_precisions = prior_cpu_precisions(*in.app, *cpu_prior, excluded);
+  } else if (!out.profile.target.fingerprint.id.empty()) {
+    KILN_ASSIGN(predictor, perf::predictor_fit_cached(out.profile.measurements, {}, root + "/predictor", &out.timings.fit_cached));
+    out.predictor = std::move(predictor);
+    cpu_precisions = perf::plan_precisions(*in.app, out.profile.target.fingerprint, &excluded);
+  }
+  out.timings.fit_ms = ms_since(t0);
+  if (out.gpu_prior) {
+    for (perf::ExcludedChoice& e : excluded) e.what += " on the CPUs";
+    gpu_prior.emplace(*out.gpu_prior);
+    gpu_precisions_planned = gpu_precisions(*in.app, *gpu_prior, excluded);
+  }
+
+  t0 = Clock::now();
+  std::vector<std::string> needed = cpu_precisions;
+  if (!gpu_precisions_planned.empty() && std::find(needed.begin(), needed.end(), "fp32") == needed.end()) needed.push_back("fp32");
+  std::map<std::string, perf::ModelCosts> costs;
+  if (!needed.empty()) KILN_TRY(model_costs(in, root, needed, out, costs, notes));
   out.timings.costs_ms = ms_since(t0);
 
   t0 = Clock::now();
-  std::vector<perf::ModelRun> runs;
-  for (const perf::Measurement& m : out.profile.measurements)
-    if (in.use_model_runs && m.kind == perf::kKindModel && m.kernel == out.model_digest)
-      runs.push_back({m.dtype == "f32" ? "fp32" : m.dtype, m.batch, m.threads, m.median_ms});
-  KILN_ASSIGN(result, perf::plan_search(*in.app, out.target, out.costs, *out.predictor, excluded, runs));
+  std::vector<perf::PlanSpace> spaces;
+  if (!cpu_precisions.empty()) {
+    std::map<std::string, perf::ModelCosts> cpu;
+    for (const std::string& p : cpu_precisions) cpu.emplace(p, costs.at(p));
+    if (cpu_prior) {
+      perf::PlanSpace space;
+      space.what = std::to_string(out.target.cores) + " cores of " + cpu_prior->prior().name + " (spec prior, not measured)";
+      space.costs = std::move(cpu);
+      space.latency_ms = [&cpu_prior](const perf::ModelCosts& m, int64_t batch, int threads) {
+        return cpu_prior->run_ms(perf::model_costs_steps_at(m, batch, threads), threads, 0);
+      };
+      space.latency_source = "prior";
+      space.slots = out.target.cores;
+      spaces.push_back(std::move(space));
+      notes.push_back("CPU latencies are " + cpu_prior->describe() + ".");
+    } else {
+      std::vector<perf::ModelRun> runs;
+      for (const perf::Measurement& m : out.profile.measurements)
+        if (in.use_model_runs && m.kind == perf::kKindModel && m.kernel == out.model_digest)
+          runs.push_back({m.dtype == "f32" ? "fp32" : m.dtype, m.batch, m.threads, m.median_ms});
+      spaces.push_back(perf::plan_space_cpu(out.target, std::move(cpu), *out.predictor, std::move(runs)));
+    }
+    for (const auto& [p, c] : spaces.back().costs) out.costs.emplace(p, c);
+  }
+  if (!gpu_precisions_planned.empty()) {
+    perf::PlanSpace space;
+    space.device = "cuda";
+    space.what = std::to_string(out.gpus) + " x " + gpu_prior->prior().name + " (spec prior, not measured)";
+    for (const std::string& p : gpu_precisions_planned) space.costs.emplace(p, gpu_costs(costs.at("fp32"), p));
+    space.latency_ms = [&gpu_prior](const perf::ModelCosts& m, int64_t batch, int) {
+      return gpu_prior->run_ms(perf::model_costs_steps_at(m, batch, 1), 1, static_cast<double>(m.io_bytes * batch));
+    };
+    space.latency_source = "prior";
+    space.slots = out.gpus;
+    space.threads = {1};
+    space.instance_memory_bytes = out.gpu_memory_bytes;
+    spaces.push_back(std::move(space));
+    notes.push_back("GPU latencies are " + gpu_prior->describe() + "; the GPU runs the CPU plan's kernels at the "
+                    "precision's width (no GPU-specific fusion), so treat them as estimates until measured there.");
+  }
+  KILN_ASSIGN(result, perf::plan_search(*in.app, out.target, spaces, excluded));
   out.result = std::move(result);
   out.timings.search_ms = ms_since(t0);
   for (const std::string& n : notes) out.result.explanation.push_back(n);
@@ -189,7 +342,7 @@ Result<PlanOutcome> plan_application(const PlanInputs& in) {
 }
 
 nlohmann::json candidate_json(const perf::Candidate& c, bool chosen) {
-  nlohmann::json j = {{"name", c.name()}, {"precision", c.precision}, {"batch", c.batch}, {"threads", c.threads},
+  nlohmann::json j = {{"name", c.name()}, {"device", c.device}, {"precision", c.precision}, {"batch", c.batch}, {"threads", c.threads},
                       {"instances", c.instances}, {"predicted_ms", c.latency_ms}, {"throughput_per_s", c.throughput_per_s},
                       {"memory_bytes", c.memory_bytes}, {"accuracy", c.accuracy}, {"pareto", c.pareto},
                       {"feasible", c.feasible()}, {"blocked_by", c.blocked_by}, {"chosen", chosen},
@@ -205,17 +358,27 @@ nlohmann::json plan_json(const PlanInputs& in, const PlanOutcome& out) {
   nlohmann::json excluded = nlohmann::json::array();
   for (const perf::ExcludedChoice& e : r.excluded) excluded.push_back({{"what", e.what}, {"reason", e.reason}});
   const perf::PlanTarget& t = out.target;
-  const perf::FitSummary& fit = out.predictor->summary();
+  nlohmann::json fit = nullptr;
+  if (out.predictor) {
+    const perf::FitSummary& f = out.predictor->summary();
+    fit = {{"method", f.method}, {"points", f.points_used}, {"heldout_median_error", f.heldout_median_chosen}};
+  }
+  auto prior_json = [](const perf::TargetPrior* p) {
+    return p ? nlohmann::json{{"id", p->id}, {"name", p->name}, {"source", p->source}} : nlohmann::json(nullptr);
+  };
+  const std::string cpu_model = out.cpu_prior ? out.cpu_prior->name : out.profile.target.fingerprint.cpu_model;
+  nlohmann::json gpus = nullptr;
+  if (out.gpu_prior) gpus = {{"count", out.gpus}, {"memory_bytes", out.gpu_memory_bytes}, {"prior", prior_json(out.gpu_prior)}};
   const PlanTimings& time = out.timings;
   return {{"format", "kiln-plan"}, {"version", 1}, {"status", r.status},
           {"application", in.app->name}, {"description", in.app->source}, {"model", in.model_path},
           {"model_sha256", out.model_digest}, {"objective", api::objective_name(in.app->objective)},
           {"target", {{"name", t.name}, {"profile", t.profile_id}, {"profile_source", t.profile_source},
-                      {"cpu_model", out.profile.target.fingerprint.cpu_model}, {"cores", t.cores}, {"nodes", t.nodes},
-                      {"measured_threads", t.measured_threads}}},
+                      {"cpu_model", cpu_model}, {"cpu_prior", prior_json(out.cpu_prior)}, {"cores", t.cores},
+                      {"nodes", t.nodes}, {"measured_threads", t.measured_threads}, {"gpus", gpus}}},
           {"chosen", r.chosen ? candidates[*r.chosen] : nlohmann::json(nullptr)},
           {"candidates", candidates}, {"excluded", excluded}, {"explanation", r.explanation},
-          {"fit", {{"method", fit.method}, {"points", fit.points_used}, {"heldout_median_error", fit.heldout_median_chosen}}},
+          {"fit", fit},
           {"timings_ms", {{"profile", time.profile_ms}, {"fit", time.fit_ms}, {"model_costs", time.costs_ms},
                           {"search", time.search_ms}, {"total", time.total_ms}, {"model_costs_cached", time.costs_cached},
                           {"fit_cached", time.fit_cached}}}};

@@ -14,6 +14,7 @@
 #include "api/description.h"
 #include "kernels/core/status.h"
 #include "perfmodel/predictor.h"
+#include "perfmodel/priors.h"
 #include "perfmodel/search/model_costs.h"
 #include "perfmodel/search/planner.h"
 #include "perfmodel/target_profile.h"
@@ -40,8 +41,12 @@ struct PlanTimings {
 struct PlanOutcome {
   perf::PlanTarget target;
   perf::TargetProfile profile;
-  std::optional<perf::LatencyPredictor> predictor;
-  std::map<std::string, perf::ModelCosts> costs;  // per precision
+  std::optional<perf::LatencyPredictor> predictor;  // fitted to a measured CPU profile (none for a prior)
+  const perf::TargetPrior* cpu_prior = nullptr;      // a remote CPU known only by its spec sheet
+  const perf::TargetPrior* gpu_prior = nullptr;      // the node's GPUs (spec prior)
+  int gpus = 0;
+  int64_t gpu_memory_bytes = 0;
+  std::map<std::string, perf::ModelCosts> costs;  // the CPU's, per precision
   perf::PlanResult result;
   PlanTimings timings;
   std::string model_digest;  // SHA-256 hex of the model file

@@ -97,3 +97,52 @@ TEST_CASE("kiln plan: infeasible constraints, unknown targets and a cost without
   CHECK(r.exit_code == 1);
   CHECK(r.err.find("no benchmark store") != std::string::npos);
 }
+
+TEST_CASE("kiln plan for a remote GPU node without measurements: spec priors, marked as such", "[perfmodel][plan]") {
+  TempDir dir;
+  const std::string db = synthetic_store(dir);  // this machine's profile only: nothing for the target
+  const std::string common = " --db " + db + " --cache-dir " + dir.file("cache") + " -o " + dir.file("out") + " --json";
+  write_file(dir.file("app.yaml"), description("throughput", "") + "");
+  // The design's example target: AMD EPYC 9654 CPUs and four H100s, both known only by their spec sheets.
+  const std::string hpc_gpu = std::string(KILN_EXAMPLES_DIR) + "/targets/hpc-gpu-slurm.yaml";
+  KilnRun r = run_kiln(dir, "plan " + dir.file("app.yaml") + " --target " + hpc_gpu + common);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  nlohmann::json plan = nlohmann::json::parse(r.out);
+  CHECK(plan.at("target").at("cpu_prior").at("id") == "amd-epyc-9654");
+  CHECK(plan.at("target").at("gpus").at("count") == 4);
+  CHECK(plan.at("target").at("gpus").at("prior").at("id") == "nvidia-h100-sxm");
+  CHECK(plan.at("fit").is_null());  // nothing was fitted: no measured profile
+  int cpu = 0, gpu = 0;
+  for (const auto& c : plan.at("candidates")) {
+    CHECK(c.at("latency_source") == "prior");
+    if (c.at("device") == "cuda") {
+      ++gpu;
+      CHECK(c.at("instances") == 4);
+      CHECK((c.at("precision") == "fp32" || c.at("precision") == "fp16"));
+    } else {
+      ++cpu;
+    }
+  }
+  CHECK(cpu > 0);
+  CHECK(gpu == 2 * 3);  // fp32, fp16 x batches 1, 8, 32
+  std::string said;
+  for (const auto& line : plan.at("explanation")) said += line.get<std::string>() + "\n";
+  CHECK(said.find("GPU latencies are NVIDIA H100 SXM5 80GB from its datasheet (prior, not measured)") != std::string::npos);
+  CHECK(said.find("CPU latencies are AMD EPYC 9654") != std::string::npos);
+  CHECK(said.find("precision int8 on the GPUs") != std::string::npos);
+
+  // CPUs kiln knows nothing about, GPUs it has a prior for: the GPUs alone, and said so.
+  write_file(dir.file("gpu-only.yaml"),
+             "name: gpu-box\nkind: cloud\nscheduler: kubernetes\ncontainer_runtime: docker\n"
+             "node: {cpu: {model: Imaginary CPU 9000, cores: 16}, memory_gb: 128, gpus: [{model: NVIDIA L4, count: 1, memory_gb: 24}]}\n");
+  r = run_kiln(dir, "plan " + dir.file("app.yaml") + " --target " + dir.file("gpu-only.yaml") + common);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  plan = nlohmann::json::parse(r.out);
+  for (const auto& c : plan.at("candidates")) CHECK(c.at("device") == "cuda");
+  said.clear();
+  for (const auto& line : plan.at("explanation")) said += line.get<std::string>() + "\n";
+  CHECK(said.find("CPUs (Imaginary CPU 9000) are not planned for") != std::string::npos);
+  CHECK(plan.at("target").at("gpus").at("prior").at("id") == "nvidia-l4");
+}

@@ -10,6 +10,8 @@
 #include "compilers/onnx/import.h"
 #include "perfmodel/fingerprint.h"
 #include "perfmodel/predictor_cache.h"
+#include "perfmodel/prior_predictor.h"
+#include "perfmodel/priors.h"
 #include "perfmodel/search/model_costs.h"
 #include "perfmodel/search/planner.h"
 #include "tests/perfmodel/synthetic_profile.h"
@@ -252,4 +254,44 @@ TEST_CASE("precisions the target cannot run natively are excluded with the reaso
   CHECK(plan_thread_counts(6) == std::vector<int>{1, 2, 4, 6});
   CHECK(plan_thread_counts(1) == std::vector<int>{1});
   CHECK(plan_batch_sizes(app).size() == 7);
+}
+
+TEST_CASE("a GPU space beside the CPU one: one instance per GPU, its memory per GPU, priced by its prior", "[perfmodel][planner]") {
+  const PlanTarget target = two_core_target();
+  PlanSpace gpu;
+  gpu.device = "cuda";
+  gpu.what = "4 x test GPU (spec prior, not measured)";
+  ModelCosts fp16 = fashion_costs("fp32");
+  fp16.precision = "fp16";
+  fp16.steps = steps_on_gpu(fp16.steps, "f16");
+  gpu.costs = {{"fp16", fp16}};
+  const PriorPredictor h100(*target_prior_find("nvidia-h100-sxm"));
+  gpu.latency_ms = [&h100](const ModelCosts& m, int64_t batch, int) { return h100.run_ms(model_costs_steps_at(m, batch, 1), 1, 0); };
+  gpu.latency_source = "prior";
+  gpu.slots = 4;
+  gpu.threads = {1};
+  // Each instance must fit one GPU: batch 64's intermediates do not fit this (tiny) one.
+  gpu.instance_memory_bytes = model_costs_memory_at(fp16, 16);
+  api::ApplicationDescription app = app_with(api::Objective::throughput);
+  auto r = plan_search(app, target, {plan_space_cpu(target, all_costs(), synthetic_predictor()), gpu});
+  REQUIRE(r);
+  int gpu_candidates = 0;
+  for (const Candidate& c : r->candidates) {
+    if (c.device != "cuda") {
+      CHECK(c.latency_source == "predicted");
+      continue;
+    }
+    ++gpu_candidates;
+    INFO(c.name());
+    CHECK(c.name() == "fp16 b" + std::to_string(c.batch) + " cuda x4");
+    CHECK(c.instances == 4);
+    CHECK(c.threads == 1);
+    CHECK(c.latency_source == "prior");
+    CHECK(c.latency_ms == Approx(h100.run_ms(model_costs_steps_at(fp16, c.batch, 1), 1, 0)));
+    CHECK(c.memory_bytes == 4 * model_costs_memory_at(fp16, c.batch));
+    CHECK(c.feasible() == (c.batch <= 16));
+    if (!c.feasible()) CHECK(c.blocked_by.at(0).find("per GPU > its") != std::string::npos);
+  }
+  CHECK(gpu_candidates == 4);  // batches 1, 4, 16, 64
+  CHECK(r->explanation.at(0).find("4 x test GPU (spec prior, not measured)") != std::string::npos);
 }

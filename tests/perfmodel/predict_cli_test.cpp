@@ -74,3 +74,36 @@ TEST_CASE("kiln predict --json has the prediction, memory, target and fit", "[pe
   CHECK(j.at("fit").at("method").is_string());
   CHECK(j.at("fit").at("points_used") == 4 * 48);
 }
+
+TEST_CASE("kiln predict --target PRIOR: a datasheet roofline for a device kiln cannot measure here", "[perfmodel][predict]") {
+  TempDir dir;
+  const std::string common = " --db " + dir.file("none.sqlite") + " --batch 8 --json";
+  KilnRun r = run_predict(dir, kModel + " --target nvidia-h100-sxm --precision fp16" + common);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json fp16 = nlohmann::json::parse(r.out);
+  CHECK(fp16.at("latency_source") == "prior");
+  CHECK(fp16.at("device") == "cuda");
+  CHECK(fp16.at("target") == "nvidia-h100-sxm");
+  CHECK(fp16.at("batch") == 8);
+  CHECK(fp16.at("predicted_median_ms").get<double>() > fp16.at("predicted_device_ms").get<double>());  // + host copies
+  CHECK(fp16.at("prior").at("assumptions").get<std::string>().find("prior, not measured") != std::string::npos);
+  r = run_predict(dir, kModel + " --target nvidia-h100-sxm --precision fp32" + common);
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json fp32 = nlohmann::json::parse(r.out);
+  CHECK(fp32.at("predicted_device_ms").get<double>() > fp16.at("predicted_device_ms").get<double>());
+  CHECK(fp32.at("weights_bytes").get<int64_t>() == 2 * fp16.at("weights_bytes").get<int64_t>());
+  CHECK_FALSE(std::ifstream(dir.file("none.sqlite")).good());  // the store is not created
+
+  r = run_predict(dir, kModel + " --target amd-epyc-9654 --threads 4" + common);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(nlohmann::json::parse(r.out).at("device") == "cpu");
+
+  r = run_predict(dir, kModel + " --target nvidia-h100-sxm --precision int8" + common);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("CUDA backend runs fp32, TF32 and fp16 only") != std::string::npos);
+  r = run_predict(dir, kModel + " --precision fp16" + common);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("fp16 is for GPU targets") != std::string::npos);
+}
