@@ -319,4 +319,17 @@ std::vector<StepFeatures> plan_features(const Plan& plan, const std::vector<Engi
   return out;
 }
 
+int64_t plan_io_bytes(const Plan& plan) {
+  std::vector<int> slots;
+  for (const PlanInput& in : plan.inputs) slots.push_back(in.slot);
+  for (const auto& [slot, name] : plan.outputs) slots.push_back(slot);
+  int64_t bytes = 0;
+  for (int slot : slots) {
+    const ValueType& t = plan.slot_types[static_cast<size_t>(slot)];
+    if (t.rank_known && sym_shape_is_concrete(t.shape))
+      bytes += shape_numel(sym_shape_concrete(t.shape)) * static_cast<int64_t>(dtype_size(t.dtype));
+  }
+  return bytes;
+}
+
 }  // namespace kiln::perf

@@ -33,6 +33,9 @@ struct StepFeatures {
 // Bytes per element a layout stores ("...:bf16" 2, ":u8"/":s8" 1, else 4).
 double layout_element_bytes(const std::string& layout);
 
+// Bytes of the plan's inputs and outputs (what a GPU run copies to and from the host).
+int64_t plan_io_bytes(const Plan& plan);
+
 // One record per Engine step, in execution order. `threads` is what the Engine runs with.
 std::vector<StepFeatures> plan_features(const Plan& plan, const std::vector<EngineStep>& steps, int threads);
 

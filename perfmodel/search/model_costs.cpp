@@ -41,14 +41,7 @@ Result<ModelCosts> model_costs_compute(Graph graph, const std::string& precision
   costs.arena_bytes = mem.arena_bytes;
   costs.scratch_bytes = mem.scratch_bytes;
   for (const StepFeatures& f : costs.steps) costs.packed_bytes += static_cast<int64_t>(f.weight_bytes);
-  std::vector<int> io_slots;
-  for (const PlanInput& in : plan.inputs) io_slots.push_back(in.slot);
-  for (const auto& [slot, name] : plan.outputs) io_slots.push_back(slot);
-  for (int slot : io_slots) {
-    const ValueType& t = plan.slot_types[static_cast<size_t>(slot)];
-    if (t.rank_known && sym_shape_is_concrete(t.shape))
-      costs.io_bytes += shape_numel(sym_shape_concrete(t.shape)) * static_cast<int64_t>(dtype_size(t.dtype));
-  }
+  costs.io_bytes = plan_io_bytes(plan);
   costs.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return costs;
 }

@@ -83,17 +83,7 @@ int run_predict_prior(const PredictOptions& o, const perf::TargetPrior& prior, c
   const int threads = gpu ? 1 : (*engine)->threads();
   std::vector<perf::StepFeatures> features = perf::plan_features(*plan, (*engine)->steps(), threads);
   if (gpu) features = perf::steps_on_gpu(features, o.precision == "fp16" ? "f16" : "f32");
-  double io_bytes = 0;
-  if (gpu) {
-    std::vector<int> io_slots;
-    for (const PlanInput& in : plan->inputs) io_slots.push_back(in.slot);
-    for (const auto& [slot, name] : plan->outputs) io_slots.push_back(slot);
-    for (int slot : io_slots) {
-      const ValueType& t = plan->slot_types[static_cast<size_t>(slot)];
-      if (t.rank_known && sym_shape_is_concrete(t.shape))
-        io_bytes += static_cast<double>(shape_numel(sym_shape_concrete(t.shape)) * static_cast<int64_t>(dtype_size(t.dtype)));
-    }
-  }
+  const double io_bytes = gpu ? static_cast<double>(perf::plan_io_bytes(*plan)) : 0.0;
   const perf::PriorPredictor predictor(prior);
   const double device_ms = predictor.run_ms(features, threads, 0);
   const double total_ms = predictor.run_ms(features, threads, io_bytes);

@@ -115,13 +115,17 @@ Status resolve_target(const PlanInputs& in, const std::string& db, PlanOutcome& 
   return Status::ok();
 }
 
+// The description's precisions, or all of them.
+std::vector<api::Precision> wanted_precisions(const api::ApplicationDescription& app) {
+  if (!app.optimizations.precisions.empty()) return app.optimizations.precisions;
+  return {api::Precision::fp32, api::Precision::bf16, api::Precision::int8, api::Precision::fp16};
+}
+
 // The CPU precisions of a node known only by its spec prior: what its peaks list natively.
 std::vector<std::string> prior_cpu_precisions(const api::ApplicationDescription& app, const perf::PriorPredictor& prior,
                                               std::vector<perf::ExcludedChoice>& excluded) {
-  std::vector<api::Precision> wanted = app.optimizations.precisions;
-  if (wanted.empty()) wanted = {api::Precision::fp32, api::Precision::bf16, api::Precision::int8, api::Precision::fp16};
   std::vector<std::string> out;
-  for (api::Precision p : wanted) {
+  for (api::Precision p : wanted_precisions(app)) {
     const std::string name = api::precision_name(p);
     if (p == api::Precision::fp16)
       excluded.push_back({"precision fp16 on the CPUs", "kiln has no fp16 CPU kernels; fp16 is for GPU targets"});
@@ -136,10 +140,8 @@ std::vector<std::string> prior_cpu_precisions(const api::ApplicationDescription&
 // The GPU precisions: what kiln's CUDA backend runs (fp32, fp16) and the GPU has.
 std::vector<std::string> gpu_precisions(const api::ApplicationDescription& app, const perf::PriorPredictor& prior,
                                         std::vector<perf::ExcludedChoice>& excluded) {
-  std::vector<api::Precision> wanted = app.optimizations.precisions;
-  if (wanted.empty()) wanted = {api::Precision::fp32, api::Precision::bf16, api::Precision::int8, api::Precision::fp16};
   std::vector<std::string> out;
-  for (api::Precision p : wanted) {
+  for (api::Precision p : wanted_precisions(app)) {
     const std::string name = api::precision_name(p);
     if (p == api::Precision::bf16 || p == api::Precision::int8)
       excluded.push_back({"precision " + name + " on the GPUs", "kiln's CUDA backend runs fp32, TF32 and fp16 only"});
