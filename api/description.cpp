@@ -184,6 +184,7 @@ Result<ApplicationDescription> application_from_document(const Document& doc) {
     a.constraints.max_accuracy_drop = num(c, "max_accuracy_drop");
     a.constraints.max_memory_mb = num(c, "max_memory_mb");
     a.constraints.max_cost_per_million = num(c, "max_cost_per_million");
+    a.constraints.latency_p99 = c.value("latency_percentile", std::string("p50")) == "p99";
   }
   a.optimizations.precisions = {Precision::fp32, Precision::fp16, Precision::bf16, Precision::int8};
   if (r.contains("optimizations")) {

@@ -59,6 +59,7 @@ struct Dataset {
 
 struct Constraints {
   std::optional<double> max_latency_ms, min_throughput_per_s, max_accuracy_drop, max_memory_mb, max_cost_per_million;
+  bool latency_p99 = false;  // max_latency_ms bounds the 99th percentile, not the median
 };
 
 struct Optimizations {

@@ -28,7 +28,7 @@ Timing time_repeated(const std::function<double()>& fn, const TimingOptions& opt
     ms.push_back(t);
   }
   std::sort(ms.begin(), ms.end());
-  return {nearest_rank(ms, 0.5), nearest_rank(ms, 0.1), nearest_rank(ms, 0.9), static_cast<int>(ms.size())};
+  return {nearest_rank(ms, 0.5), nearest_rank(ms, 0.1), nearest_rank(ms, 0.9), static_cast<int>(ms.size()), nearest_rank(ms, 0.99)};
 }
 
 Timing time_call(const std::function<void()>& fn, const TimingOptions& options) {

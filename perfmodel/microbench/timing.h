@@ -19,6 +19,7 @@ struct Timing {
   double p10_ms = 0;
   double p90_ms = 0;
   int runs = 0;
+  double p99_ms = 0;  // with few runs, the slowest of them
 };
 
 // Times `fn`, which returns its own duration in milliseconds (so a caller can time one step of

@@ -34,9 +34,11 @@ void check_constraints(const api::Constraints& k, const PlanTarget& target, cons
     c.blocked_by.push_back(text);
     c.violation += above ? (value - limit) / limit : (limit - value) / limit;
   };
-  if (k.max_latency_ms && c.latency_ms > *k.max_latency_ms)
-    miss(c.latency_ms, *k.max_latency_ms, true,
-         "latency " + fmt("%.2f", c.latency_ms) + " ms > max_latency_ms " + fmt("%g", *k.max_latency_ms));
+  const double latency = k.latency_p99 ? c.latency_p99_ms : c.latency_ms;
+  if (k.max_latency_ms && latency > *k.max_latency_ms)
+    miss(latency, *k.max_latency_ms, true,
+         std::string(k.latency_p99 ? "p99 latency " : "latency ") + fmt("%.2f", latency) + " ms > max_latency_ms " +
+             fmt("%g", *k.max_latency_ms));
   if (k.min_throughput_per_s && c.throughput_per_s < *k.min_throughput_per_s)
     miss(c.throughput_per_s, *k.min_throughput_per_s, false,
          "throughput " + fmt("%.1f", c.throughput_per_s) + "/s < min_throughput_per_s " + fmt("%g", *k.min_throughput_per_s));
@@ -126,7 +128,9 @@ void explain(const api::ApplicationDescription& app, const PlanTarget& target, c
     const api::Constraints& k = app.constraints;
     std::string meets;
     auto add = [&meets](const std::string& s) { meets += (meets.empty() ? "" : ", ") + s; };
-    if (k.max_latency_ms) add("max_latency_ms " + fmt("%g", *k.max_latency_ms));
+    if (k.max_latency_ms)
+      add("max_latency_ms " + fmt("%g", *k.max_latency_ms) +
+          (k.latency_p99 ? " at p99 (predicted " + fmt("%.2f", c.latency_p99_ms) + " ms)" : ""));
     if (k.min_throughput_per_s) add("min_throughput_per_s " + fmt("%g", *k.min_throughput_per_s));
     if (k.max_memory_mb) add("max_memory_mb " + fmt("%g", *k.max_memory_mb));
     if (k.max_cost_per_million) add("max_cost_per_million " + fmt("%g", *k.max_cost_per_million));
@@ -265,6 +269,7 @@ Result<PlanResult> plan_search(const api::ApplicationDescription& app, const Pla
           c.latency_ms = space.latency_ms(model, batch, threads);
           c.latency_source = space.latency_source;
           apply_model_runs(space, model, c);
+          c.latency_p99_ms = c.latency_ms * space.p99_ratio;
           const double per_node = c.latency_ms > 0 ? static_cast<double>(c.instances * batch) * 1000.0 / c.latency_ms : 0.0;
           c.throughput_per_s = per_node * static_cast<double>(target.nodes);
           c.memory_bytes = c.instances * model_costs_memory_at(model, batch);
@@ -289,7 +294,28 @@ Result<PlanResult> plan_search(const api::ApplicationDescription& app, const Pla
   r.status = any ? "ok" : "infeasible";
   if (any) r.chosen = 0;
   explain(app, target, spaces, r);
+  if (app.constraints.latency_p99 && app.constraints.max_latency_ms)
+    for (const PlanSpace& s : spaces)
+      r.explanation.push_back("p99 latency on the " + std::string(s.device == "cuda" ? "GPUs" : "CPUs") + " is predicted as " +
+                              fmt("%.3f", s.p99_ratio) + "x the median (" + s.p99_source + ").");
   return r;
+}
+
+double tail_ratio_from_profile(const std::vector<Measurement>& rows, std::string* source) {
+  constexpr double kZ99 = 2.3263, kZ90 = 1.2816;  // standard normal quantiles
+  for (const std::string& kind : {std::string(kKindModel), std::string(kKindKernel)}) {
+    std::vector<double> ratios;
+    for (const Measurement& m : rows)
+      if (m.kind == kind && m.median_ms > 0 && m.p90_ms >= m.median_ms) ratios.push_back(m.p90_ms / m.median_ms);
+    if (ratios.empty()) continue;
+    std::nth_element(ratios.begin(), ratios.begin() + static_cast<std::ptrdiff_t>(ratios.size() / 2), ratios.end());
+    const double p90 = ratios[ratios.size() / 2];
+    if (source)
+      *source = "from the profile's " + std::to_string(ratios.size()) + (kind == kKindModel ? " whole-model" : " kernel") +
+                " timings: median p90/p50 " + fmt("%.3f", p90) + ", taken to p99 as a log-normal tail";
+    return std::pow(p90, kZ99 / kZ90);
+  }
+  return 0;
 }
 
 PlanSpace plan_space_cpu(const PlanTarget& target, std::map<std::string, ModelCosts> costs,

@@ -47,7 +47,8 @@ struct Candidate {
   int64_t batch = 1;
   int threads = 1;         // per instance (1 on a GPU)
   int instances = 1;       // per node, each running batches independently on its own cores or GPU
-  double latency_ms = 0;   // predicted, one batch
+  double latency_ms = 0;   // predicted median, one batch
+  double latency_p99_ms = 0;  // predicted 99th percentile (PlanSpace::p99_ratio x the median)
   double throughput_per_s = 0;  // samples per second over all nodes
   int64_t memory_bytes = 0;     // per node: every instance's weights and intermediates
   std::optional<double> cost_per_million;
@@ -108,6 +109,9 @@ struct PlanSpace {
   std::vector<int> threads;     // per instance; empty: plan_thread_counts(slots)
   std::vector<int> measured_threads;  // thread counts with kernel points (others are marked extrapolated)
   int64_t instance_memory_bytes = 0;  // a GPU's memory: each instance must fit; 0: none
+  // p99 / p50 of one batch's latency on this device (tail_ratio_from_profile, or an assumption).
+  double p99_ratio = 1.1;
+  std::string p99_source = "assumed";
   std::vector<ModelRun> runs;   // earlier whole-model measurements on this device
 };
 
@@ -115,6 +119,11 @@ struct PlanSpace {
 // (cost without a price) or no space has a precision left.
 Result<PlanResult> plan_search(const api::ApplicationDescription& app, const PlanTarget& target,
                                const std::vector<PlanSpace>& spaces, std::vector<ExcludedChoice> excluded = {});
+
+// p99 / p50 of a run from a profile's own spread: the median p90/p50 of its whole-model rows
+// (kiln optimize's runs) or, without any, of its kernel rows, taken to p99 as a log-normal tail
+// ((p90/p50)^(z99/z90)). `source` says which rows; 0 without rows.
+double tail_ratio_from_profile(const std::vector<Measurement>& rows, std::string* source);
 
 // The CPU space of a measured profile: `costs` priced by `predictor` (kept by reference).
 PlanSpace plan_space_cpu(const PlanTarget& target, std::map<std::string, ModelCosts> costs,

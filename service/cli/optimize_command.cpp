@@ -198,8 +198,10 @@ perf::Timing measure(const Plan& plan, int threads, int runs, std::string* error
 
 void check_measured(const api::Constraints& k, Trial& t) {
   if (!t.measured) return;
-  if (k.max_latency_ms && t.measured->median_ms > *k.max_latency_ms)
-    t.blocked_by.push_back("measured latency " + fmt("%.2f", t.measured->median_ms) + " ms > max_latency_ms " + fmt("%g", *k.max_latency_ms));
+  const double latency = k.latency_p99 ? t.measured->p99_ms : t.measured->median_ms;
+  if (k.max_latency_ms && latency > *k.max_latency_ms)
+    t.blocked_by.push_back("measured " + std::string(k.latency_p99 ? "p99 " : "") + "latency " + fmt("%.2f", latency) +
+                           " ms > max_latency_ms " + fmt("%g", *k.max_latency_ms));
   if (k.min_throughput_per_s && t.measured_throughput < *k.min_throughput_per_s)
     t.blocked_by.push_back("measured throughput " + fmt("%.1f", t.measured_throughput) + "/s < min_throughput_per_s " +
                            fmt("%g", *k.min_throughput_per_s));
@@ -340,6 +342,7 @@ int run_optimize(const OptimizeOptions& o) {
     nlohmann::json j = planning::candidate_json(t.candidate, chosen && *chosen == i);
     j["measured_ms"] = t.measured ? nlohmann::json(t.measured->median_ms) : nlohmann::json(nullptr);
     j["measured_p90_ms"] = t.measured ? nlohmann::json(t.measured->p90_ms) : nlohmann::json(nullptr);
+    j["measured_p99_ms"] = t.measured ? nlohmann::json(t.measured->p99_ms) : nlohmann::json(nullptr);
     j["prediction_error"] = t.measured ? nlohmann::json(t.candidate.latency_ms / t.measured->median_ms - 1.0) : nlohmann::json(nullptr);
     if (t.measured) j["throughput_per_s"] = t.measured_throughput;
     j["predicted_throughput_per_s"] = t.candidate.throughput_per_s;

@@ -177,3 +177,17 @@ TEST_CASE("a document that is not a mapping", "[api][description]") {
   CHECK(app_errors("- a\n- b\n")[0].to_string() == "app.yaml:1: (document): expected object, got an array");
   CHECK(app_errors("")[0].message == "expected object, got null");
 }
+
+TEST_CASE("a latency bound is on the median unless latency_percentile says p99", "[api][description]") {
+  Result<ApplicationDescription> p50 = application_parse(std::string(kApp) + "constraints: {max_latency_ms: 5}\n", "app.yaml");
+  REQUIRE(p50);
+  CHECK_FALSE(p50.value().constraints.latency_p99);
+  Result<ApplicationDescription> p99 =
+      application_parse(std::string(kApp) + "constraints: {max_latency_ms: 5, latency_percentile: p99}\n", "app.yaml");
+  REQUIRE(p99);
+  CHECK(p99.value().constraints.latency_p99);
+  const std::vector<Error> e = app_errors(std::string(kApp) + "constraints: {max_latency_ms: 5, latency_percentile: p95}\n");
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].pointer == "/constraints/latency_percentile");
+  CHECK_THAT(e[0].message, Catch::Contains("\"p50\", \"p99\""));
+}

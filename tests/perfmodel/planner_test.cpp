@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 
 #include "compilers/ir/shape_inference.h"
 #include "compilers/onnx/import.h"
@@ -294,4 +295,49 @@ TEST_CASE("a GPU space beside the CPU one: one instance per GPU, its memory per 
   }
   CHECK(gpu_candidates == 4);  // batches 1, 4, 16, 64
   CHECK(r->explanation.at(0).find("4 x test GPU (spec prior, not measured)") != std::string::npos);
+}
+
+TEST_CASE("a p99 latency bound uses the profile's spread, taken to p99 as a log-normal tail", "[perfmodel][planner]") {
+  // The ratio: median p90/p50 of the whole-model rows when there are any, else of the kernel rows.
+  std::vector<Measurement> rows(3);
+  for (Measurement& m : rows) m.kind = kKindKernel, m.median_ms = 1.0, m.p90_ms = 1.2;
+  std::string source;
+  CHECK(tail_ratio_from_profile(rows, &source) == Approx(std::pow(1.2, 2.3263 / 1.2816)));
+  CHECK(source.find("3 kernel timings") != std::string::npos);
+  Measurement run;
+  run.kind = kKindModel;
+  run.median_ms = 10;
+  run.p90_ms = 10.5;
+  rows.push_back(run);
+  CHECK(tail_ratio_from_profile(rows, &source) == Approx(std::pow(1.05, 2.3263 / 1.2816)));
+  CHECK(source.find("1 whole-model timings") != std::string::npos);
+  CHECK(tail_ratio_from_profile({}, &source) == 0);
+
+  // A bound between the fastest candidate's median and its p99 holds at p50 and blocks at p99.
+  api::ApplicationDescription app = app_with(api::Objective::latency);
+  PlanSpace space = plan_space_cpu(two_core_target(), all_costs(), synthetic_predictor());
+  space.p99_ratio = 1.5;
+  space.p99_source = "a test's";
+  auto free = plan_search(app, two_core_target(), {space});
+  REQUIRE(free);
+  const Candidate fastest = free->candidates.at(0);
+  CHECK(fastest.latency_p99_ms == Approx(1.5 * fastest.latency_ms));
+  app.constraints.max_latency_ms = 1.2 * fastest.latency_ms;
+  auto p50 = plan_search(app, two_core_target(), {space});
+  REQUIRE(p50);
+  CHECK(p50->candidates.at(0).name() == fastest.name());
+  CHECK(p50->candidates.at(0).feasible());
+  app.constraints.latency_p99 = true;
+  auto p99 = plan_search(app, two_core_target(), {space});
+  REQUIRE(p99);
+  for (const Candidate& c : p99->candidates)
+    if (c.name() == fastest.name()) {
+      REQUIRE_FALSE(c.feasible());
+      CHECK(c.blocked_by.at(0).find("p99 latency") == 0);
+    }
+  for (const Candidate& c : p99->candidates)
+    if (c.feasible()) CHECK(c.latency_p99_ms <= *app.constraints.max_latency_ms);
+  std::string said;
+  for (const std::string& l : p99->explanation) said += l + "\n";
+  CHECK(said.find("predicted as 1.500x the median (a test's)") != std::string::npos);
 }
