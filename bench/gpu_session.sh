@@ -3,6 +3,10 @@
 # (a lent GPU machine): unpacks a bundle made by scripts/gpu_bundle.sh, then runs the stages
 #   tests   the CUDA test executable: every kernel against the reference ([ops]), out of device
 #           memory ([oom]); Fashion-MNIST and ResNet-18 end to end ([models], after export);
+#   profile_gpu  kiln bench-target --device cuda (kernel sweep, peak, bandwidth in fp32 and fp16,
+#           timed on the device), stopped after PROFILE_GPU_S seconds at most (what is measured is
+#           kept), exported as OUT_DIR/gpu_profile.json for `kiln bench-target --import`; the store
+#           stays in .gpu/ (SQLite's WAL files would count against OUT_DIR's 8), progress in bench.log;
 #   export  the torchvision set from that machine's PyTorch (tests/models/export_torchvision.py);
 #   verify  kiln verify --device cuda on each model in fp32, tf32 and fp16 (vs the CPU reference);
 #   bench   kiln bench --device cuda and PyTorch eager, fp16, batch 1 and 64, side by side;
@@ -12,14 +16,15 @@
 # is not started once BUDGET_S seconds have passed.
 #
 # Usage: bench/gpu_session.sh BUNDLE.tar.xz OUT_DIR
-#   env: STAGES ("tests export verify bench profile compile"), BUDGET_S (380), MODELS_LIST (the torchvision
-#        set), VERIFY_PRECISIONS ("fp32 tf32 fp16"), BUILT_ROOT (/work/main: where the bundle was built;
+#   env: STAGES ("tests profile_gpu export verify bench profile compile"), BUDGET_S (380), PROFILE_GPU_S (150),
+#        MODELS_LIST (the torchvision set), VERIFY_PRECISIONS ("fp32 tf32 fp16"), BUILT_ROOT (/work/main: where the bundle was built;
 #        the test executable has its paths compiled in)
 set -u
 cd "$(dirname "$0")/.."
 bundle=$1
 out=$2
-STAGES=${STAGES:-tests export verify bench profile compile}
+STAGES=${STAGES:-tests profile_gpu export verify bench profile compile}
+PROFILE_GPU_S=${PROFILE_GPU_S:-150}
 PROFILE_MODELS=${PROFILE_MODELS:-resnet50 convnext_tiny mobilenet_v2 squeezenet1_1 shufflenet_v2_x1_0}
 COMPILE_MODELS=${COMPILE_MODELS:-resnet50 mobilenet_v2}
 BUDGET_S=${BUDGET_S:-380}
@@ -83,6 +88,22 @@ if stage_on tests; then
     kiln_env timeout 240 build/tests/cuda/kiln_cuda_gpu_tests "[$part]" >>"$out/tests.log" 2>&1
     log "tests [$part] exit $?"
   done
+fi
+
+# While the GPU is otherwise idle (the export runs on the CPU; device time does not depend on it).
+if stage_on profile_gpu && [ "$(time_left)" -gt 60 ]; then
+  limit=$(($(time_left) - 30))
+  [ "$limit" -gt "$PROFILE_GPU_S" ] && limit=$PROFILE_GPU_S
+  log "profile_gpu: kiln bench-target --device cuda (at most ${limit}s; SIGINT then keeps what is measured)"
+  rm -f .gpu/gpu_profile.sqlite .gpu/gpu_profile.sqlite-wal .gpu/gpu_profile.sqlite-shm
+  echo "--- profile_gpu: kiln bench-target --device cuda" >>"$out/bench.log"
+  kiln_env timeout --preserve-status -s INT -k 30 "$limit" build/kiln bench-target --device cuda --db .gpu/gpu_profile.sqlite --json \
+    >.gpu/profile_gpu.json 2>>"$out/bench.log"
+  log "profile_gpu exit $? (130: stopped at the time limit): $(tr -d '\n ' <.gpu/profile_gpu.json | cut -c1-300)"
+  if [ -f .gpu/gpu_profile.sqlite ]; then  # no store: the GPU could not be used (the reason is in bench.log)
+    kiln_env build/kiln bench-target --db .gpu/gpu_profile.sqlite --export "$out/gpu_profile.json" >>"$out/session.log" 2>&1
+    log "profile_gpu export exit $?"
+  fi
 fi
 
 if [ -n "$export_pid" ]; then

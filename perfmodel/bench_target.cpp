@@ -43,9 +43,11 @@ Status bench_target_check_sections(const std::vector<std::string>& only) {
 
 Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTargetOptions& options) {
   KILN_TRY(bench_target_check_sections(options.only));
+  KILN_REQUIRE(!options.cuda || options.threads.empty(), invalid_argument,
+               "--threads: a GPU is measured as one device (threads 1); leave --threads out with --device cuda");
   const auto start = std::chrono::steady_clock::now();
   BenchTargetSummary summary;
-  summary.fingerprint = fingerprint_local();
+  summary.fingerprint = options.cuda ? options.cuda->fingerprint : fingerprint_local();
   const TargetFingerprint& fp = summary.fingerprint;
 
   BenchPlanOptions plan;
@@ -62,9 +64,17 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
     std::vector<BenchPoint> points;
   };
   std::vector<Section> sections;
-  if (wants(options, kSectionPeak)) sections.push_back({kSectionPeak, peak_points(fp, plan, &summary.skipped)});
-  if (wants(options, kSectionBandwidth)) sections.push_back({kSectionBandwidth, bandwidth_points(fp, plan)});
-  if (wants(options, kSectionSweep)) sections.push_back({kSectionSweep, sweep_points(fp, plan, &summary.skipped)});
+  if (options.cuda) {
+    std::vector<DevicePrecision> precisions = options.cuda_precisions;
+    if (precisions.empty()) precisions = {DevicePrecision::fp32, DevicePrecision::fp16};
+    if (wants(options, kSectionPeak)) sections.push_back({kSectionPeak, cuda_peak_points(*options.cuda, precisions, options.quick)});
+    if (wants(options, kSectionBandwidth)) sections.push_back({kSectionBandwidth, cuda_bandwidth_points(*options.cuda, options.quick)});
+    if (wants(options, kSectionSweep)) sections.push_back({kSectionSweep, cuda_sweep_points(*options.cuda, precisions, options.quick)});
+  } else {
+    if (wants(options, kSectionPeak)) sections.push_back({kSectionPeak, peak_points(fp, plan, &summary.skipped)});
+    if (wants(options, kSectionBandwidth)) sections.push_back({kSectionBandwidth, bandwidth_points(fp, plan)});
+    if (wants(options, kSectionSweep)) sections.push_back({kSectionSweep, sweep_points(fp, plan, &summary.skipped)});
+  }
 
   KILN_ASSIGN(stored, store.measurement_identities(fp.id));
   if (options.dry_run) {
@@ -83,9 +93,17 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
   for (const SkippedBenchmark& s : summary.skipped) KILN_TRY(store.skipped_put(fp.id, s));
   KILN_ASSIGN(run_id, store.run_begin(fp.id, options.options_text));
   summary.run_id = run_id;
-  if (options.progress) {
+  if (options.progress && options.cuda) {
+    const DeviceProbe& probe = options.cuda->probe;
+    *options.progress << "kiln: target " << fp.id << " (" << fp.cpu_model << ", sm_" << probe.compute_major << probe.compute_minor
+                      << ", " << fp.memory_bytes / (int64_t{1} << 20) << " MiB, CUDA runtime " << probe.runtime_version / 1000
+                      << "." << probe.runtime_version % 1000 / 10 << ", driver " << probe.driver_version / 1000 << "."
+                      << probe.driver_version % 1000 / 10 << "; device time, CUDA events)\n";
+  } else if (options.progress) {
     *options.progress << "kiln: target " << fp.id << " (" << fp.cpu_model << ", " << fp.logical_cpus << " CPUs, "
                       << fp.memory_bytes / (int64_t{1} << 20) << " MiB, oneDNN " << fp.onednn_version << ")\n";
+  }
+  if (options.progress) {
     for (const SkippedBenchmark& s : summary.skipped)
       *options.progress << "kiln: skipping " << s.kind << " " << s.dtype << ": " << s.reason << '\n';
   }
@@ -109,7 +127,8 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
       Measurement m = todo[i]->record;
       const ForeignLoadMeter foreign;
       Status ok = todo[i]->measure(m);
-      m.load_avg = m.threads + foreign.busy_cpus().value_or(0.0);
+      // A device's time (CUDA events) does not depend on the host's cores: a GPU point is never "loaded".
+      m.load_avg = m.threads + (options.cuda ? 0.0 : foreign.busy_cpus().value_or(0.0));
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - section_start).count();
       const double eta = elapsed / static_cast<double>(i + 1) * static_cast<double>(todo.size() - i - 1);
       std::string line("[");

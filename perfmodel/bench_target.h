@@ -1,7 +1,7 @@
-// `kiln bench-target` as a library call: fingerprints this machine, plans the peak, bandwidth and
-// kernel-sweep points, skips those already stored for this fingerprint (unless forced), measures
-// the rest with a progress line each and stores every point as soon as it is measured, so an
-// interrupted run keeps its work and the next run continues where it stopped.
+// `kiln bench-target` as a library call: fingerprints this machine (or a CUDA device of it), plans
+// the peak, bandwidth and kernel-sweep points, skips those already stored for this fingerprint
+// (unless forced), measures the rest with a progress line each and stores every point as soon as
+// it is measured, so an interrupted run keeps its work and the next run continues where it stopped.
 #pragma once
 
 #include <atomic>
@@ -11,6 +11,7 @@
 
 #include "kernels/core/status.h"
 #include "perfmodel/fingerprint.h"
+#include "perfmodel/microbench/cuda_sweep.h"
 #include "perfmodel/store.h"
 
 namespace kiln::perf {
@@ -22,7 +23,11 @@ inline constexpr const char* kSectionSweep = "sweep";
 struct BenchTargetOptions {
   bool quick = false;
   std::vector<std::string> only;  // sections to run (kSection*); empty: all
-  std::vector<int> threads;       // empty: 1 and every usable core
+  std::vector<int> threads;       // empty: 1 and every usable core (CPU only)
+  // Set: this CUDA device is measured instead of the CPU (microbench/cuda_sweep.h), at these
+  // precisions (empty: fp32 and fp16), threads 1. Opened by the caller, before any store is touched.
+  const CudaBenchDevice* cuda = nullptr;
+  std::vector<DevicePrecision> cuda_precisions;
   bool force = false;             // re-measure points already stored
   bool dry_run = false;           // list the plan (each point, stored or to measure) without measuring or writing
   std::string options_text;       // recorded with the run

@@ -91,6 +91,23 @@ std::string fingerprint_dtype_unsupported(const TargetFingerprint& fp, const std
   return "unknown dtype '" + dtype + "'";
 }
 
+TargetFingerprint fingerprint_cuda(const DeviceProbe& probe) {
+  TargetFingerprint fp;
+  fp.cpu_model = probe.device_name.empty() ? "unknown CUDA device" : probe.device_name;
+  fp.vendor = "NVIDIA";
+  fp.isa = {kCudaFlag, "sm_" + std::to_string(probe.compute_major) + std::to_string(probe.compute_minor)};
+  fp.logical_cpus = 1;
+  fp.usable_threads = 1;
+  fp.memory_bytes = probe.total_memory_bytes / (int64_t{1} << 20) * (int64_t{1} << 20);
+  fp.kiln_version = KILN_VERSION;
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0) fp.host = host;
+  fp.id = fingerprint_id(fp);
+  return fp;
+}
+
+bool fingerprint_is_cuda(const TargetFingerprint& fp) { return fingerprint_has(fp, kCudaFlag); }
+
 TargetFingerprint fingerprint_local() {
   TargetFingerprint fp;
   std::ifstream cpuinfo("/proc/cpuinfo");

@@ -8,12 +8,15 @@
 #include <vector>
 
 #include "kernels/core/status.h"
+#include "kernels/device/device_backend.h"
 
 namespace kiln::perf {
 
+// A CUDA device is a target too (fingerprint_cuda), in the same fields, so the store and JSON
+// profiles hold it unchanged: cpu_model is the device's name, isa {"cuda", "sm_90"}.
 struct TargetFingerprint {
   std::string id;         // 16 hex digits over the identity fields below (not the host name)
-  std::string cpu_model;  // /proc/cpuinfo "model name"
+  std::string cpu_model;  // /proc/cpuinfo "model name"; a GPU: the device's name ("NVIDIA H100 80GB HBM3")
   std::string vendor;     // "GenuineIntel", "AuthenticAMD", ...
   std::vector<std::string> isa;  // the ISA flags kernels care about, sorted (avx2, avx512f, amx_bf16, ...)
   int logical_cpus = 0;          // CPUs online
@@ -27,6 +30,19 @@ struct TargetFingerprint {
 
 // Reads the fingerprint of the machine this process runs on. Two calls give the same id.
 TargetFingerprint fingerprint_local();
+
+// The ISA flag that marks a CUDA device's fingerprint: never among a CPU's flags (relevant_flags),
+// so the two kinds stay apart without a field of their own (the store's schema is unchanged).
+inline constexpr const char* kCudaFlag = "cuda";
+
+// A CUDA device as probed by the plugin: cpu_model = its name, vendor "NVIDIA", isa {"cuda",
+// "sm_<major><minor>"}, one logical CPU and one usable thread (a device is measured as one unit,
+// threads 1), memory = the device's to the MiB, caches and onednn_version empty (neither applies),
+// this kiln's version, this host.
+TargetFingerprint fingerprint_cuda(const DeviceProbe& probe);
+
+// Whether `fp` is a CUDA device's (fingerprint_cuda) rather than a CPU's.
+bool fingerprint_is_cuda(const TargetFingerprint& fp);
 
 // The id of `fp`'s identity fields (everything but `id` and `host`); memory counts in GiB so a
 // few MiB of firmware reservation do not split one machine kind in two.

@@ -299,9 +299,15 @@ StepPrediction LatencyPredictor::step_ms(const StepFeatures& f) const {
   // Data movement without a sweep counterpart (conversions, concat, slices, elementwise): priced
   // like the sweep's Add, an Engine kernel that streams its bytes, rather than at the raw read
   // bandwidth, which in cache is 3-6x what real copy kernels reach (ShuffleNetV2's concats).
+  // The step's own dtype first (a GPU profile sweeps Add in f32 and f16), else any.
   const Group* add = nullptr;
-  for (const auto& [key, g] : groups_)
-    if (g.op == "add" && (!add || std::abs(g.threads - f.m.threads) < std::abs(add->threads - f.m.threads))) add = &g;
+  for (const std::string& dtype : {f.m.dtype, std::string()}) {
+    for (const auto& [key, g] : groups_)
+      if (g.op == "add" && (dtype.empty() || g.dtype == dtype) &&
+          (!add || std::abs(g.threads - f.m.threads) < std::abs(add->threads - f.m.threads)))
+        add = &g;
+    if (add) break;
+  }
   if (add && add->params.bytes_per_ms > 0) {
     double ms = add->params.overhead_ms + f.m.bytes / add->params.bytes_per_ms;
     if (add->threads != f.m.threads) ms *= static_cast<double>(add->threads) / static_cast<double>(f.m.threads);

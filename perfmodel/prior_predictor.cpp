@@ -55,9 +55,12 @@ double PriorPredictor::step_ms(const StepFeatures& step, int threads) const {
 double PriorPredictor::run_ms(const std::vector<StepFeatures>& steps, int threads, double io_bytes) const {
   double total = 0;
   for (const StepFeatures& s : steps) total += step_ms(s, threads);
-  if (is_gpu(prior_) && prior_.host_link_gbs > 0)
-    total += io_bytes / (prior_.host_link_gbs * 1e6 * assumptions_.host_copy_efficiency);
-  return total;
+  return total + host_copy_ms(io_bytes);
+}
+
+double PriorPredictor::host_copy_ms(double io_bytes) const {
+  if (!is_gpu(prior_) || !(prior_.host_link_gbs > 0)) return 0;
+  return io_bytes / (prior_.host_link_gbs * 1e6 * assumptions_.host_copy_efficiency);  // GB/s -> bytes/ms
 }
 
 std::string PriorPredictor::describe() const {

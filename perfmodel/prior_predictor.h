@@ -47,6 +47,10 @@ class PriorPredictor {
   double step_ms(const StepFeatures& step, int threads) const;
   // A whole run of one batch: every step, plus the host copies of `io_bytes` on a GPU.
   double run_ms(const std::vector<StepFeatures>& steps, int threads, double io_bytes) const;
+  // The host <-> device copies of a run's inputs and outputs (`io_bytes`) over the GPU's host link
+  // at host_copy_efficiency; 0 on a CPU. Also what a run predicted from a measured GPU profile
+  // adds, since the GPU sweep times the device alone.
+  double host_copy_ms(double io_bytes) const;
   // Whether the prior has a peak for `dtype` (a native instruction or tensor core for it).
   bool supports(const std::string& dtype) const;
   const TargetPrior& prior() const { return prior_; }

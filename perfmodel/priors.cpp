@@ -78,4 +78,10 @@ std::string prior_replaced_by(const TargetPrior& prior, const std::vector<Stored
   return {};
 }
 
+const TargetPrior* prior_replaced(const StoredTarget& target) {
+  for (const TargetPrior& p : priors())
+    if (prior_replaced_by(p, {target}) == target.fingerprint.id) return &p;
+  return nullptr;
+}
+
 }  // namespace kiln::perf

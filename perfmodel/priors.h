@@ -36,4 +36,8 @@ const TargetPrior* target_prior_find(const std::string& id);  // nullptr when un
 // The stored target that replaces `prior` (its model name matches), or empty.
 std::string prior_replaced_by(const TargetPrior& prior, const std::vector<StoredTarget>& stored);
 
+// The prior a stored target replaces (the first whose match strings its model name contains), or
+// nullptr: what still describes the parts a profile does not measure (a GPU's host link).
+const TargetPrior* prior_replaced(const StoredTarget& target);
+
 }  // namespace kiln::perf

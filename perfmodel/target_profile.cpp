@@ -48,4 +48,18 @@ Result<TargetProfile> target_profile_load(const std::string& db_path, const std:
   return profile;
 }
 
+Result<std::optional<TargetProfile>> target_profile_replacing(const std::string& db_path, const TargetPrior& prior) {
+  std::error_code ec;
+  if (!std::filesystem::exists(db_path, ec)) return std::optional<TargetProfile>();  // a missing store is not created
+  std::string id;
+  {
+    KILN_ASSIGN(store, BenchmarkStore::open(db_path));
+    KILN_ASSIGN(targets, store->targets());
+    id = prior_replaced_by(prior, targets);
+  }
+  if (id.empty()) return std::optional<TargetProfile>();
+  KILN_ASSIGN(profile, target_profile_load(db_path, id));
+  return std::optional<TargetProfile>(std::move(profile));
+}
+
 }  // namespace kiln::perf

@@ -95,6 +95,12 @@ std::vector<std::string> default_pipeline() {
   return names;
 }
 
+std::vector<std::string> cuda_pipeline() {
+  std::vector<std::string> names = default_pipeline();
+  std::erase_if(names, [](const std::string& pass) { return pass == "fuse_concat_affine" || pass == "fuse_depth_first"; });
+  return names;
+}
+
 std::vector<std::string> all_passes() {
   std::vector<std::string> names;
   for (const PassInfo& p : kPasses) names.emplace_back(p.name);

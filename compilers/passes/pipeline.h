@@ -14,6 +14,10 @@ namespace kiln {
 std::span<const PassInfo> pass_table();
 std::vector<std::string> default_pipeline();  // the table's passes marked in_default, in order
 std::vector<std::string> all_passes();        // every pass of the table, in order
+// The default pipeline for the CUDA backend: without the passes that make kiln's fused ops only
+// CPU kernels run (ConcatAffine, DepthFirstConv); ElementwiseChain has a CUDA kernel. What
+// `kiln compile/bench --device cuda` and the GPU kernel sweep compile with.
+std::vector<std::string> cuda_pipeline();
 
 // Resolves names against the table; an unknown name is an error listing the known ones.
 Result<std::vector<const PassInfo*>> pipeline_from_names(const std::vector<std::string>& names);

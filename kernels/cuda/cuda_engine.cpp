@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <sstream>
 
 #include "kernels/core/half.h"
@@ -77,6 +78,7 @@ class CudaEngine final : public DeviceEngine {
   Status build(const Plan& plan, const DeviceEngineOptions& options);
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, std::vector<double>* step_ms) override;
   Result<std::vector<double>> time_on_device(int warmup, int iters) override;
+  Result<std::vector<double>> time_steps_on_device(size_t first, size_t count, int repeat, int warmup, int iters) override;
   const std::vector<EngineStep>& steps() const override { return step_info_; }
   const EngineMemory& memory() const override { return memory_; }
   std::string describe() const override;
@@ -91,7 +93,8 @@ class CudaEngine final : public DeviceEngine {
   void* device_pointer(int v) const;
   Status upload_inputs(const std::vector<Tensor>& inputs);
   Status enqueue(std::vector<double>* step_ms, bool resident = false);
-  cudaGraphExec_t capture(bool resident, std::string& failure);
+  Status enqueue_steps(size_t first, size_t end, bool events);
+  cudaGraphExec_t capture(const std::function<Status()>& enqueue_all, std::string& failure);
   cudaGraphExec_t graph_for(CapturedGraph& graph, bool resident);
 
   DeviceEngineOptions options_;
@@ -335,19 +338,7 @@ Status CudaEngine::enqueue(std::vector<double>* step_ms, bool resident) {
     if (s.converted.data())
       KILN_CUDA_TRY(launch_f32_to_f16(static_cast<const float*>(s.converted.data()), device_pointer(s.value), shape_numel(v.shape), stream));
   }
-  CudaArgs args;
-  args.workspace = workspace_.data();
-  for (size_t i = 0; i < steps_.size(); ++i) {
-    DeviceStep& step = steps_[i];
-    args.inputs.clear();
-    args.outputs.clear();
-    for (int v : step.inputs) args.inputs.push_back(v < 0 ? nullptr : device_pointer(v));
-    for (int v : step.outputs) args.outputs.push_back(v < 0 ? nullptr : device_pointer(v));
-    if (step_ms) KILN_CUDA_TRY(cudaEventRecord(events_[2 * i], stream));
-    Status st = step.kernel->run(args);
-    if (!st) return st.with_context("node '" + step.name + "': ");
-    if (step_ms) KILN_CUDA_TRY(cudaEventRecord(events_[2 * i + 1], stream));
-  }
+  KILN_TRY(enqueue_steps(0, steps_.size(), step_ms != nullptr));
   if (resident) return Status::ok();
   for (const Staging& s : outputs_) {
     const DeviceValue& v = values_[static_cast<size_t>(s.value)];
@@ -361,15 +352,36 @@ Status CudaEngine::enqueue(std::vector<double>* step_ms, bool resident) {
   return Status::ok();
 }
 
-// Records one whole run (or, `resident`, the steps alone) as a CUDA Graph. Any failure (a library
-// call that cannot be captured) returns null with the reason, and runs then launch step by step.
-cudaGraphExec_t CudaEngine::capture(bool resident, std::string& failure) {
+// Steps [first, end) on the stream, with their arena pointers; `events`: one recorded before and
+// after each step (profiling).
+Status CudaEngine::enqueue_steps(size_t first, size_t end, bool events) {
+  const cudaStream_t stream = context_.stream;
+  CudaArgs args;
+  args.workspace = workspace_.data();
+  for (size_t i = first; i < end; ++i) {
+    DeviceStep& step = steps_[i];
+    args.inputs.clear();
+    args.outputs.clear();
+    for (int v : step.inputs) args.inputs.push_back(v < 0 ? nullptr : device_pointer(v));
+    for (int v : step.outputs) args.outputs.push_back(v < 0 ? nullptr : device_pointer(v));
+    if (events) KILN_CUDA_TRY(cudaEventRecord(events_[2 * i], stream));
+    Status st = step.kernel->run(args);
+    if (!st) return st.with_context("node '" + step.name + "': ");
+    if (events) KILN_CUDA_TRY(cudaEventRecord(events_[2 * i + 1], stream));
+  }
+  return Status::ok();
+}
+
+// Records what `enqueue_all` puts on the stream (a whole run, the steps alone, a range of steps)
+// as a CUDA Graph. Any failure (a library call that cannot be captured) returns null with the
+// reason, and the sequence then launches step by step.
+cudaGraphExec_t CudaEngine::capture(const std::function<Status()>& enqueue_all, std::string& failure) {
   if (cudaStreamBeginCapture(context_.stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
     failure = "stream capture could not begin";
     cudaGetLastError();
     return nullptr;
   }
-  const Status enqueued = enqueue(nullptr, resident);
+  const Status enqueued = enqueue_all();
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(context_.stream, &graph);
   if (!enqueued || ended != cudaSuccess || !graph) {
@@ -396,7 +408,7 @@ cudaGraphExec_t CudaEngine::capture(bool resident, std::string& failure) {
 cudaGraphExec_t CudaEngine::graph_for(CapturedGraph& graph, bool resident) {
   if (use_graph_ && !graph.tried) {
     graph.tried = true;
-    graph.exec = capture(resident, graph.failure);
+    graph.exec = capture([this, resident] { return enqueue(nullptr, resident); }, graph.failure);
   }
   return graph.exec;
 }
@@ -482,6 +494,37 @@ Result<std::vector<double>> CudaEngine::time_on_device(int warmup, int iters) {
     float ms = 0;
     KILN_CUDA_TRY(cudaEventElapsedTime(&ms, start.handle, stop.handle));
     if (i >= warmup) times.push_back(ms);
+  }
+  return times;
+}
+
+Result<std::vector<double>> CudaEngine::time_steps_on_device(size_t first, size_t count, int repeat, int warmup, int iters) {
+  KILN_REQUIRE(ran_, invalid_argument, "device-only timing needs one run first (its values are the ones timed)");
+  KILN_REQUIRE(count > 0 && first < steps_.size() && count <= steps_.size() - first, invalid_argument, "steps ", first, " to ",
+               first + count, " are not in the plan (", steps_.size(), " steps)");
+  KILN_REQUIRE(repeat >= 1 && warmup >= 0 && iters >= 1, invalid_argument, "step timing needs repeat >= 1, warmup >= 0, iters >= 1");
+  KILN_CUDA_TRY(cudaSetDevice(options_.device_index));
+  const auto enqueue_range = [&]() -> Status {
+    for (int r = 0; r < repeat; ++r) KILN_TRY(enqueue_steps(first, first + count, false));
+    return Status::ok();
+  };
+  // Captured for this call only: a range is timed once per engine (kiln bench-target's points).
+  OwnedHandle<cudaGraphExec_t, cudaGraphExecDestroy> graph;
+  std::string failure;
+  if (use_graph_) graph.handle = capture(enqueue_range, failure);
+  OwnedHandle<cudaEvent_t, cudaEventDestroy> start, stop;
+  KILN_CUDA_TRY(cudaEventCreate(&start.handle));
+  KILN_CUDA_TRY(cudaEventCreate(&stop.handle));
+  std::vector<double> times;
+  for (int i = 0; i < warmup + iters; ++i) {
+    KILN_CUDA_TRY(cudaEventRecord(start.handle, context_.stream));
+    if (graph.handle) KILN_CUDA_TRY(cudaGraphLaunch(graph.handle, context_.stream));
+    else KILN_TRY(enqueue_range());
+    KILN_CUDA_TRY(cudaEventRecord(stop.handle, context_.stream));
+    KILN_CUDA_TRY(cudaEventSynchronize(stop.handle));
+    float ms = 0;
+    KILN_CUDA_TRY(cudaEventElapsedTime(&ms, start.handle, stop.handle));
+    if (i >= warmup) times.push_back(static_cast<double>(ms) / repeat);
   }
   return times;
 }

@@ -23,7 +23,7 @@
 namespace kiln {
 
 // Bumped whenever this header or a type it uses changes shape.
-inline constexpr int kDeviceBackendAbi = 2;
+inline constexpr int kDeviceBackendAbi = 3;
 
 // Arithmetic of float values on the device. fp32 keeps the CPU engine's precision; tf32 lets
 // convolutions and GEMMs use TF32 tensor cores (10-bit mantissa inputs, fp32 accumulation);
@@ -69,6 +69,14 @@ class DeviceEngine {
   // kept on the device, feed `iters` launches (after `warmup`) of every step, the outputs stay
   // there; each time is the device's, from events around one launch. Needs one run() first.
   virtual Result<std::vector<double>> time_on_device(int warmup, int iters) = 0;
+  // Times steps [first, first + count) alone, as time_on_device times the whole plan: what they
+  // read is what the last run left on the device (no inputs copied in, no other step run), and
+  // each launch holds `repeat` back-to-back copies of them (one CUDA Graph where the engine
+  // captures graphs), so a few-microsecond kernel is timed as it runs inside a graph rather than
+  // as one launch's latency. Each time is a launch's device time (events) over `repeat`. What
+  // kiln bench-target uses to time one op without its producer or the input copies. Needs one
+  // run() first.
+  virtual Result<std::vector<double>> time_steps_on_device(size_t first, size_t count, int repeat, int warmup, int iters) = 0;
   virtual const std::vector<EngineStep>& steps() const = 0;
   virtual const EngineMemory& memory() const = 0;
   virtual std::string describe() const = 0;  // "NVIDIA H100 80GB HBM3 (sm_90), fp16, CUDA Graph"

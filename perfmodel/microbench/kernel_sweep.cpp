@@ -12,10 +12,8 @@
 #include "kernels/precision.h"
 
 namespace kiln::perf {
-namespace {
 
-// Uniform values in [lo, hi) from a fixed-seed LCG: cheap for the multi-million-weight layers.
-Tensor random_tensor(Shape shape, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+Tensor sweep_random_tensor(Shape shape, uint32_t seed, float lo, float hi) {
   Tensor t = Tensor::zeros(DType::f32, std::move(shape));
   uint64_t state = 0x9E3779B97F4A7C15ull ^ seed;
   float* p = t.data<float>();
@@ -26,7 +24,9 @@ Tensor random_tensor(Shape shape, uint32_t seed, float lo = -1.0f, float hi = 1.
   return t;
 }
 
-constexpr const char* kProducerNode = "producer";
+bool sweep_is_op_step(const EngineStep& s) { return s.op != "ToPlain" && s.node.rfind(kSweepProducerNode, 0) != 0; }
+
+namespace {
 
 struct Builder {
   Graph g;
@@ -38,7 +38,7 @@ struct Builder {
   }
   ValueId weight(const std::string& name, Shape shape, float scale) {
     const ValueId id = g.add_value(name, ValueType::of(DType::f32, sym_shape_from(shape)));
-    g.initializers[id] = random_tensor(std::move(shape), seed++, -scale, scale);
+    g.initializers[id] = sweep_random_tensor(std::move(shape), seed++, -scale, scale);
     return id;
   }
   ValueId node(OpKind op, const std::string& out, std::vector<ValueId> inputs, Attrs attrs = {}) {
@@ -67,13 +67,10 @@ ValueId producer(Builder& b, const SweepShape& s, const std::string& suffix = ""
   a.set("kernel_shape", std::vector<int64_t>{3, 3});
   a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
   a.set("group", s.in_c);
-  return b.node(OpKind::Conv, kProducerNode + suffix, {x, w}, a);
+  return b.node(OpKind::Conv, kSweepProducerNode + suffix, {x, w}, a);
 }
 
 double dtype_bytes(const std::string& dtype) { return dtype == "f32" ? 4 : dtype == "bf16" ? 2 : 1; }
-
-// The steps timed: the op's own, neither its producer nor the engine's conversions to plain.
-bool is_op_step(const EngineStep& s) { return s.op != "ToPlain" && s.node.rfind(kProducerNode, 0) != 0; }
 
 Status measure_shape(const SweepShape& shape, const TimingOptions& timing, Measurement& m) {
   Graph g = sweep_graph(shape);
@@ -85,7 +82,7 @@ Status measure_shape(const SweepShape& shape, const TimingOptions& timing, Measu
     for (ValueId in : g.inputs) {
       Shape s = sym_shape_concrete(g.value(in).type.shape);
       s[0] = 1;
-      calibration.inputs.push_back(random_tensor(s, 7));
+      calibration.inputs.push_back(sweep_random_tensor(s, 7));
     }
     calibration.source = "random (kiln bench-target)";
     options.int8.calibration = &calibration;
@@ -105,7 +102,7 @@ Status measure_shape(const SweepShape& shape, const TimingOptions& timing, Measu
   KILN_ASSIGN(engine, Engine::create(plan, {m.threads, nullptr}));
   std::vector<Tensor> inputs;
   uint32_t seed = 11;
-  for (ValueId in : g.inputs) inputs.push_back(random_tensor(sym_shape_concrete(g.value(in).type.shape), seed++));
+  for (ValueId in : g.inputs) inputs.push_back(sweep_random_tensor(sym_shape_concrete(g.value(in).type.shape), seed++));
 
   const std::vector<EngineStep>& steps = engine->steps();
   std::vector<double> step_ms;
@@ -122,7 +119,7 @@ Status measure_shape(const SweepShape& shape, const TimingOptions& timing, Measu
         }
         double op_ms = 0;
         for (size_t i = 0; i < steps.size() && i < step_ms.size(); ++i)
-          if (is_op_step(steps[i])) op_ms += step_ms[i];
+          if (sweep_is_op_step(steps[i])) op_ms += step_ms[i];
         return op_ms;
       },
       timing);
@@ -138,7 +135,7 @@ Status measure_shape(const SweepShape& shape, const TimingOptions& timing, Measu
   std::set<std::string> backends;
   m.kernel.clear();
   for (const EngineStep& s : steps) {
-    if (!is_op_step(s)) continue;
+    if (!sweep_is_op_step(s)) continue;
     m.kernel += (m.kernel.empty() ? "" : "+") + s.kernel;
     m.layout = s.output_layout;
     backends.insert(s.kernel.substr(0, s.kernel.find('.')));
@@ -215,6 +212,35 @@ Graph sweep_graph(const SweepShape& s) {
   return b.g;
 }
 
+Measurement sweep_record(const SweepShape& shape, const std::string& dtype, int threads, double element_bytes) {
+  Measurement m;
+  m.kind = kKindKernel;
+  m.op = sweep_op_name(shape.op);
+  m.key = sweep_key(shape);
+  m.dtype = dtype;
+  m.threads = threads;
+  m.batch = shape.op == SweepOp::gemm ? shape.m : shape.batch;
+  if (shape.op == SweepOp::gemm) {
+    m.m = shape.m;
+    m.k = shape.k;
+    m.n = shape.n;
+  } else {
+    m.in_c = shape.in_c;
+    m.in_h = shape.h;
+    m.in_w = shape.w;
+    m.out_c = shape.out_c;
+    m.out_h = sweep_out_h(shape);
+    m.out_w = sweep_out_w(shape);
+    m.kernel_h = m.kernel_w = shape.kernel;
+    m.stride = shape.stride;
+    m.pad = shape.pad;
+    m.groups = shape.op == SweepOp::depthwise_conv ? shape.in_c : 1;
+  }
+  m.macs = sweep_macs(shape);
+  m.bytes = sweep_bytes(shape, element_bytes);
+  return m;
+}
+
 std::vector<std::string> sweep_pipeline(const std::string& dtype) {
   std::vector<std::string> passes = pipeline_parse(dtype == "bf16"   ? "default+mixed_precision_bf16"
                                                    : dtype == "int8" ? "default+quantize_int8"
@@ -243,31 +269,7 @@ std::vector<BenchPoint> sweep_points(const TargetFingerprint& fp, const BenchPla
       if (dtype != "f32" && !sweep_op_has_precisions(shape.op)) continue;
       for (int threads : options.threads) {
         BenchPoint p;
-        Measurement& m = p.record;
-        m.kind = kKindKernel;
-        m.op = sweep_op_name(shape.op);
-        m.key = sweep_key(shape);
-        m.dtype = dtype;
-        m.threads = threads;
-        m.batch = shape.op == SweepOp::gemm ? shape.m : shape.batch;
-        if (shape.op == SweepOp::gemm) {
-          m.m = shape.m;
-          m.k = shape.k;
-          m.n = shape.n;
-        } else {
-          m.in_c = shape.in_c;
-          m.in_h = shape.h;
-          m.in_w = shape.w;
-          m.out_c = shape.out_c;
-          m.out_h = sweep_out_h(shape);
-          m.out_w = sweep_out_w(shape);
-          m.kernel_h = m.kernel_w = shape.kernel;
-          m.stride = shape.stride;
-          m.pad = shape.pad;
-          m.groups = shape.op == SweepOp::depthwise_conv ? shape.in_c : 1;
-        }
-        m.macs = sweep_macs(shape);
-        m.bytes = sweep_bytes(shape, dtype_bytes(dtype));
+        p.record = sweep_record(shape, dtype, threads, dtype_bytes(dtype));
         p.measure = [shape, timing](Measurement& out) { return measure_shape(shape, timing, out); };
         points.push_back(std::move(p));
       }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "compilers/ir/graph.h"
+#include "kernels/engine.h"
 #include "perfmodel/fingerprint.h"
 #include "perfmodel/microbench/bench_point.h"
 #include "perfmodel/microbench/sweep_grid.h"
@@ -21,6 +22,20 @@ namespace kiln::perf {
 
 // The float32 graph of a shape (producer + op), with deterministic random weights.
 Graph sweep_graph(const SweepShape& shape);
+
+// The producers' node names start with this ("producer", "producer_b").
+inline constexpr const char* kSweepProducerNode = "producer";
+
+// The steps a point's latency counts: the op's own, neither its producers nor the engine's
+// conversions to plain.
+bool sweep_is_op_step(const EngineStep& step);
+
+// Uniform float32 values in [lo, hi) from a fixed-seed LCG: cheap for multi-million-element tensors.
+Tensor sweep_random_tensor(Shape shape, uint32_t seed, float lo = -1.0f, float hi = 1.0f);
+
+// A point's record before it is measured: kind kernel, op, key, dtype, threads, batch, the shape
+// fields, MACs and bytes (activations and weights at `element_bytes` each).
+Measurement sweep_record(const SweepShape& shape, const std::string& dtype, int threads, double element_bytes);
 
 // The pipeline a sweep dtype compiles with ("f32", "bf16", "int8"), without fuse_depth_first.
 std::vector<std::string> sweep_pipeline(const std::string& dtype);

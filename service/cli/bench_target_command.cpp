@@ -1,12 +1,14 @@
 // kiln bench-target: measures this machine's target profile (peak per dtype, memory bandwidth,
-// the kernel sweep) into the benchmark store, incrementally; exports and imports profiles as
-// JSON; lists stored targets beside the built-in spec priors.
+// the kernel sweep) into the benchmark store, incrementally, on the CPU or (--device cuda) on a
+// GPU; exports and imports profiles as JSON; lists stored targets beside the built-in spec priors.
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -31,6 +33,9 @@ struct BenchTargetCli {
   std::string import_path;
   bool list = false;
   bool json = false;
+  std::string device = "cpu";
+  std::vector<std::string> cuda_precisions;  // empty: fp32, fp16
+  int cuda_device = -1;  // -1: not given (device 0)
 };
 
 std::atomic<bool> g_stop{false};
@@ -50,6 +55,12 @@ std::string options_text(const BenchTargetCli& o) {
     for (int x : o.threads) t += (t.empty() ? "" : ",") + std::to_string(x);
     add("--threads " + t);
   }
+  if (o.device == "cuda") {
+    std::string p;
+    for (const std::string& x : o.cuda_precisions) p += (p.empty() ? "" : ",") + x;
+    add("--device cuda --cuda-precision " + (p.empty() ? std::string("fp32,fp16") : p) + " --cuda-device " +
+        std::to_string(std::max(o.cuda_device, 0)));
+  }
   if (o.force) add("--force");
   return s;
 }
@@ -61,10 +72,16 @@ int list_targets(perf::BenchmarkStore& store, bool json) {
   if (!json) std::printf("stored targets (%s):\n", store.path().c_str());
   for (const perf::StoredTarget& t : *stored) {
     const perf::TargetFingerprint& fp = t.fingerprint;
+    const bool gpu = perf::fingerprint_is_cuda(fp);
     if (json) {
       out["targets"].push_back({{"id", fp.id}, {"name", fp.cpu_model}, {"source", t.source}, {"prior", false},
-                                {"measurements", t.measurements}, {"last_measured", t.last_measured},
-                                {"logical_cpus", fp.logical_cpus}, {"memory_bytes", fp.memory_bytes}, {"host", fp.host}});
+                                {"device", gpu ? "gpu" : "cpu"}, {"measurements", t.measurements},
+                                {"last_measured", t.last_measured}, {"logical_cpus", fp.logical_cpus},
+                                {"memory_bytes", fp.memory_bytes}, {"host", fp.host}});
+    } else if (gpu) {
+      std::printf("  %s  %-8s  %s (cuda %s), %lld MiB, %lld measurements%s%s\n", fp.id.c_str(), t.source.c_str(), fp.cpu_model.c_str(),
+                  fp.isa.size() > 1 ? fp.isa.back().c_str() : "", static_cast<long long>(fp.memory_bytes >> 20),
+                  static_cast<long long>(t.measurements), t.last_measured.empty() ? "" : ", last ", t.last_measured.c_str());
     } else {
       std::printf("  %s  %-8s  %s, %d CPUs, %lld MiB, %lld measurements%s%s\n", fp.id.c_str(), t.source.c_str(),
                   fp.cpu_model.c_str(), fp.logical_cpus, static_cast<long long>(fp.memory_bytes >> 20),
@@ -97,6 +114,19 @@ int list_targets(perf::BenchmarkStore& store, bool json) {
 
 int run_bench_target(const BenchTargetCli& o) {
   if (Status ok = perf::bench_target_check_sections(o.only); !ok) return report_error(ok.message());
+  const bool moves_data = !o.import_path.empty() || !o.export_path.empty() || o.list;
+  const bool cuda = o.device == "cuda";
+  if (!cuda && (!o.cuda_precisions.empty() || o.cuda_device >= 0))
+    return report_error("--cuda-precision and --cuda-device measure a GPU: add --device cuda");
+  if (cuda && !o.threads.empty())
+    return report_error("--threads: a GPU is measured as one device (threads 1); leave --threads out with --device cuda");
+  // The device first: without a usable GPU, one line and nothing written (not even the store).
+  std::optional<perf::CudaBenchDevice> device;
+  if (cuda && !moves_data) {
+    auto opened = perf::cuda_bench_device_open(std::max(o.cuda_device, 0));
+    if (!opened) return report_error(opened.error().message);
+    device = std::move(*opened);
+  }
   const std::string db_path = o.db.empty() ? perf::benchmark_store_default_path() : o.db;
   std::error_code ec;
   const std::filesystem::path parent = std::filesystem::path(db_path).parent_path();
@@ -105,7 +135,7 @@ int run_bench_target(const BenchTargetCli& o) {
   if (!store) return report_error(store.error().message);
 
   // --import, --export and --list only move or show data; without them the benchmarks run.
-  if (!o.import_path.empty() || !o.export_path.empty() || o.list) {
+  if (moves_data) {
     nlohmann::json out = nlohmann::json::object();
     if (!o.import_path.empty()) {
       auto counts = perf::profile_import(**store, o.import_path);
@@ -132,6 +162,11 @@ int run_bench_target(const BenchTargetCli& o) {
   options.quick = o.quick;
   options.only = o.only;
   options.threads = o.threads;
+  if (device) options.cuda = &*device;
+  for (const std::string& p : o.cuda_precisions)
+    if (const DevicePrecision precision = *device_precision_from_name(p);
+        std::find(options.cuda_precisions.begin(), options.cuda_precisions.end(), precision) == options.cuda_precisions.end())
+      options.cuda_precisions.push_back(precision);
   options.force = o.force;
   options.dry_run = o.dry_run;
   options.options_text = options_text(o);
@@ -148,6 +183,7 @@ int run_bench_target(const BenchTargetCli& o) {
     nlohmann::json skipped = nlohmann::json::array();
     for (const perf::SkippedBenchmark& k : s.skipped) skipped.push_back({{"kind", k.kind}, {"dtype", k.dtype}, {"reason", k.reason}});
     std::cout << nlohmann::json{{"db", db_path},           {"target", s.fingerprint.id}, {"cpu_model", s.fingerprint.cpu_model},
+                                {"device", perf::fingerprint_is_cuda(s.fingerprint) ? "cuda" : "cpu"},
                                 {"run", s.run_id},         {"planned", s.planned},       {"measured", s.measured},
                                 {"already_stored", s.already_stored}, {"failed", s.failed}, {"to_measure", s.to_measure}, {"dry_run", o.dry_run}, {"failures", s.failures},
                                 {"interrupted", s.interrupted}, {"seconds", s.seconds},  {"skipped", skipped}}
@@ -176,7 +212,8 @@ int run_bench_target(const BenchTargetCli& o) {
 void add_bench_target_command(CLI::App& app, CommandRunner& run) {
   auto o = std::make_shared<BenchTargetCli>();
   CLI::App* cmd = app.add_subcommand(
-      "bench-target", "Measure this machine's target profile (peak per dtype, memory bandwidth, kernel sweep) into the benchmark store");
+      "bench-target",
+      "Measure this machine's target profile (peak per dtype, memory bandwidth, kernel sweep), or a GPU's, into the benchmark store");
   cmd->add_option("--db", o->db, "Benchmark store (default $KILN_DATA_DIR/benchmarks.sqlite, else ~/.local/share/kiln/benchmarks.sqlite)");
   cmd->add_flag("--quick", o->quick, "A small grid (seconds), for tests");
   cmd->add_option("--only", o->only, "Sections to run: peak,bandwidth,sweep (default all)")->delimiter(',');
@@ -189,6 +226,13 @@ void add_bench_target_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--import", o->import_path, "Read a JSON profile into the store (does not measure)");
   cmd->add_flag("--list", o->list, "List stored targets (measured/imported) and the built-in spec priors");
   cmd->add_flag("--json", o->json, "Print JSON");
+  cmd->add_option("--device", o->device, "What to measure: cpu (default; this machine's cores) or cuda (a GPU, through libkiln_cuda.so)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--cuda-precision", o->cuda_precisions, "With --device cuda: precisions to sweep, e.g. fp32,fp16 (default), tf32")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fp32", "tf32", "fp16"}));
+  cmd->add_option("--cuda-device", o->cuda_device, "With --device cuda: the GPU index (default 0)")
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([o, &run] { run = [o] { return run_bench_target(*o); }; });
 }
 

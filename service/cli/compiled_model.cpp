@@ -114,12 +114,7 @@ void print_pass_records(const std::vector<PassRecord>& records) {
 }
 
 std::vector<std::string> default_pipeline_for(DeviceKind device) {
-  std::vector<std::string> pipeline = default_pipeline();
-  if (device == DeviceKind::cpu) return pipeline;
-  // The CUDA backend runs ElementwiseChain (kernels/cuda/elementwise_chain_op.cpp) but none of
-  // kiln's other fused ops, which have CPU kernels only.
-  std::erase_if(pipeline, [](const std::string& pass) { return pass == "fuse_concat_affine" || pass == "fuse_depth_first"; });
-  return pipeline;
+  return device == DeviceKind::cpu ? default_pipeline() : cuda_pipeline();
 }
 
 Result<Plan> load_or_compile(const std::string& path, const DimOptions& dims, std::string* how, DeviceKind device) {

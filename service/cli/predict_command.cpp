@@ -126,6 +126,73 @@ int run_predict_prior(const PredictOptions& o, const perf::TargetPrior& prior, c
   return kExitOk;
 }
 
+// The target is a GPU measured by `kiln bench-target --device cuda`: the fp32 plan's kernels as the
+// GPU runs them at the precision (as for a GPU prior), priced by a predictor fitted to the GPU's
+// profile (device time), plus the host copies of inputs and outputs as the GPU model's prior
+// prices them (the sweep does not time them).
+int run_predict_gpu_profile(const PredictOptions& o, const perf::TargetProfile& profile, const std::string& db) {
+  const perf::TargetFingerprint& fp = profile.target.fingerprint;
+  if (o.precision != "fp32" && o.precision != "fp16")
+    return report_error("precision " + o.precision + " on " + fp.cpu_model + ": kiln's CUDA backend runs fp32, TF32 and fp16 only");
+  perf::FitOptions fit_options;
+  fit_options.method = o.method;
+  auto predictor = perf::LatencyPredictor::fit(profile.measurements, fit_options);
+  if (!predictor) return report_error(predictor.error().message);
+  std::string how;
+  PredictOptions compile = o;
+  compile.precision = "fp32";
+  auto plan = plan_for(compile, &how);
+  if (!plan) return report_error(plan.error().message);
+  auto engine = Engine::create(*plan, {1, nullptr});
+  if (!engine) return report_error(engine.error().message);
+  const std::vector<perf::StepFeatures> features =
+      perf::steps_on_gpu(perf::plan_features(*plan, (*engine)->steps(), 1), o.precision == "fp16" ? "f16" : "f32");
+  const perf::PlanPrediction p = predictor->predict(features);
+  const perf::TargetPrior* link = perf::prior_replaced(profile.target);
+  const double copies_ms = link ? perf::PriorPredictor(*link).host_copy_ms(static_cast<double>(perf::plan_io_bytes(*plan))) : 0.0;
+  const double total_ms = p.total_ms + copies_ms;
+  const int64_t batch = plan_batch(*plan);
+  const double throughput = total_ms > 0 ? static_cast<double>(batch) * 1000.0 / total_ms : 0.0;
+  const EngineMemory& mem = (*engine)->memory();
+  const double width = o.precision == "fp16" ? 0.5 : 1.0;
+  const auto weights = static_cast<int64_t>(static_cast<double>(mem.weight_bytes) * width);
+  const auto arena = static_cast<int64_t>(static_cast<double>(mem.arena_bytes) * width);
+  const std::string copies_how = link ? "as " + link->id + "'s prior prices them" : "not priced: no prior for this GPU model";
+  if (o.json) {
+    nlohmann::json j = {{"model", o.model}, {"batch", batch}, {"threads", 1}, {"precision", o.precision}, {"device", "cuda"},
+                        {"predicted_median_ms", total_ms}, {"predicted_device_ms", p.total_ms}, {"throughput_per_s", throughput},
+                        {"weights_bytes", weights}, {"arena_bytes", arena}, {"peak_memory_bytes", weights + arena},
+                        {"kernels", features.size()}, {"target", fp.id}, {"cpu_model", fp.cpu_model},
+                        {"latency_source", "predicted"}, {"host_copies", {{"ms", copies_ms}, {"how", copies_how}}},
+                        {"db", db}, {"fit", fit_json(predictor->summary())}};
+    if (o.verbose) {
+      nlohmann::json steps = nlohmann::json::array();
+      for (size_t i = 0; i < features.size(); ++i)
+        steps.push_back({{"node", features[i].node}, {"op", features[i].op}, {"dtype", features[i].m.dtype},
+                         {"macs", features[i].m.macs}, {"bytes", features[i].m.bytes}, {"predicted_ms", p.steps[i].ms},
+                         {"model", p.steps[i].how}});
+      j["steps"] = steps;
+    }
+    std::cout << j.dump(2) << '\n';
+    return kExitOk;
+  }
+  std::printf("%s\n", how.c_str());
+  std::printf("target %s (%s, measured GPU profile), fit: %s on %d sweep points, held-out median error %.1f%%\n", fp.id.c_str(),
+              fp.cpu_model.c_str(), predictor->summary().method.c_str(), predictor->summary().points_used,
+              100.0 * predictor->summary().heldout_median_chosen);
+  if (o.verbose)
+    for (size_t i = 0; i < features.size(); ++i)
+      std::printf("  %10.4f  %-16s %-6s %10.2f MMACs %12.1f KB  %s (%s)\n", p.steps[i].ms, features[i].op.c_str(),
+                  features[i].m.dtype.c_str(), features[i].m.macs / 1e6, features[i].m.bytes / 1e3, features[i].node.c_str(),
+                  p.steps[i].how.c_str());
+  std::printf("batch %lld, one GPU, %s, %zu kernels\n", static_cast<long long>(batch), o.precision.c_str(), features.size());
+  std::printf("predicted latency: median %.3f ms, of which %.3f ms on the device (host copies %s)\n", total_ms, p.total_ms,
+              copies_how.c_str());
+  std::printf("predicted throughput: %.1f inferences/s\n", throughput);
+  std::printf("memory: weights %.2f MB, arena %.2f MB\n", static_cast<double>(weights) / 1e6, static_cast<double>(arena) / 1e6);
+  return kExitOk;
+}
+
 int run_predict(const PredictOptions& o) {
   const std::string db = o.db.empty() ? perf::benchmark_store_default_path() : o.db;
   if (const perf::TargetPrior* prior = perf::target_prior_find(o.target)) {
@@ -140,12 +207,15 @@ int run_predict(const PredictOptions& o) {
     measured.target = replaced;
     return run_predict(measured);
   }
-  if (o.precision == "fp16") return report_error("fp16 is for GPU targets: name one with --target (kiln bench-target --list)");
-  if (perf::precision_dtype(o.precision).empty())
+  const std::string fp16_on_cpu = "fp16 is for GPU targets: name one with --target (kiln bench-target --list)";
+  if (o.precision == "fp16" && o.target.empty()) return report_error(fp16_on_cpu);
+  if (o.precision != "fp16" && perf::precision_dtype(o.precision).empty())
     return report_error("unknown precision '" + o.precision + "': use fp32, bf16 or int8");
   // The profile first: without one there is nothing to predict with, and compiling takes seconds.
   auto profile = perf::target_profile_load(db, o.target);
   if (!profile) return report_error(profile.error().message);
+  if (perf::fingerprint_is_cuda(profile->target.fingerprint)) return run_predict_gpu_profile(o, *profile, db);
+  if (o.precision == "fp16") return report_error(fp16_on_cpu);
   perf::FitOptions fit_options;
   fit_options.method = o.method;
   auto predictor = perf::LatencyPredictor::fit(profile->measurements, fit_options);

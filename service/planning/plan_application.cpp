@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
@@ -51,7 +52,8 @@ Status resolve_target(const PlanInputs& in, const std::string& db, PlanOutcome& 
     t.price_per_node_hour = target->price_per_node_hour;
     t.currency = target->currency;
   }
-  // GPUs: kiln cannot measure them here (bench-target profiles CPUs), so their spec prior.
+  // GPUs: a stored profile of their model (measured there with `kiln bench-target --device cuda`,
+  // imported here) when there is one, else their spec prior.
   if (target && !local)
     for (const api::Gpu& gpu : target->node.gpus) {
       const perf::TargetPrior* prior = prior_for_model(gpu.model, "gpu");
@@ -67,7 +69,16 @@ Status resolve_target(const PlanInputs& in, const std::string& db, PlanOutcome& 
       }
       out.gpu_prior = prior;
       out.gpus = static_cast<int>(std::max<int64_t>(1, gpu.count));
-      out.gpu_memory_bytes = static_cast<int64_t>((gpu.memory_gb > 0 ? gpu.memory_gb : prior->memory_gb) * 1024.0 * 1024.0 * 1024.0);
+      auto measured = perf::target_profile_replacing(db, *prior);
+      if (!measured)
+        notes.push_back("The " + prior->name + "'s stored profile cannot be used (" + measured.status().message() +
+                        "); the GPUs are priced from their spec prior.");
+      else if (*measured)
+        out.gpu_profile = std::move(**measured);
+      const double device_gb = out.gpu_profile && out.gpu_profile->target.fingerprint.memory_bytes > 0
+                                   ? static_cast<double>(out.gpu_profile->target.fingerprint.memory_bytes) / (1024.0 * 1024.0 * 1024.0)
+                                   : prior->memory_gb;
+      out.gpu_memory_bytes = static_cast<int64_t>((gpu.memory_gb > 0 ? gpu.memory_gb : device_gb) * 1024.0 * 1024.0 * 1024.0);
     }
   // A remote node is predicted from a profile measured on the same CPU model (imported from it).
   std::string wanted = in.profile;
@@ -165,6 +176,29 @@ perf::ModelCosts gpu_costs(const perf::ModelCosts& fp32, const std::string& prec
   c.arena_bytes /= divide;
   c.scratch_bytes = 0;
   return c;
+}
+
+// Where the GPU latencies of a measured profile come from, and what they assume.
+std::string measured_gpu_note(const perf::TargetProfile& profile, const perf::FitSummary& fit, const perf::PriorPredictor& prior,
+                              const std::vector<std::string>& precisions) {
+  const perf::TargetFingerprint& gpu = profile.target.fingerprint;
+  char figures[160];
+  std::snprintf(figures, sizeof figures, "held-out median error %.1f%%) plus the inputs' and outputs' host copies at %g%% of %g GB/s",
+                100.0 * fit.heldout_median_chosen, 100.0 * prior.assumptions().host_copy_efficiency, prior.prior().host_link_gbs);
+  std::string note = "GPU latencies are predicted from profile " + gpu.id + " (" + gpu.cpu_model + ", " + profile.target.source +
+                     ": " + std::to_string(fit.points_used) + " kernel points timed on the device, " + figures + " (" +
+                     prior.prior().name + "'s prior: the sweep times the device alone); the GPU runs the CPU plan's kernels "
+                     "at the precision's width (no GPU-specific fusion).";
+  for (const std::string& p : precisions) {
+    const std::string dtype = p == "fp16" ? "f16" : "f32";
+    const bool swept = std::any_of(profile.measurements.begin(), profile.measurements.end(),
+                                   [&](const perf::Measurement& m) { return m.kind == perf::kKindKernel && m.dtype == dtype; });
+    // The predictor falls back to a group's f32 points, and without those to the streaming bandwidth.
+    if (!swept)
+      note += " The profile has no " + p + " kernel points: " + p + " candidates are priced from its " +
+              (p == "fp16" ? "fp32 points." : "streaming bandwidth alone.");
+  }
+  return note;
 }
 
 // Batch 1: the planner scales every candidate from there. (Other symbolic dimensions are not
@@ -320,20 +354,40 @@ Result<PlanOutcome> plan_application(const PlanInputs& in) {
     for (const auto& [p, c] : spaces.back().costs) out.costs.emplace(p, c);
   }
   if (!gpu_precisions_planned.empty()) {
+    if (out.gpu_profile) {
+      auto fitted = perf::predictor_fit_cached(out.gpu_profile->measurements, {}, root + "/predictor");
+      if (fitted) out.gpu_predictor = std::move(*fitted);
+      else
+        notes.push_back("The GPU profile " + out.gpu_profile->target.fingerprint.id + " could not be fitted (" +
+                        fitted.status().message() + "); the GPUs are priced from their spec prior.");
+    }
     perf::PlanSpace space;
     space.device = "cuda";
-    space.what = std::to_string(out.gpus) + " x " + gpu_prior->prior().name + " (spec prior, not measured)";
     for (const std::string& p : gpu_precisions_planned) space.costs.emplace(p, gpu_costs(costs.at("fp32"), p));
-    space.latency_ms = [&gpu_prior](const perf::ModelCosts& m, int64_t batch, int) {
-      return gpu_prior->run_ms(perf::model_costs_steps_at(m, batch, 1), 1, static_cast<double>(m.io_bytes * batch));
-    };
-    space.latency_source = "prior";
+    if (out.gpu_predictor) {
+      const perf::TargetFingerprint& gpu = out.gpu_profile->target.fingerprint;
+      space.what = std::to_string(out.gpus) + " x " + gpu.cpu_model + ", profile " + gpu.id + " (measured)";
+      // The sweep timed the device alone: a run adds its host copies as the prior prices them.
+      space.latency_ms = [&predictor = *out.gpu_predictor, &gpu_prior](const perf::ModelCosts& m, int64_t batch, int) {
+        return predictor.predict(perf::model_costs_steps_at(m, batch, 1)).total_ms +
+               gpu_prior->host_copy_ms(static_cast<double>(m.io_bytes * batch));
+      };
+      space.latency_source = "predicted";
+      space.measured_threads = {1};
+      notes.push_back(measured_gpu_note(*out.gpu_profile, out.gpu_predictor->summary(), *gpu_prior, gpu_precisions_planned));
+    } else {
+      space.what = std::to_string(out.gpus) + " x " + gpu_prior->prior().name + " (spec prior, not measured)";
+      space.latency_ms = [&gpu_prior](const perf::ModelCosts& m, int64_t batch, int) {
+        return gpu_prior->run_ms(perf::model_costs_steps_at(m, batch, 1), 1, static_cast<double>(m.io_bytes * batch));
+      };
+      space.latency_source = "prior";
+      notes.push_back("GPU latencies are " + gpu_prior->describe() + "; the GPU runs the CPU plan's kernels at the "
+                      "precision's width (no GPU-specific fusion), so treat them as estimates until measured there.");
+    }
     space.slots = out.gpus;
     space.threads = {1};
     space.instance_memory_bytes = out.gpu_memory_bytes;
     spaces.push_back(std::move(space));
-    notes.push_back("GPU latencies are " + gpu_prior->describe() + "; the GPU runs the CPU plan's kernels at the "
-                    "precision's width (no GPU-specific fusion), so treat them as estimates until measured there.");
   }
   KILN_ASSIGN(result, perf::plan_search(*in.app, out.target, spaces, excluded));
   out.result = std::move(result);

@@ -44,6 +44,10 @@ struct PlanOutcome {
   std::optional<perf::LatencyPredictor> predictor;  // fitted to a measured CPU profile (none for a prior)
   const perf::TargetPrior* cpu_prior = nullptr;      // a remote CPU known only by its spec sheet
   const perf::TargetPrior* gpu_prior = nullptr;      // the node's GPUs (spec prior)
+  // A stored profile of the node's GPU model (kiln bench-target --device cuda there, imported):
+  // its fitted predictor prices the GPUs instead of the prior, which still gives the host link.
+  std::optional<perf::TargetProfile> gpu_profile;
+  std::optional<perf::LatencyPredictor> gpu_predictor;
   int gpus = 0;
   int64_t gpu_memory_bytes = 0;
   std::map<std::string, perf::ModelCosts> costs;  // the CPU's, per precision

@@ -8,6 +8,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -322,6 +323,48 @@ TEST_CASE("a batch above the graph limit runs step by step, with the same result
   b.output(b.op(OpKind::GlobalAveragePool, {}, {c}));
   const std::string how = check_on_gpu(b, DevicePrecision::fp32, /*graph_max_batch=*/16);
   CHECK(how.find("stream launches (batch above 16)") != std::string::npos);
+}
+
+TEST_CASE("a range of steps is timed alone on the device, repeated within one launch", "[ops]") {
+  // What kiln bench-target --device cuda times: the op's steps without the rest of the plan.
+  Builder b;
+  const int x = b.input({4, 16, 28, 28});
+  const int c = b.op(OpKind::Conv, with_activation(attrs({{"pads", Ints{1, 1, 1, 1}}}), Activation::relu),
+                     {x, b.weight({16, 16, 3, 3}, 0.3f), b.weight({16})});
+  b.output(b.op(OpKind::GlobalAveragePool, {}, {c}));
+  auto want = execute_reference(b.plan, b.inputs);
+  REQUIRE(want);
+  DevicePluginSearch search;
+  search.env_path = KILN_CUDA_PLUGIN_PATH;
+  auto backend = cuda_backend_open(0, search);
+  REQUIRE(backend);
+  for (int64_t graph_max_batch : {int64_t{16}, int64_t{0}}) {  // captured as a graph, and launched step by step
+    INFO("graph_max_batch " << graph_max_batch);
+    DeviceEngineOptions options;
+    options.graph_max_batch = graph_max_batch;
+    auto engine = (*backend)->create_engine(b.plan, options);
+    INFO((engine ? std::string() : engine.error().message));
+    REQUIRE(engine);
+    REQUIRE((*engine)->steps().size() == 2);
+    CHECK_FALSE((*engine)->time_steps_on_device(1, 1, 4, 1, 5));  // needs a run first
+    REQUIRE((*engine)->run(b.inputs));
+    auto both = (*engine)->time_steps_on_device(0, 2, 1, 2, 10);
+    auto pool = (*engine)->time_steps_on_device(1, 1, 8, 2, 10);
+    INFO((both ? std::string() : both.error().message) << (pool ? std::string() : pool.error().message));
+    REQUIRE(both);
+    REQUIRE(pool);
+    REQUIRE(both->size() == 10);
+    REQUIRE(pool->size() == 10);
+    for (double ms : *pool) CHECK(ms > 0);
+    std::sort(both->begin(), both->end());
+    std::sort(pool->begin(), pool->end());
+    CHECK((*pool)[5] < (*both)[5]);  // the pool alone, amortized over 8 repeats, costs less than conv + pool
+    CHECK_FALSE((*engine)->time_steps_on_device(1, 2, 1, 0, 1));  // past the plan's steps
+    // Timing left the plan as it was: a run still matches the reference.
+    auto again = (*engine)->run(b.inputs);
+    REQUIRE(again);
+    compare(again->at(0), want->outputs[0], DevicePrecision::fp32);
+  }
 }
 
 TEST_CASE("Fashion-MNIST runs end to end on the GPU in fp32 and fp16", "[models]") {

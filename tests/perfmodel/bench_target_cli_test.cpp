@@ -1,12 +1,14 @@
 // `kiln bench-target` end to end: a quick run prints progress and stores its points, a second
 // run measures nothing new, --export then --import moves the profile into another store, --list
-// shows measured targets beside the priors, and bad input gives one clean error.
+// shows measured targets beside the priors, and bad input gives one clean error; --device cuda
+// on a machine without a usable GPU gives the device's one error line and writes nothing.
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -139,4 +141,43 @@ TEST_CASE("kiln bench-target: Ctrl-C keeps what was measured and the next run co
   const nlohmann::json plan = parse(run_bench_target(dir, "--only sweep --threads 1 --dry-run --json --db " + db));
   CHECK(plan["already_stored"] == measured);
   CHECK(plan["to_measure"].get<int>() == plan["planned"].get<int>() - measured);
+}
+
+TEST_CASE("kiln bench-target --device cuda without a usable GPU: one error line, nothing written", "[perfmodel][cli][device]") {
+  TempDir dir;
+  const std::string db = dir.file("gpu.sqlite");
+  // The dry run first: on a machine with a usable GPU it succeeds at once (then nothing else runs).
+  for (const char* extra : {" --dry-run --quick", "", " --quick --only sweep --cuda-precision fp16 --cuda-device 0"}) {
+    const KilnRun r = run_bench_target(dir, "--device cuda --db " + db + extra);
+    INFO(extra << ": " << r.out << r.err);
+    if (r.exit_code == 0) {
+      WARN("a usable CUDA device is present: bench-target planned its points instead of the no-device message");
+      return;
+    }
+    CHECK(r.exit_code == 1);
+    CHECK(r.out.empty());
+    REQUIRE_FALSE(r.err.empty());
+    CHECK(r.err.rfind("kiln: error: ", 0) == 0);
+    CHECK(r.err.find('\n') == r.err.size() - 1);  // one line
+    // The messages `kiln bench --device cuda` gives: no plugin (built without CUDA), no driver, no device.
+    CHECK((r.err.find("the CUDA backend plugin is not installed") != std::string::npos ||
+           r.err.find("no NVIDIA driver") != std::string::npos || r.err.find("no CUDA device") != std::string::npos ||
+           r.err.find("driver is too old") != std::string::npos));
+    CHECK_FALSE(std::filesystem::exists(db));  // no store, not even an empty one
+  }
+}
+
+TEST_CASE("kiln bench-target: GPU options without --device cuda, or --threads with it, are refused", "[perfmodel][cli]") {
+  TempDir dir;
+  const std::string db = dir.file("a.sqlite");
+  KilnRun r = run_bench_target(dir, "--cuda-precision fp16 --dry-run --db " + db);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("add --device cuda"));
+  r = run_bench_target(dir, "--device cuda --threads 2 --db " + db);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("a GPU is measured as one device"));
+  CHECK_FALSE(std::filesystem::exists(db));
+  r = run_bench_target(dir, "--device cuda --cuda-precision bf16 --db " + db);
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.err, Catch::Contains("bf16"));
 }

@@ -146,3 +146,57 @@ TEST_CASE("kiln plan for a remote GPU node without measurements: spec priors, ma
   CHECK(said.find("CPUs (Imaginary CPU 9000) are not planned for") != std::string::npos);
   CHECK(plan.at("target").at("gpus").at("prior").at("id") == "nvidia-l4");
 }
+
+TEST_CASE("kiln plan for a remote GPU node with a measured GPU profile: predicted from it, not the prior", "[perfmodel][plan]") {
+  TempDir dir;
+  const std::string db = synthetic_store(dir);  // this machine's CPU profile
+  // The GPU's profile as a GPU node exports it (`kiln bench-target --device cuda` there), imported here.
+  const std::string gpu_db = dir.file("gpu.sqlite");
+  synthetic_gpu_store_put(gpu_db);
+  KilnRun r = run_kiln(dir, "bench-target --db " + gpu_db + " --export " + dir.file("gpu.json"));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  r = run_kiln(dir, "bench-target --db " + db + " --import " + dir.file("gpu.json"));
+  REQUIRE(r.exit_code == 0);
+  const TargetFingerprint gpu = synthetic_gpu_fingerprint();
+  r = run_kiln(dir, "bench-target --db " + db + " --list --json");
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json list = nlohmann::json::parse(r.out);
+  bool listed = false;
+  for (const auto& t : list.at("targets")) {
+    if (t.at("id") == "nvidia-h100-sxm") CHECK(t.at("replaced_by") == gpu.id);
+    if (t.at("id") != gpu.id) continue;
+    listed = true;
+    CHECK(t.at("device") == "gpu");
+    CHECK(t.at("source") == "imported");
+  }
+  CHECK(listed);
+
+  write_file(dir.file("app.yaml"), description("throughput", ""));
+  const std::string hpc_gpu = std::string(KILN_EXAMPLES_DIR) + "/targets/hpc-gpu-slurm.yaml";
+  r = run_kiln(dir, "plan " + dir.file("app.yaml") + " --target " + hpc_gpu + " --db " + db + " --cache-dir " + dir.file("cache") +
+                        " -o " + dir.file("out") + " --json");
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json plan = nlohmann::json::parse(r.out);
+  int gpu_candidates = 0;
+  double fp16_b32 = 0, fp32_b32 = 0;
+  for (const auto& c : plan.at("candidates")) {
+    if (c.at("device") != "cuda") {
+      CHECK(c.at("latency_source") == "prior");  // the EPYC 9654 has no stored profile
+      continue;
+    }
+    ++gpu_candidates;
+    CHECK(c.at("latency_source") == "predicted");
+    CHECK(c.at("predicted_ms").get<double>() > 0);
+    if (c.at("batch") == 32) (c.at("precision") == "fp16" ? fp16_b32 : fp32_b32) = c.at("predicted_ms").get<double>();
+  }
+  CHECK(gpu_candidates == 2 * 3);  // fp32, fp16 x batches 1, 8, 32
+  CHECK(fp16_b32 < fp32_b32);      // the profile's f16 groups are faster
+  std::string said;
+  for (const auto& line : plan.at("explanation")) said += line.get<std::string>() + "\n";
+  CHECK_THAT(said, Catch::Contains("4 x NVIDIA H100 80GB HBM3, profile " + gpu.id + " (measured)"));
+  CHECK_THAT(said, Catch::Contains("GPU latencies are predicted from profile " + gpu.id));
+  CHECK_THAT(said, Catch::Contains("host copies"));
+  CHECK_THAT(said, !Catch::Contains("GPU latencies are NVIDIA H100 SXM5 80GB from its datasheet"));
+}

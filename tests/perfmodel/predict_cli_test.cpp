@@ -107,3 +107,31 @@ TEST_CASE("kiln predict --target PRIOR: a datasheet roofline for a device kiln c
   CHECK(r.exit_code == 1);
   CHECK(r.err.find("fp16 is for GPU targets") != std::string::npos);
 }
+
+TEST_CASE("kiln predict --target PRIOR with a measured GPU profile stored: predicted from the profile", "[perfmodel][predict]") {
+  TempDir dir;
+  const std::string db = dir.file("gpu.sqlite");
+  synthetic_gpu_store_put(db);  // as `kiln bench-target --device cuda` on an H100 would store it
+  const std::string common = " --db " + db + " --batch 8 --json";
+  KilnRun r = run_predict(dir, kModel + " --target nvidia-h100-sxm --precision fp16" + common);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json fp16 = nlohmann::json::parse(r.out);
+  CHECK(fp16.at("latency_source") == "predicted");
+  CHECK(fp16.at("device") == "cuda");
+  CHECK(fp16.at("target") == synthetic_gpu_fingerprint().id);
+  CHECK(fp16.at("threads") == 1);
+  CHECK(fp16.at("fit").at("points_used").get<int>() > 0);
+  // Device time from the profile, plus the host copies as the H100's prior prices them.
+  CHECK(fp16.at("host_copies").at("ms").get<double>() > 0);
+  CHECK(fp16.at("predicted_median_ms").get<double>() ==
+        Approx(fp16.at("predicted_device_ms").get<double>() + fp16.at("host_copies").at("ms").get<double>()));
+  r = run_predict(dir, kModel + " --target " + synthetic_gpu_fingerprint().id + " --precision fp32" + common);
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json fp32 = nlohmann::json::parse(r.out);
+  CHECK(fp32.at("latency_source") == "predicted");
+  CHECK(fp32.at("predicted_device_ms").get<double>() > fp16.at("predicted_device_ms").get<double>());
+  r = run_predict(dir, kModel + " --target nvidia-h100-sxm --precision int8" + common);
+  CHECK(r.exit_code == 1);
+  CHECK(r.err.find("CUDA backend runs fp32, TF32 and fp16 only") != std::string::npos);
+}

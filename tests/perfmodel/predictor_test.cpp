@@ -3,7 +3,13 @@
 // steps with the bandwidth estimate for steps the sweep does not cover.
 #include <catch2/catch.hpp>
 
+#include "compilers/lower/to_plan.h"
+#include "compilers/passes/pass_runner.h"
+#include "kernels/engine.h"
+#include "perfmodel/microbench/kernel_sweep.h"
+#include "perfmodel/plan_features.h"
 #include "perfmodel/predictor.h"
+#include "perfmodel/prior_predictor.h"
 #include "perfmodel/store.h"
 #include "tests/perfmodel/store_samples.h"
 #include "tests/perfmodel/synthetic_profile.h"
@@ -131,4 +137,59 @@ TEST_CASE("a fused transcendental epilogue costs its element-ops; cold weights c
   CHECK(cold.steps[0].ms >= 0.8 - 1e-9);
   CHECK(cold.steps[0].how.find("weights streamed") != std::string::npos);
   CHECK(p->predict({fc}).steps[0].ms < 0.8);  // alone, the run fits in cache
+}
+
+namespace {
+
+// The steps of a sweep shape's graph compiled for the CPU in fp32 (what the planner's GPU costs
+// start from), Engine built but not run.
+std::vector<StepFeatures> cpu_fp32_steps(const SweepShape& shape) {
+  kiln::Graph g = sweep_graph(shape);
+  kiln::PassRunOptions options;
+  options.check_numerics = false;
+  REQUIRE(kiln::run_passes(g, sweep_pipeline("f32"), options));
+  const kiln::Plan plan = kiln::graph_to_plan(g);
+  auto engine = kiln::Engine::create(plan, {1, nullptr});
+  REQUIRE(engine);
+  return plan_features(plan, (*engine)->steps(), 1);
+}
+
+}  // namespace
+
+TEST_CASE("a GPU profile (threads 1, f32 and f16 groups) fits and predicts the GPU steps of a plan", "[perfmodel][predictor]") {
+  auto p = LatencyPredictor::fit(synthetic_gpu_profile());
+  REQUIRE(p);
+  const FitSummary& s = p->summary();
+  CHECK(s.points_used == static_cast<int>(synthetic_gpu_ops().size()) * 2 * 48);
+  CHECK(s.groups.size() == synthetic_gpu_ops().size() * 2);  // "conv|f16|1", "conv|f32|1", ...
+  CHECK(s.heldout_median_chosen < 0.05);
+  for (const GroupSummary& g : s.groups) CHECK(g.threads == 1);
+
+  // One step list over the sweep's ops: producer depthwise convs, a conv, a Gemm, pools, Add,
+  // Concat and a SiLU chain, compiled for the CPU in fp32, as the GPU runs them (steps_on_gpu).
+  std::vector<StepFeatures> cpu;
+  SweepShape gemm{SweepOp::gemm, 8};
+  gemm.m = 8, gemm.k = 512, gemm.n = 1000;
+  for (const SweepShape& shape : {SweepShape{SweepOp::conv, 8, 64, 128, 28, 28, 3, 1, 1}, gemm,
+                                  SweepShape{SweepOp::maxpool, 8, 64, 64, 56, 56, 3, 2, 1},
+                                  SweepShape{SweepOp::global_avgpool, 8, 512, 512, 7, 7, 0, 1, 0},
+                                  SweepShape{SweepOp::add, 8, 128, 128, 28, 28}, SweepShape{SweepOp::concat, 8, 96, 192, 28, 28},
+                                  SweepShape{SweepOp::eltwise, 8, 96, 96, 56, 56, 2}})
+    for (const StepFeatures& f : cpu_fp32_steps(shape)) cpu.push_back(f);
+  for (const char* dtype : {"f16", "f32"}) {
+    INFO(dtype);
+    const std::vector<StepFeatures> gpu = steps_on_gpu(cpu, dtype);
+    double expected = 0;
+    for (const StepFeatures& f : gpu) {
+      if (f.view) continue;
+      REQUIRE_FALSE(f.m.op.empty());  // every step has its sweep op: the fit prices it from that group
+      CHECK(f.m.threads == 1);
+      expected += roofline_ms(synthetic_gpu_roofline(f.m.op, dtype), f.m.macs, f.m.bytes);
+    }
+    const PlanPrediction predicted = p->predict(gpu);
+    for (const StepPrediction& step : predicted.steps) CHECK_THAT(step.how, !Catch::Contains("bandwidth ("));
+    CHECK(predicted.total_ms == Approx(expected).epsilon(0.10));
+  }
+  // f16 on tensor cores: the same steps take less time than in f32.
+  CHECK(p->predict(steps_on_gpu(cpu, "f16")).total_ms < p->predict(steps_on_gpu(cpu, "f32")).total_ms);
 }

@@ -1,4 +1,5 @@
-// A synthetic kernel sweep with known roofline parameters, for the predictor and predict CLI tests.
+// A synthetic kernel sweep with known roofline parameters, for the predictor and predict CLI tests;
+// and a synthetic GPU profile, as `kiln bench-target --device cuda` stores one.
 #pragma once
 
 #include <algorithm>
@@ -75,6 +76,60 @@ inline std::vector<Measurement> synthetic_profile_all_dtypes() {
   for (int threads : {1, 2})
     for (const Measurement& m : synthetic_bandwidth(20e6 * threads, threads)) rows.push_back(m);
   return rows;
+}
+
+// A GPU as `kiln bench-target --device cuda` fingerprints it (fingerprint_cuda of an H100's probe).
+inline TargetFingerprint synthetic_gpu_fingerprint() {
+  DeviceProbe probe;
+  probe.device_name = "NVIDIA H100 80GB HBM3";
+  probe.compute_major = 9;
+  probe.compute_minor = 0;
+  probe.total_memory_bytes = int64_t{85520809984};
+  return fingerprint_cuda(probe);
+}
+
+// The known roofline of each op on the synthetic GPU: 3 us per kernel; Conv/Gemm 20 TMAC/s in f32
+// and 8x on f16 tensor cores, the other ops 2 TMAC/s; 2 TB/s (2.4 for the streaming ops).
+inline RooflineParams synthetic_gpu_roofline(const std::string& op, const std::string& dtype) {
+  const bool dense = op == "conv" || op == "gemm";
+  const double compute = (dense ? 20e9 : 2e9) * (dense && dtype == "f16" ? 8 : 1);  // MACs per ms
+  const double bandwidth = op == "add" || op == "concat" || op == "eltwise" ? 2.4e9 : 2.0e9;  // bytes per ms
+  return {0.003, compute, bandwidth};
+}
+
+inline const std::vector<std::string>& synthetic_gpu_ops() {
+  static const std::vector<std::string> ops = {"conv", "depthwise_conv", "gemm", "maxpool", "avgpool",
+                                               "global_avgpool", "add", "concat", "eltwise"};
+  return ops;
+}
+
+// Every sweep op in f32 and f16 at threads 1 following synthetic_gpu_roofline, and the bandwidth
+// table (3 TB/s); rows as the GPU sweep stores them (backend cuda, load = threads).
+inline std::vector<Measurement> synthetic_gpu_profile() {
+  std::vector<Measurement> rows;
+  for (const std::string& op : synthetic_gpu_ops())
+    for (const char* dtype : {"f32", "f16"})
+      for (Measurement m : synthetic_sweep(synthetic_gpu_roofline(op, dtype), op, dtype, 1)) {
+        m.backend = "cuda";
+        m.load_avg = 1;
+        rows.push_back(m);
+      }
+  for (Measurement m : synthetic_bandwidth(3e9, 1)) {
+    m.backend = "cuda";
+    rows.push_back(m);
+  }
+  return rows;
+}
+
+// Stores synthetic_gpu_profile() under synthetic_gpu_fingerprint() in the store at `path`.
+inline void synthetic_gpu_store_put(const std::string& path) {
+  auto store = BenchmarkStore::open(path);
+  REQUIRE(store);
+  const TargetFingerprint fp = synthetic_gpu_fingerprint();
+  REQUIRE((*store)->target_put(fp, "measured"));
+  auto run = (*store)->run_begin(fp.id, "synthetic --device cuda");
+  REQUIRE(run);
+  for (const Measurement& m : synthetic_gpu_profile()) REQUIRE((*store)->measurement_put(fp.id, *run, m));
 }
 
 // A benchmark store at DIR/b.sqlite holding synthetic_profile_all_dtypes() for this machine.

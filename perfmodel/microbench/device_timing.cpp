@@ -1,0 +1,75 @@
+#include "perfmodel/microbench/device_timing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace kiln::perf {
+namespace {
+
+// Nearest-rank percentile of sorted times (as microbench/timing.cpp summarises host timings).
+double nearest_rank(const std::vector<double>& sorted, double p) {
+  const size_t i = static_cast<size_t>(p * static_cast<double>(sorted.size() - 1) + 0.5);
+  return sorted[std::min(i, sorted.size() - 1)];
+}
+
+}  // namespace
+
+Status device_point_measure(DeviceBackend& backend, const Plan& plan, const std::vector<Tensor>& inputs,
+                            const DeviceEngineOptions& options, const OpStepFilter& is_op_step,
+                            const DevicePointTiming& timing, Measurement& m) {
+  const std::string point = m.key + " " + m.dtype + ": ";
+  if (Status supported = backend.check_plan(plan, options); !supported) return supported.with_context(point);
+  DeviceEngineOptions engine_options = options;
+  // Every batch replayed as a CUDA Graph: the sweep records device time, which at large batches
+  // is what a step-by-step launch costs too (the kernels outlast their launches there).
+  engine_options.graph_max_batch = std::numeric_limits<int64_t>::max();
+  auto engine = backend.create_engine(plan, engine_options);
+  if (!engine) return engine.status().with_context(point);
+  if (auto ran = (*engine)->run(inputs); !ran) return ran.status().with_context(point + "running: ");
+
+  const std::vector<EngineStep>& steps = (*engine)->steps();
+  size_t first = steps.size();
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (is_op_step(steps[i])) {
+      first = i;
+      break;
+    }
+  KILN_REQUIRE(first < steps.size(), internal, point, "no step of the plan is the op");
+  for (size_t i = first; i < steps.size(); ++i)
+    KILN_REQUIRE(is_op_step(steps[i]), internal, point, "the op's steps are not the plan's last ones (step ", i, ", '",
+                 steps[i].node, "', is not the op's)");
+
+  // The whole plan first: its time sizes the iterations and the repeats of the op's steps.
+  auto probe = (*engine)->time_on_device(1, 3);
+  if (!probe) return probe.status().with_context(point + "timing: ");
+  std::sort(probe->begin(), probe->end());
+  const double estimate = std::max((*probe)[probe->size() / 2], 1e-4);
+  const int iters = std::clamp(static_cast<int>(timing.budget_ms / estimate), timing.min_iters, timing.max_iters);
+  auto total = (*engine)->time_on_device(timing.warmup, iters);
+  if (!total) return total.status().with_context(point + "timing: ");
+  std::sort(total->begin(), total->end());
+  m.total_median_ms = nearest_rank(*total, 0.5);
+
+  // The op's steps cost at most the whole plan: enough repeats that one launch lasts min_launch_ms.
+  const int repeat = std::clamp(static_cast<int>(std::ceil(timing.min_launch_ms / std::max(m.total_median_ms, 1e-4))), 1, 64);
+  auto op = (*engine)->time_steps_on_device(first, steps.size() - first, repeat, timing.warmup, iters);
+  if (!op) return op.status().with_context(point + "timing the op: ");
+  KILN_REQUIRE(!op->empty(), internal, point, "no timed launches");
+  std::sort(op->begin(), op->end());
+  m.median_ms = nearest_rank(*op, 0.5);
+  m.p10_ms = nearest_rank(*op, 0.1);
+  m.p90_ms = nearest_rank(*op, 0.9);
+  m.runs = static_cast<int>(op->size());
+  m.throughput = m.median_ms > 0 ? 2.0 * m.macs / (m.median_ms * 1e6) : 0;  // GFLOP/s
+  m.backend = std::string(backend.name());
+  m.kernel.clear();
+  for (size_t i = first; i < steps.size(); ++i) {
+    m.kernel += (m.kernel.empty() ? "" : "+") + steps[i].kernel;
+    m.layout = steps[i].output_layout;
+  }
+  return Status::ok();
+}
+
+}  // namespace kiln::perf
