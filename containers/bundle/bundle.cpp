@@ -1,11 +1,14 @@
 #include "containers/bundle/bundle.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <future>
 
 #include <nlohmann/json.hpp>
 
+#include "containers/bundle/cuda_libraries.h"
+#include "kernels/device/device_plugin.h"
 #include "kernels/executor.h"
 #include "kernels/io/plan_io.h"
 
@@ -63,6 +66,16 @@ std::string metadata_json(const Bundle& b, uint64_t model_bytes) {
                          {"package", pkg.name.empty() ? "unknown" : pkg.name},
                          {"version", pkg.version.empty() ? "unknown" : pkg.version}});
   }
+  const bool gpu = !r.device_plugin.empty();
+  json runtime = {{"binary", "bin/kiln-runtime"}, {"libraries", libraries}, {"threads", r.threads}};
+  if (gpu) {
+    json cuda = json::array();
+    for (const SharedLibrary& lib : b.cuda_libraries) cuda.push_back("/" + std::string(kImageCudaLibDir) + "/" + lib.name);
+    runtime["device_plugin"] = "bin/" + std::string(kCudaPluginFile);
+    runtime["cuda_libraries"] = cuda;
+    runtime["cuda_major"] = b.cuda_major;
+    runtime["cudnn_major"] = b.cudnn_major;
+  }
   const json doc = {
       {"kiln_version", r.kiln_version},
       {"model",
@@ -75,12 +88,12 @@ std::string metadata_json(const Bundle& b, uint64_t model_bytes) {
         {"rule", "per output: max |engine - expected| <= abs + rel * max |expected|"},
         {"tolerance", {{"abs", r.tolerance.abs}, {"rel", r.tolerance.rel}}},
         {"verified", {{"passed", passed}, {"checks", checks}, {"by", "compiled engine at bundle time"}}}}},
-      {"runtime", {{"binary", "bin/kiln-runtime"}, {"libraries", libraries}, {"threads", r.threads}}},
+      {"runtime", runtime},
       {"target",
        {{"name", r.target.name}, {"kind", r.target.kind}, {"scheduler", r.target.scheduler},
         {"device", r.target.gpu_count > 0 ? "gpu" : "cpu"}, {"gpu", {{"model", r.target.gpu_model}, {"count", r.target.gpu_count}}},
-        // No GPU backend yet: the compiled plan runs on the node's CPUs even on a GPU target.
-        {"runs_on", "cpu"}, {"architecture", "amd64"}, {"os", "linux"}}},
+        // A GPU target's image runs on the CPUs when it was built without the plugin (--device cpu).
+        {"runs_on", gpu ? "cuda" : "cpu"}, {"architecture", "amd64"}, {"os", "linux"}}},
       {"sbom", kBundleSbomFile}};
   return doc.dump();
 }
@@ -105,6 +118,13 @@ Result<Bundle> bundle_assemble(const BundleRequest& request) {
   KILN_REQUIRE(!ec, io, "cannot copy '", request.runtime_binary, "' to '", runtime.string(), "': ", ec.message());
   fs::permissions(runtime, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
                                fs::perms::others_exec, ec);
+  // A CPU bundle written over a GPU one must not keep its plugin: the Dockerfile copies the folder.
+  const fs::path plugin = dir / "bin" / kCudaPluginFile;
+  fs::remove(plugin, ec);
+  if (!request.device_plugin.empty()) {
+    fs::copy_file(request.device_plugin, plugin, fs::copy_options::overwrite_existing, ec);
+    KILN_REQUIRE(!ec, io, "cannot copy '", request.device_plugin, "' to '", plugin.string(), "': ", ec.message());
+  }
 
   // Self-test vectors: the reference executor gives the expected outputs, the compiled engine
   // must match them now, or the image is not built.
@@ -129,12 +149,30 @@ Result<Bundle> bundle_assemble(const BundleRequest& request) {
   auto libs = library_closure(request.runtime_binary);
   if (!libs) return libs.status().with_context("runtime libraries: ");
   bundle.libraries = std::move(*libs);
+  if (!request.device_plugin.empty()) {
+    KILN_ASSIGN(interpreter, elf_interpreter(request.runtime_binary));
+    auto device = device_plugin_libraries(request.device_plugin, interpreter);
+    if (!device) return device.status().with_context("the CUDA plugin's libraries: ");
+    KILN_REQUIRE(!device->cuda.empty(), invalid_argument, "'", request.device_plugin,
+                 "' needs no CUDA library: it is not the CUDA plugin (", kCudaPluginFile, ")");
+    for (SharedLibrary& lib : device->system)
+      if (std::none_of(bundle.libraries.begin(), bundle.libraries.end(), [&](const SharedLibrary& l) { return l.path == lib.path; }))
+        bundle.libraries.push_back(std::move(lib));
+    std::sort(bundle.libraries.begin(), bundle.libraries.end(),
+              [](const SharedLibrary& a, const SharedLibrary& b) { return a.path < b.path; });
+    bundle.cuda_libraries = std::move(device->cuda);
+    bundle.cuda_major = device->cuda_major;
+    bundle.cudnn_major = device->cudnn_major;
+  }
   std::vector<std::string> paths;
   for (const SharedLibrary& lib : bundle.libraries) paths.push_back(lib.path);
   bundle.packages = debian_packages_owning(paths);
 
   SbomRequest sbom{"kiln-" + request.model_name, request.kiln_version, request.created, {}};
   for (const SharedLibrary& lib : bundle.libraries) sbom.files.push_back({lib.path, bundle.packages.at(lib.path)});
+  // NVIDIA's CUDA and cuDNN: no Debian package on the build machine (the SBOM says so).
+  for (const SharedLibrary& lib : bundle.cuda_libraries)
+    sbom.files.push_back({"/" + std::string(kImageCudaLibDir) + "/" + lib.name, {}});
   bundle.sbom_json = sbom_spdx_json(sbom);
   bundle.metadata_json = metadata_json(bundle, model_bytes);
   KILN_TRY(text_write(dir / kBundleSbomFile, bundle.sbom_json));
@@ -152,8 +190,13 @@ oci::ImageSpec bundle_image_spec(const Bundle& bundle, const ImageOptions& optio
   spec.created = r.created;
   spec.layer_cache_dir = options.layer_cache_dir;
 
+  const bool gpu = !r.device_plugin.empty();
+  oci::LayerSpec cuda{"cuda", {}, options.gzip_level};
+  for (const SharedLibrary& lib : bundle.cuda_libraries)
+    cuda.entries.push_back(TarEntry::file(std::string(kImageCudaLibDir) + "/" + lib.name, lib.path, 0644));
   oci::LayerSpec runtime{"runtime", {}, options.gzip_level};
   runtime.entries.push_back(TarEntry::file(kImageRuntime, (dir / "bin" / "kiln-runtime").string(), 0755));
+  if (gpu) runtime.entries.push_back(TarEntry::file(kImageCudaPlugin, (dir / "bin" / kCudaPluginFile).string(), 0644));
   for (const SharedLibrary& lib : bundle.libraries)
     runtime.entries.push_back(TarEntry::file(lib.path.substr(1), lib.path, lib.interpreter ? 0755 : 0644));
 
@@ -168,13 +211,18 @@ oci::ImageSpec bundle_image_spec(const Bundle& bundle, const ImageOptions& optio
   config.entries.push_back(TarEntry::data("etc/group", "root:x:0:\nnonroot:x:65532:\n"));
   config.entries.push_back(TarEntry::folder("home/nonroot", 0755));
   config.entries.push_back(TarEntry::folder("tmp", 01777));
-  spec.layers = {std::move(runtime), std::move(model), std::move(config)};
+  if (!cuda.entries.empty()) spec.layers.push_back(std::move(cuda));
+  spec.layers.push_back(std::move(runtime));
+  spec.layers.push_back(std::move(model));
+  spec.layers.push_back(std::move(config));
 
   spec.entrypoint = {"/" + std::string(kImageRuntime)};
   spec.cmd = {"serve-model"};  // KServe v2 on the exposed port; `selftest` and `run` are the other verbs
   spec.env = {"PATH=/kiln/bin", "KILN_BUNDLE=/kiln", "KILN_THREADS=" + std::to_string(r.threads)};
   if (r.threads > 0) spec.env.push_back("OMP_NUM_THREADS=" + std::to_string(r.threads));
-  if (r.target.gpu_count > 0) {  // what the NVIDIA container toolkit reads to expose the GPUs
+  if (gpu) {
+    spec.env.push_back("KILN_DEVICE=cuda");  // every kiln-runtime verb's default --device
+    // What the NVIDIA container toolkit reads to expose the GPUs and mount the driver.
     spec.env.push_back("NVIDIA_VISIBLE_DEVICES=all");
     spec.env.push_back("NVIDIA_DRIVER_CAPABILITIES=compute,utility");
   }
@@ -198,6 +246,7 @@ oci::ImageSpec bundle_image_spec(const Bundle& bundle, const ImageOptions& optio
                  {"kiln.target.kind", r.target.kind},
                  {"kiln.target.scheduler", r.target.scheduler},
                  {"kiln.target.device", r.target.gpu_count > 0 ? "gpu" : "cpu"},
+                 {"kiln.device", gpu ? "cuda" : "cpu"},
                  {"kiln.threads", std::to_string(r.threads)},
                  {"kiln.selftest", passed ? "passed" : "failed"}};
   spec.manifest_annotations = {{"org.opencontainers.image.created", created},

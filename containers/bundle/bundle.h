@@ -20,6 +20,11 @@ namespace kiln {
 inline constexpr const char* kImageBundleDir = "kiln";  // /kiln
 inline constexpr const char* kImageRuntime = "kiln/bin/kiln-runtime";
 inline constexpr const char* kImageUser = "65532:65532";  // distroless' "nonroot"
+// GPU images: the CUDA plugin beside kiln-runtime, where kiln-runtime looks for it first, and the
+// CUDA libraries in a folder the loader searches by default, so no LD_LIBRARY_PATH is needed
+// (apptainer --nv rewrites it); the Dockerfile recipe puts them there too.
+inline constexpr const char* kImageCudaPlugin = "kiln/bin/libkiln_cuda.so";
+inline constexpr const char* kImageCudaLibDir = "usr/lib/x86_64-linux-gnu";
 
 // Where the image is meant to run (from the target description; "this machine" without one).
 struct BundleTarget {
@@ -38,6 +43,8 @@ struct BundleRequest {
                                     // the uncompiled plan when there is one, else `compiled`
   std::string reference_kind;       // "uncompiled plan" or "compiled plan", for the metadata
   std::string runtime_binary;       // kiln-runtime
+  std::string device_plugin;        // GPU images: libkiln_cuda.so, carried with the CUDA libraries it
+                                    // needs, and the image runs on the GPU; "": a CPU image (neither)
   std::string model_name;           // "model" (from model.onnx)
   std::string source;               // the file the user gave (its name only is recorded)
   std::string passes;
@@ -51,16 +58,20 @@ struct BundleRequest {
 
 struct Bundle {
   BundleRequest request;
-  std::vector<SharedLibrary> libraries;
+  std::vector<SharedLibrary> libraries;           // kiln-runtime's and the plugin's system libraries
+  std::vector<SharedLibrary> cuda_libraries;      // GPU images: by soname, at kImageCudaLibDir in the image
+  int cuda_major = 0, cudnn_major = 0;            // what the plugin was built against (0: CPU image)
   std::map<std::string, DebianPackage> packages;  // by library path
   std::vector<SelftestCheck> checks;              // the verification at bundle time
   std::string metadata_json;
   std::string sbom_json;
 };
 
-// Writes the bundle folder (model/, selftest/, bin/kiln-runtime, metadata.json, sbom.spdx.json:
-// what a Dockerfile build copies to /kiln) and verifies the self-test. A failed verification is an error: an
-// image whose self-test fails would only fail later, at deployment.
+// Writes the bundle folder (model/, selftest/, bin/kiln-runtime [+ bin/libkiln_cuda.so], metadata.json,
+// sbom.spdx.json: what a Dockerfile build copies to /kiln) and verifies the self-test (on the CPU
+// engine: the machine building a GPU image needs no GPU; the image's own self-test checks the GPU).
+// A failed verification is an error: an image whose self-test fails would only fail later, at
+// deployment.
 Result<Bundle> bundle_assemble(const BundleRequest& request);
 
 struct ImageOptions {
@@ -71,8 +82,9 @@ struct ImageOptions {
   std::string layer_cache_dir;  // "" for none
 };
 
-// Layers: runtime (binary, libraries, loader) -> model (.kiln) -> config (self-test vectors,
-// metadata, SBOM, /etc/passwd, /tmp), so a new model re-uses the runtime layer.
+// Layers: [cuda (GPU images: the CUDA libraries)] -> runtime (binary, plugin, libraries, loader)
+// -> model (.kiln) -> config (self-test vectors, metadata, SBOM, /etc/passwd, /tmp), so a new
+// model re-uses the runtime layer and a new kiln the CUDA one.
 oci::ImageSpec bundle_image_spec(const Bundle& bundle, const ImageOptions& options);
 
 }  // namespace kiln

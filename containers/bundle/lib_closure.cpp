@@ -68,8 +68,9 @@ Result<std::vector<SharedLibrary>> library_list_parse(const std::string& text, c
   return libs;
 }
 
-Result<std::vector<SharedLibrary>> library_closure(const std::string& binary) {
+Result<std::vector<SharedLibrary>> library_closure(const std::string& binary, const std::string& interpreter) {
   KILN_ASSIGN(interp, elf_interpreter(binary));
+  if (interp.empty()) interp = interpreter;
   if (interp.empty()) return std::vector<SharedLibrary>{};  // static: nothing to carry
   KILN_ASSIGN(listed, process_run({interp, "--list", binary}));
   KILN_REQUIRE(listed.exit_code == 0, io, "the dynamic loader ", interp, " could not list the libraries of '", binary,

@@ -21,7 +21,8 @@ Result<std::string> elf_interpreter(const std::string& binary);
 
 // Every library the loader maps for `binary`, interpreter included, sorted by path. A library
 // the loader cannot find is an error naming it. linux-vdso (in the kernel) is left out.
-Result<std::vector<SharedLibrary>> library_closure(const std::string& binary);
+// A shared library (a dlopen'ed plugin) names no interpreter: `interpreter` lists it instead.
+Result<std::vector<SharedLibrary>> library_closure(const std::string& binary, const std::string& interpreter = "");
 
 // Parses the loader's --list output (exposed for tests).
 Result<std::vector<SharedLibrary>> library_list_parse(const std::string& text, const std::string& binary);

@@ -68,6 +68,7 @@ std::string apptainer_definition_text(const DeploymentSpec& spec) {
   line(out, "    export KILN_BUNDLE=/kiln");
   line(out, "    export KILN_THREADS=\"${KILN_THREADS:-" + std::to_string(spec.threads) + "}\"");
   if (spec.threads > 0) line(out, "    export OMP_NUM_THREADS=\"${OMP_NUM_THREADS:-" + std::to_string(spec.threads) + "}\"");
+  if (gpu) line(out, "    export KILN_DEVICE=\"${KILN_DEVICE:-cuda}\"");
   line(out);
 
   line(out, "%runscript");
@@ -91,7 +92,8 @@ std::string apptainer_definition_text(const DeploymentSpec& spec) {
   line(out, "        batch inference (bind the folders holding IN and OUT).");
   line(out, "    " + tool + " test" + nv + " " + sif);
   line(out, "        checks the bundled self-test vectors; non-zero exit on a mismatch.");
-  line(out, "    Environment: KILN_THREADS (0: the CPU quota), OMP_NUM_THREADS.");
+  line(out, std::string("    Environment: KILN_THREADS (0: the CPU quota), OMP_NUM_THREADS") +
+                (gpu ? ", KILN_DEVICE (cuda; cpu runs on the CPUs)." : "."));
   return out;
 }
 

@@ -125,8 +125,11 @@ Status deployment_spec_check(const DeploymentSpec& spec) {
   for (const std::string& lib : spec.cuda_libraries)
     KILN_REQUIRE(!lib.empty() && chars_in(lib, "._+-"), invalid_argument, "deployment spec: CUDA library '", lib,
                  "' must be a file name ([A-Za-z0-9._+-])");
-  KILN_REQUIRE(chars_in(spec.cuda_image, "._/:@-") && !spec.cuda_image.empty(), invalid_argument,
-               "deployment spec: cuda_image '", spec.cuda_image, "' must be an image reference");
+  // A GPU image without them could not load the plugin: every run would fail on the node.
+  KILN_REQUIRE(deployment_gpus(spec) == 0 || !spec.cuda_libraries.empty(), invalid_argument,
+               "deployment spec: a GPU deployment needs cuda_libraries (the CUDA libraries the bundled plugin loads)");
+  KILN_REQUIRE(chars_in(spec.cuda_image, "._/:@-"), invalid_argument, "deployment spec: cuda_image '", spec.cuda_image,
+               "' must be an image reference (or empty)");
   KILN_REQUIRE(chars_in(spec.shell_image, "._/:@-") && !spec.shell_image.empty(), invalid_argument,
                "deployment spec: shell_image '", spec.shell_image, "' must be an image reference");
   KILN_REQUIRE(spec.port >= 1 && spec.port <= 65535, invalid_argument, "deployment spec: port ", spec.port,

@@ -1,7 +1,8 @@
 // The Dockerfile: the image kiln writes itself, rebuilt with `docker build` from the bundle.
 //   libs  (debian:bookworm-slim): the pinned Debian packages kiln-runtime was linked against; the
 //          runtime's exact library closure is copied into /rootfs at the loader's paths.
-//   cuda  (GPU targets, nvidia/cuda:*-runtime): only the CUDA libraries are taken from it.
+//   cuda  (GPU targets, nvidia/cuda:*-cudnn-runtime, cuda_base_image): only the CUDA libraries the
+//          bundled plugin needs are taken from it.
 //   final (scratch): /rootfs + the bundle at /kiln. No shell, no package manager: the same
 //          contents as kiln's own image, and a smaller closure than distroless/cc-debian12, which
 //          lacks libdnnl/libzip but carries files the runtime never opens.
@@ -11,11 +12,6 @@
 
 namespace kiln::recipes {
 namespace {
-
-// glibc 2.34+ merged these into libc.so.6, but Debian keeps the stub files and the CUDA
-// libraries (built against older glibc) still name them as DT_NEEDED.
-constexpr const char* kGlibcStubs[] = {"/lib/x86_64-linux-gnu/libdl.so.2", "/lib/x86_64-linux-gnu/libpthread.so.0",
-                                       "/lib/x86_64-linux-gnu/librt.so.1"};
 
 void line(std::string& out, const std::string& text = "") { out += text + "\n"; }
 
@@ -42,12 +38,26 @@ std::string dockerfile_text(const DeploymentSpec& spec) {
   line(out, "#   podman load -i " + spec.oci_archive + "   (or: skopeo copy oci-archive:" + spec.oci_archive + " docker://" + image + ")");
   line(out, "# Run it: docker run --rm -p " + std::to_string(spec.port) + ":" + std::to_string(spec.port) + " " + image +
                 (gpu ? "   (GPU: add --gpus all)" : ""));
+  if (gpu) line(out, "# Every verb runs on the GPU (KILN_DEVICE=cuda); -e KILN_DEVICE=cpu runs on the CPUs instead.");
   line(out, "#   serve-model (default): KServe v2 HTTP on port " + std::to_string(spec.port) +
                 " (/v2/health/live, /v2/health/ready, /v2/models/" + comment_text(spec.name) + "/infer)");
   line(out, "#   run /kiln/model/model.kiln --input x.npz --output y.npz   (batch mode; mount a folder)");
   line(out, "#   selftest   (checks the bundled self-test vectors; non-zero exit on mismatch)");
   line(out);
 
+  if (gpu) {
+    // Declared before the first FROM so that FROM can use it.
+    if (spec.cuda_image.empty()) {
+      line(out, "# kiln knows no NVIDIA image for the CUDA/cuDNN majors the plugin was built against: name one");
+      line(out, "# that carries the libraries copied below (docker build --build-arg CUDA_IMAGE=nvidia/cuda:...-cudnn-runtime-...).");
+      line(out, "ARG CUDA_IMAGE");
+    } else {
+      line(out, "# NVIDIA's image with the CUDA and cuDNN majors the plugin (" + bundle + "/bin/libkiln_cuda.so) was built");
+      line(out, "# against; --build-arg CUDA_IMAGE=... names another (a cuDNN minor at least the build's is safest).");
+      line(out, "ARG CUDA_IMAGE=" + spec.cuda_image);
+    }
+    line(out);
+  }
   line(out, "# The shared libraries kiln-runtime loads, from the Debian 12 packages it was built against");
   line(out, "# (versions from the SBOM, " + bundle + "/sbom.spdx.json). A pin a later point release replaced");
   line(out, "# is still on snapshot.debian.org.");
@@ -62,8 +72,9 @@ std::string dockerfile_text(const DeploymentSpec& spec) {
   } else {
     line(out, "# (no package owners were recorded: the libraries below must already be in the base image)");
   }
+  // With a GPU, library_paths holds the plugin's system libraries too (libz for cuDNN, glibc's
+  // libdl/librt stubs that the CUDA libraries name).
   std::set<std::string> libraries(spec.library_paths.begin(), spec.library_paths.end());
-  if (gpu) libraries.insert(std::begin(kGlibcStubs), std::end(kGlibcStubs));
   line(out, "# The exact closure at the paths the loader resolved (symlinks followed), plus what a");
   line(out, "# distroless image carries: users for the non-root user, a home and a writable /tmp.");
   line(out, "RUN mkdir -p /rootfs/etc /rootfs/home/nonroot /rootfs/tmp \\");
@@ -81,18 +92,20 @@ std::string dockerfile_text(const DeploymentSpec& spec) {
 
   if (gpu) {
     line(out, "# CUDA runtime libraries only: kiln-runtime and its closure are Debian 12 builds, so NVIDIA's");
-    line(out, "# Ubuntu userland must not become the base; the CUDA libraries need nothing but glibc >= 2.17.");
+    line(out, "# Ubuntu userland must not become the base; the CUDA libraries need only glibc, libstdc++ and libz (above).");
     line(out, "# The driver (libcuda.so) comes from the host: NVIDIA Container Toolkit, or apptainer --nv.");
-    line(out, "FROM " + spec.cuda_image + " AS cuda");
+    line(out, "FROM ${CUDA_IMAGE} AS cuda");
     line(out);
   }
 
   line(out, "FROM scratch");
   line(out, "COPY --from=libs /rootfs/ /");
   if (gpu && !spec.cuda_libraries.empty()) {
-    // Into a directory the loader searches by default, so no LD_LIBRARY_PATH (which --nv rewrites).
+    // Into a directory the loader searches by default, so no LD_LIBRARY_PATH (which --nv rewrites);
+    // cuDNN's sub-libraries beside libcudnn.so, which loads them from its own folder.
+    line(out, "# The CUDA libraries the plugin needs, cuDNN's sub-libraries included, where the loader looks by default.");
     line(out, "COPY --from=cuda \\");
-    for (const std::string& lib : spec.cuda_libraries) line(out, "      /usr/local/cuda/lib64/" + lib + " \\");
+    for (const std::string& lib : spec.cuda_libraries) line(out, "      " + cuda_base_image_library_dir(lib) + "/" + lib + " \\");
     line(out, "      /usr/lib/x86_64-linux-gnu/");
   }
   line(out, "# Owned by root: read-only for the runtime's user.");
@@ -103,7 +116,7 @@ std::string dockerfile_text(const DeploymentSpec& spec) {
   if (spec.threads > 0) env += " OMP_NUM_THREADS=" + std::to_string(spec.threads);
   else line(out, "# KILN_THREADS=0: as many threads as the container's CPU quota allows, decided at run time.");
   line(out, env);
-  if (gpu) line(out, "ENV NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility");
+  if (gpu) line(out, "ENV KILN_DEVICE=cuda NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility");
   line(out, "LABEL org.opencontainers.image.title=" + dockerfile_string(resource) + " \\");
   line(out, "      org.opencontainers.image.version=" + dockerfile_string(spec.kiln_version) + " \\");
   line(out, "      org.opencontainers.image.vendor=\"kiln\" \\");

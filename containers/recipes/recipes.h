@@ -33,9 +33,11 @@ struct DeploymentSpec {
   uint64_t memory_bytes = 0;  // explicit memory request/limit; 0: deployment_memory_bytes' formula
   int64_t gpus = -1;          // GPUs per pod / Slurm job; -1: all of a node's GPUs, 0: CPU only
   std::string kiln_version;
-  // GPU targets: the image the CUDA runtime libraries are taken from, and which of them.
-  std::string cuda_image = "nvidia/cuda:12.4.1-runtime-ubuntu22.04";
-  std::vector<std::string> cuda_libraries = {"libcudart.so.12", "libcublas.so.12", "libcublasLt.so.12"};
+  // GPU deployments (gpus > 0): the CUDA libraries the bundled plugin needs, by soname (kiln image
+  // takes them from the plugin: device_plugin_libraries), and the NVIDIA image the Dockerfile copies
+  // them from (cuda_base_image; empty: the Dockerfile asks for --build-arg CUDA_IMAGE=...).
+  std::vector<std::string> cuda_libraries;
+  std::string cuda_image;
   // The Apptainer definition: a static shell for %runscript and %test (the image has none).
   std::string shell_image = "busybox:1.36.1-musl";
   api::TargetInfrastructure target;
@@ -71,6 +73,15 @@ uint64_t deployment_memory_bytes(const DeploymentSpec& spec);
 // Kubernetes CPUs (request = limit, so one thread per allotted CPU): spec.threads, else the
 // physical cores; without SMT siblings to spare, one core less for the kubelet and system pods.
 int64_t kubernetes_cpu(const DeploymentSpec& spec);
+
+// ---- the NVIDIA image GPU Dockerfiles take the CUDA libraries from (cuda_image.cpp) ----
+
+// NVIDIA's cudnn-runtime image for a plugin built against CUDA `cuda_major` and cuDNN
+// `cudnn_major` ("nvidia/cuda:13.0.1-cudnn-runtime-ubuntu24.04"), or "" when kiln knows none.
+std::string cuda_base_image(int cuda_major, int cudnn_major);
+// Where that image keeps `soname`: cuDNN (an apt package) in /usr/lib/x86_64-linux-gnu, the
+// CUDA toolkit's libraries in /usr/local/cuda/lib64.
+std::string cuda_base_image_library_dir(std::string_view soname);
 
 // ---- the recipes (one file each) ----
 

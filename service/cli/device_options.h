@@ -15,9 +15,12 @@ struct DeviceCli {
   std::string cuda_precision = "fp32";
   int cuda_device = 0;
 
-  void add_to(CLI::App& cmd, bool with_device_index = true) {
-    cmd.add_option("--device", device, "Where the compiled plan runs: cpu (default) or cuda (loads libkiln_cuda.so)")
-        ->check(CLI::IsMember({"cpu", "cuda"}));
+  // `device_env`: an environment variable giving --device's default (kiln-runtime's KILN_DEVICE).
+  void add_to(CLI::App& cmd, bool with_device_index = true, const char* device_env = nullptr) {
+    CLI::Option* option =
+        cmd.add_option("--device", device, "Where the compiled plan runs: cpu (default) or cuda (loads libkiln_cuda.so)")
+            ->check(CLI::IsMember({"cpu", "cuda"}));
+    if (device_env) option->envname(device_env);
     cmd.add_option("--cuda-precision", cuda_precision,
                    "With --device cuda: fp32 (default), tf32 (TF32 tensor cores in Conv/Gemm) or fp16")
         ->check(CLI::IsMember({"fp32", "tf32", "fp16"}));

@@ -1,8 +1,10 @@
-// kiln image MODEL.onnx|model.kiln -o DIR [--target TARGET.yaml] [--batch N]: compiles (or loads)
-// the model, assembles the bundle (runtime + library closure + verified self-test vectors +
-// metadata + SBOM) in DIR/bundle and writes the OCI image layout DIR/oci, the oci-archive
-// DIR/image.oci.tar and the docker-archive DIR/image.docker.tar, for the target (default: this
-// machine).
+// kiln image MODEL.onnx|model.kiln -o DIR [--target TARGET.yaml] [--batch N] [--device cpu|cuda]:
+// compiles (or loads) the model, assembles the bundle (runtime + library closure + verified
+// self-test vectors + metadata + SBOM) in DIR/bundle and writes the OCI image layout DIR/oci, the
+// oci-archive DIR/image.oci.tar and the docker-archive DIR/image.docker.tar, for the target
+// (default: this machine). A target whose nodes have GPUs gets a GPU image (--device cuda): the
+// plan compiled with the CUDA pipeline, libkiln_cuda.so beside kiln-runtime with the CUDA
+// libraries it was built against, KILN_DEVICE=cuda, and recipes asking for one GPU each.
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +24,7 @@
 #include "containers/bundle/bundle.h"
 #include "containers/oci/docker_archive.h"
 #include "containers/recipes/recipes.h"
+#include "kernels/device/device_plugin.h"
 #include "kernels/plan_file.h"
 #include "service/cli/commands.h"
 #include "service/cli/compiled_model.h"
@@ -40,6 +43,7 @@ struct ImageCmdOptions {
   std::string name;
   std::string tag = "latest";
   std::string target;
+  std::string device;  // "": cuda when the target's nodes have GPUs, else cpu
   std::string runtime;
   std::optional<int> threads;
   int model_gzip_level = 0;
@@ -84,24 +88,39 @@ struct PreparedModel {
   int64_t batch = 1;
 };
 
-Result<PreparedModel> prepare_model(const ImageCmdOptions& opts, const fs::path& bundle_dir) {
+// An ONNX model for a GPU image is compiled with the CUDA pipeline (the CPU one makes fused ops
+// only the CPU runs) and must pass the plugin's capability query, as `kiln compile --device cuda`;
+// a given .kiln ships as is, with a warning when the GPU cannot run it.
+Result<PreparedModel> prepare_model(const ImageCmdOptions& opts, const fs::path& bundle_dir, DeviceKind device) {
   PreparedModel m;
+  const bool gpu = device != DeviceKind::cpu;
   if (is_plan_file(opts.model)) {
     m.model_file = opts.model;
   } else {
-    CompileRequest request{opts.model, opts.dims, pipeline_parse(opts.passes), {}, false, true};
+    const bool default_passes = opts.passes == "default";
+    CompileRequest request{opts.model, opts.dims, default_passes ? default_pipeline_for(device) : pipeline_parse(opts.passes),
+                           {}, false, true};
     KILN_ASSIGN(compiled, compile_model(request, nullptr));
+    if (gpu)
+      if (Status runs = cuda_plugin_check_plan(compiled.plan, DeviceEngineOptions{}); !runs)
+        return runs.with_context(opts.model + " cannot run on the GPU (--device cpu builds an image for the CPUs): ");
     std::error_code ec;
     fs::create_directories(bundle_dir / "model", ec);
     m.model_file = (bundle_dir / kBundleModelFile).string();
     // The file name only: the same model at another path gives the same image.
-    PlanFileInfo info{std::string("kiln ") + KILN_VERSION, fs::path(opts.model).filename().string(), opts.passes,
+    PlanFileInfo info{std::string("kiln ") + KILN_VERSION, fs::path(opts.model).filename().string(),
+                      gpu && default_passes ? "default for " + std::string(device_kind_name(device)) : opts.passes,
                       compiled.bindings_text};
     KILN_TRY(plan_write_file(m.model_file, compiled.plan, info));
     m.reference = std::move(compiled.reference_plan);
   }
   KILN_ASSIGN(loaded, plan_read_file(m.model_file));
   m.compiled = std::move(loaded);
+  if (gpu && !m.reference) {
+    if (Status runs = cuda_plugin_check_plan(m.compiled.plan, DeviceEngineOptions{}); !runs)
+      std::cerr << "kiln: warning: " << opts.model << " will fail on the GPU: " << runs.message()
+                << " (a .kiln ships as is; kiln image compiles an ONNX model for the GPU)\n";
+  }
   const Plan& plan = m.compiled.plan;
   if (!plan.inputs.empty() && plan.inputs[0].type.rank_known && !plan.inputs[0].type.shape.empty() &&
       plan.inputs[0].type.shape[0].known())
@@ -163,6 +182,11 @@ recipes::DeploymentSpec deployment_spec(const Bundle& bundle, const oci::BuiltIm
         std::find(spec.debian_packages.begin(), spec.debian_packages.end(), pin) == spec.debian_packages.end())
       spec.debian_packages.push_back(pin);
   }
+  // kiln-runtime runs a plan on one GPU: one GPU per pod or job (a CPU image asks for none).
+  const bool gpu = !bundle.request.device_plugin.empty();
+  spec.gpus = gpu ? 1 : 0;
+  for (const SharedLibrary& lib : bundle.cuda_libraries) spec.cuda_libraries.push_back(lib.name);
+  if (gpu) spec.cuda_image = recipes::cuda_base_image(bundle.cuda_major, bundle.cudnn_major);
   spec.threads = bundle.request.threads;
   spec.batch = bundle.request.batch;
   spec.model_bytes = model_bytes;
@@ -184,6 +208,22 @@ int run_image(const ImageCmdOptions& opts) {
     if (!loaded) return report_error("target '" + opts.target + "': " + loaded.message());
     target = std::move(loaded).value();
   }
+  // A GPU image needs the plugin: without it the image would silently run on the CPUs.
+  bool target_gpus = false;
+  if (target)
+    for (const api::Gpu& g : target->node.gpus) target_gpus = target_gpus || g.count > 0;
+  const DeviceKind device = (opts.device.empty() ? target_gpus : opts.device == "cuda") ? DeviceKind::cuda : DeviceKind::cpu;
+  std::string plugin;
+  if (device == DeviceKind::cuda) {
+    if (!target_gpus)
+      return report_error("--device cuda needs a --target whose nodes have GPUs" +
+                          (target ? ", and target '" + target->name + "' lists none" : std::string()));
+    auto found = cuda_plugin_find(device_plugin_search_default());
+    if (!found)
+      return report_error("target '" + target->name + "' has GPUs, so its image carries the CUDA backend, but " +
+                          found.error().message + " (a GPU image needs kiln built where nvcc, cuBLASLt and cuDNN are found)");
+    plugin = *found;
+  }
   const fs::path out(opts.output);
   if (Status usable = oci::image_layout_check((out / "oci").string()); !usable) return report_error(usable.message());
   const fs::path bundle_dir = out / "bundle";
@@ -191,7 +231,7 @@ int run_image(const ImageCmdOptions& opts) {
   fs::create_directories(bundle_dir, ec);
   if (ec) return report_error("cannot create '" + bundle_dir.string() + "': " + ec.message());
 
-  auto model = prepare_model(opts, bundle_dir);
+  auto model = prepare_model(opts, bundle_dir, device);
   if (!model) return report_error(model.error().message);
   const double compile_s = seconds_since(start);
 
@@ -204,9 +244,10 @@ int run_image(const ImageCmdOptions& opts) {
   request.reference_kind = model->reference ? "uncompiled plan" : "compiled plan";
   request.tolerance = selftest_tolerance_for(model->compiled.plan);
   request.runtime_binary = *runtime;
+  request.device_plugin = plugin;
   request.model_name = opts.name.empty() ? fs::path(opts.model).stem().string() : opts.name;
   request.source = opts.model;
-  request.passes = model->reference ? opts.passes : model->compiled.info.passes;
+  request.passes = model->compiled.info.passes;  // as written into the .kiln ("default for cuda")
   request.batch = model->batch;
   request.threads = opts.threads ? *opts.threads : target ? static_cast<int>(target->node.cpu.cores) : 0;
   if (target) request.target = bundle_target(*target);
@@ -254,6 +295,7 @@ int run_image(const ImageCmdOptions& opts) {
                                 {"archive_size", image->archive_size}, {"compressed_size", compressed},
                                 {"docker_archive", (out / "image.docker.tar").string()}, {"docker_archive_size", *docker_size},
                                 {"image", repo_tag}, {"target", request.target.name}, {"threads", request.threads},
+                                {"device", std::string(device_kind_name(device))},
                                 {"recipes", *recipes},
                                 {"tag", opts.tag}, {"layers", layers}, {"selftest", checks},
                                 {"seconds", {{"compile", compile_s}, {"bundle", bundle_s}, {"image", image_s}, {"total", total_s}}}};
@@ -279,7 +321,8 @@ int run_image(const ImageCmdOptions& opts) {
   std::string gpus;
   if (request.target.gpu_count > 0)
     gpus = ", " + std::to_string(request.target.gpu_count) + "x " + request.target.gpu_model +
-           ": no GPU backend yet, the model runs on the CPUs";
+           (plugin.empty() ? ": the model runs on the CPUs (--device cpu)"
+                           : ": the model runs on one GPU (" + std::to_string(bundle->cuda_libraries.size()) + " CUDA libraries)");
   std::printf("target %s (%s, scheduler %s%s), %d threads\n", request.target.name.c_str(), request.target.kind.c_str(),
               request.target.scheduler.c_str(), gpus.c_str(), request.threads);
   std::printf("took %.2f s (compile %.2f s, bundle + self-test %.2f s, image %.2f s)\n", total_s, compile_s, bundle_s, image_s);
@@ -300,6 +343,10 @@ void add_image_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--target", opts->target,
                   "Target infrastructure (YAML/JSON, see examples/targets): threads, GPU environment, registry in the "
                   "image name and the recipes (default: this machine)");
+  cmd->add_option("--device", opts->device,
+                  "Where the image runs the model: cuda (the default for a target whose nodes have GPUs: carries "
+                  "libkiln_cuda.so and the CUDA libraries it needs) or cpu")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--runtime", opts->runtime, "kiln-runtime binary to bundle (default: the one beside kiln)");
   cmd->add_option("--threads", opts->threads,
                   "Thread count set in the image (default: the target node's cores; without a target 0: the CPU quota)")

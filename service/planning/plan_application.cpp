@@ -341,6 +341,7 @@ Result<PlanOutcome> plan_application(const PlanInputs& in) {
         return cpu_prior->run_ms(perf::model_costs_steps_at(m, batch, threads), threads, 0);
       };
       space.latency_source = "prior";
+      space.p99_source = "assumed: a spec prior has no measured spread";
       space.slots = out.target.cores;
       spaces.push_back(std::move(space));
       notes.push_back("CPU latencies are " + cpu_prior->describe() + ".");
@@ -349,7 +350,11 @@ Result<PlanOutcome> plan_application(const PlanInputs& in) {
       for (const perf::Measurement& m : out.profile.measurements)
         if (in.use_model_runs && m.kind == perf::kKindModel && m.kernel == out.model_digest)
           runs.push_back({m.dtype == "f32" ? "fp32" : m.dtype, m.batch, m.threads, m.median_ms});
-      spaces.push_back(perf::plan_space_cpu(out.target, std::move(cpu), *out.predictor, std::move(runs)));
+      perf::PlanSpace space = perf::plan_space_cpu(out.target, std::move(cpu), *out.predictor, std::move(runs));
+      std::string source;
+      if (const double ratio = perf::tail_ratio_from_profile(out.profile.measurements, &source); ratio > 0)
+        space.p99_ratio = ratio, space.p99_source = source;
+      spaces.push_back(std::move(space));
     }
     for (const auto& [p, c] : spaces.back().costs) out.costs.emplace(p, c);
   }
@@ -374,6 +379,9 @@ Result<PlanOutcome> plan_application(const PlanInputs& in) {
       };
       space.latency_source = "predicted";
       space.measured_threads = {1};
+      std::string source;
+      if (const double ratio = perf::tail_ratio_from_profile(out.gpu_profile->measurements, &source); ratio > 0)
+        space.p99_ratio = ratio, space.p99_source = source;
       notes.push_back(measured_gpu_note(*out.gpu_profile, out.gpu_predictor->summary(), *gpu_prior, gpu_precisions_planned));
     } else {
       space.what = std::to_string(out.gpus) + " x " + gpu_prior->prior().name + " (spec prior, not measured)";
@@ -381,6 +389,7 @@ Result<PlanOutcome> plan_application(const PlanInputs& in) {
         return gpu_prior->run_ms(perf::model_costs_steps_at(m, batch, 1), 1, static_cast<double>(m.io_bytes * batch));
       };
       space.latency_source = "prior";
+      space.p99_source = "assumed: a spec prior has no measured spread";
       notes.push_back("GPU latencies are " + gpu_prior->describe() + "; the GPU runs the CPU plan's kernels at the "
                       "precision's width (no GPU-specific fusion), so treat them as estimates until measured there.");
     }
@@ -399,7 +408,7 @@ Result<PlanOutcome> plan_application(const PlanInputs& in) {
 
 nlohmann::json candidate_json(const perf::Candidate& c, bool chosen) {
   nlohmann::json j = {{"name", c.name()}, {"device", c.device}, {"precision", c.precision}, {"batch", c.batch}, {"threads", c.threads},
-                      {"instances", c.instances}, {"predicted_ms", c.latency_ms}, {"throughput_per_s", c.throughput_per_s},
+                      {"instances", c.instances}, {"predicted_ms", c.latency_ms}, {"predicted_p99_ms", c.latency_p99_ms}, {"throughput_per_s", c.throughput_per_s},
                       {"memory_bytes", c.memory_bytes}, {"accuracy", c.accuracy}, {"pareto", c.pareto},
                       {"feasible", c.feasible()}, {"blocked_by", c.blocked_by}, {"chosen", chosen},
                       {"threads_extrapolated", c.threads_extrapolated}, {"latency_source", c.latency_source}};

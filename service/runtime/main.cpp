@@ -3,6 +3,7 @@
 #include <exception>
 #include <iostream>
 #include <new>
+#include <string_view>
 
 #include "service/runtime/verbs.h"
 
@@ -32,6 +33,12 @@ int main(int argc, char** argv) {
   using namespace kiln::runtime;
   CLI::App app{"kiln-runtime: runs compiled kiln plans (.kiln), checks an image's self-test and serves the model over HTTP"};
   app.require_subcommand(1);
+  // CLI11 would name only --device when the environment's value is wrong.
+  if (const char* device = std::getenv(kDeviceEnv); device && *device && std::string_view(device) != "cpu" &&
+                                                      std::string_view(device) != "cuda") {
+    std::cerr << "kiln-runtime: error: " << kDeviceEnv << "=" << device << " is not a device: use cpu or cuda\n";
+    return kExitUsage;
+  }
   VerbRunner run;
   add_run_verb(app, run);
   add_selftest_verb(app, run);

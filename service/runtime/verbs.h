@@ -20,10 +20,13 @@ void add_run_verb(CLI::App& app, VerbRunner& run);
 void add_selftest_verb(CLI::App& app, VerbRunner& run);
 void add_serve_model_verb(CLI::App& app, VerbRunner& run);
 
-// Defaults the image sets in its environment: KILN_THREADS (0 or unset: the CPU quota) and
-// KILN_BUNDLE (unset: /kiln). Command-line options override them.
+// Defaults the image sets in its environment: KILN_THREADS (0 or unset: the CPU quota),
+// KILN_BUNDLE (unset: /kiln) and KILN_DEVICE. Command-line options override them.
 int env_threads();
 std::string env_bundle();
+// KILN_DEVICE (cpu|cuda; GPU images set cuda) is every verb's --device default; main refuses
+// any other value, naming the variable.
+inline constexpr const char* kDeviceEnv = "KILN_DEVICE";
 
 // Prints "kiln-runtime: error: <message>" on stderr and returns kExitError.
 int report_error(const std::string& message);

@@ -149,3 +149,47 @@ TEST_CASE("an unknown --device or --cuda-precision is command-line misuse", "[cl
   CHECK(precision.exit_code == 2);
   CHECK(precision.output.find("--cuda-precision") != std::string::npos);
 }
+
+TEST_CASE("kiln image for a GPU target carries the CUDA backend or says why it cannot", "[cli][device][image]") {
+  const std::string gpu_target = std::string(KILN_EXAMPLES_DIR) + "/targets/hpc-gpu-slurm.yaml";
+  kiln::test::OnnxBuilder b;
+  b.input("x", {1, 3, 4}).output("y", {1, 3, 4});
+  b.node("Sqrt", {"x"}, {"y"}, "square_root");
+  const fs::path model = scratch() / "image_sqrt.onnx";
+  std::ofstream(model, std::ios::binary) << b.bytes();
+  // Fails before any bundle is written: the plan must run on the GPU, or the plugin is missing.
+  const Run sqrt = run_binary(KILN_BINARY, "image " + model.string() + " -o " + (scratch() / "image-sqrt").string() +
+                                               " --target " + gpu_target);
+  INFO(sqrt.output);
+  REQUIRE_FALSE(sqrt.crashed);
+  CHECK(sqrt.exit_code == 1);
+#if KILN_CUDA_PLUGIN_BUILT
+  CHECK(sqrt.output.find("cannot run on the GPU (--device cpu builds an image for the CPUs): no CUDA kernel for node "
+                         "'square_root' (Sqrt)") != std::string::npos);
+#else
+  CHECK(sqrt.output.find("target 'hpc-gpu' has GPUs, so its image carries the CUDA backend, but the CUDA backend plugin "
+                         "is not installed") != std::string::npos);
+#endif
+  CHECK_FALSE(fs::exists(scratch() / "image-sqrt" / "oci"));
+
+  const Run no_gpus = run_binary(KILN_BINARY, "image " + kModel + " -o " + (scratch() / "image-cuda-cpu").string() + " --device cuda");
+  INFO(no_gpus.output);
+  CHECK(no_gpus.exit_code == 1);
+  CHECK(no_gpus.output.find("kiln: error: --device cuda needs a --target whose nodes have GPUs") != std::string::npos);
+  const Run misuse = run_binary(KILN_BINARY, "image " + kModel + " -o " + (scratch() / "image-tpu").string() + " --device tpu");
+  INFO(misuse.output);
+  CHECK(misuse.exit_code == 2);
+}
+
+TEST_CASE("kiln-runtime takes --device from KILN_DEVICE, checked like the option", "[cli][device]") {
+  const Run bad = run_binary("env KILN_DEVICE=tpu " KILN_RUNTIME_BINARY, "selftest --bundle " + scratch().string());
+  INFO(bad.output);
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.output.find("KILN_DEVICE") != std::string::npos);
+  const std::string plan = (scratch() / "env_device.kiln").string();
+  REQUIRE(run_binary(KILN_BINARY, "compile " + kModel + " -o " + plan).exit_code == 0);
+  // The environment asks for the GPU: the same answer as --device cuda (this machine has none, or runs it).
+  require_device_answer(run_binary("env KILN_DEVICE=cuda " KILN_RUNTIME_BINARY,
+                                   "run " + plan + " --input " + kSample + " --output " + (scratch() / "env_out.npz").string()),
+                        "kiln-runtime");
+}

@@ -1,5 +1,6 @@
-// containers/: the reproducible OCI writer (tar, gzip, digests, JSON), the library closure,
-// the SBOM and the self-test comparison, without the kiln binary.
+// containers/: the reproducible OCI writer (tar, gzip, digests, JSON), the library closure (and
+// the CUDA plugin's), the SBOM, the self-test comparison and the layers of CPU and GPU images,
+// without the kiln binary.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -9,13 +10,17 @@
 #include <zlib.h>
 
 #include <cstdlib>
+#include <algorithm>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "containers/bundle/bundle.h"
+#include "containers/bundle/cuda_libraries.h"
 #include "containers/bundle/lib_closure.h"
 #include "containers/bundle/sbom.h"
 #include "containers/bundle/selftest.h"
@@ -402,4 +407,121 @@ TEST_CASE("cached layers give the same blob, and a damaged cache entry is not us
   REQUIRE(hit->tar_size == uncached->tar_size);
   REQUIRE(read_all(dir / "blobs-c" / std::string(digest_hex(hit->descriptor.digest))) ==
           read_all(dir / "blobs-a" / std::string(digest_hex(uncached->descriptor.digest))));
+}
+
+TEST_CASE("CUDA libraries are told from system libraries and the driver by name", "[containers]") {
+  for (const char* cuda : {"libcublasLt.so.13", "libcublas.so.12", "libcudart.so.13", "libcudnn.so.9", "libcudnn_graph.so.9",
+                           "libnvrtc.so.13", "libnvJitLink.so.13"})
+    CHECK(cuda_library_is(cuda));
+  for (const char* other : {"libcuda.so.1", "libnvidia-ml.so.1", "libcurl.so.4", "libcups.so.2", "libc.so.6", "libz.so.1",
+                            "libstdc++.so.6", "ld-linux-x86-64.so.2"})
+    CHECK_FALSE(cuda_library_is(other));
+}
+
+TEST_CASE("the CUDA plugin's libraries: its CUDA closure plus cuDNN's sub-libraries, never the driver", "[containers]") {
+#ifndef KILN_CUDA_PLUGIN_PATH
+  WARN("skipped: the CUDA plugin (libkiln_cuda.so) was not built here (no nvcc, cuBLASLt or cuDNN)");
+#else
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  auto interpreter = elf_interpreter(self);
+  REQUIRE(interpreter);
+  auto libs = device_plugin_libraries(KILN_CUDA_PLUGIN_PATH, *interpreter);
+  INFO((libs ? std::string() : libs.error().message));
+  REQUIRE(libs);
+  std::set<std::string> cuda;
+  for (const SharedLibrary& l : libs->cuda) {
+    cuda.insert(l.name);
+    CHECK(fs::is_regular_file(l.path));
+  }
+  const std::string so = ".so." + std::to_string(libs->cuda_major);
+  CHECK(libs->cuda_major >= 12);
+  CHECK(libs->cudnn_major == 9);
+  CHECK(cuda.count("libcublasLt" + so) == 1);
+  // cuDNN 9's shim and the sub-libraries it dlopens (absent from any closure).
+  for (const char* name : {"libcudnn.so.9", "libcudnn_graph.so.9", "libcudnn_ops.so.9", "libcudnn_cnn.so.9",
+                           "libcudnn_engines_precompiled.so.9", "libcudnn_heuristic.so.9"}) {
+    INFO(name);
+    CHECK(cuda.count(name) == 1);
+  }
+  for (const std::string& name : cuda) CHECK(name.rfind("libcuda.so", 0) != 0);
+  bool zlib = false, libstdcxx = false;
+  for (const SharedLibrary& l : libs->system) {
+    CHECK_FALSE(cuda_library_is(fs::path(l.path).filename().string()));
+    zlib = zlib || l.name == "libz.so.1";  // cuDNN's sub-libraries need it
+    libstdcxx = libstdcxx || l.name == "libstdc++.so.6";
+  }
+  CHECK(zlib);
+  CHECK(libstdcxx);
+#endif
+}
+
+namespace {
+
+// A bundle as bundle_assemble leaves it, without running anything: only the image spec is built.
+Bundle bundle_fixture(bool gpu) {
+  Bundle b;
+  b.request.dir = "/bundle";
+  b.request.model_name = "m";
+  b.request.threads = 4;
+  b.libraries = {{"libc.so.6", "/lib/x86_64-linux-gnu/libc.so.6", false},
+                 {"/lib64/ld-linux-x86-64.so.2", "/lib64/ld-linux-x86-64.so.2", true}};
+  if (gpu) {
+    b.request.device_plugin = "/build/libkiln_cuda.so";
+    b.libraries.push_back({"libz.so.1", "/lib/x86_64-linux-gnu/libz.so.1", false});
+    b.cuda_libraries = {{"libcublasLt.so.13", "/usr/local/cuda/lib64/libcublasLt.so.13", false},
+                        {"libcudnn.so.9", "/usr/local/cuda/lib64/libcudnn.so.9", false},
+                        {"libcudnn_graph.so.9", "/usr/local/cuda/lib64/libcudnn_graph.so.9", false}};
+    b.cuda_major = 13;
+    b.cudnn_major = 9;
+  }
+  return b;
+}
+
+std::vector<std::string> layer_paths(const oci::ImageSpec& spec, const std::string& layer) {
+  std::vector<std::string> paths;
+  for (const oci::LayerSpec& l : spec.layers)
+    if (l.name == layer)
+      for (const TarEntry& e : l.entries) paths.push_back(e.path);
+  return paths;
+}
+
+bool has(const std::vector<std::string>& list, const std::string& item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+}  // namespace
+
+TEST_CASE("a GPU image has the CUDA layer, the plugin beside kiln-runtime and KILN_DEVICE; a CPU image none", "[containers]") {
+  const oci::ImageSpec gpu = bundle_image_spec(bundle_fixture(true), {});
+  std::vector<std::string> names;
+  for (const oci::LayerSpec& l : gpu.layers) names.push_back(l.name);
+  CHECK(names == std::vector<std::string>{"cuda", "runtime", "model", "config"});
+  // The CUDA libraries where the loader looks by default; the plugin where kiln-runtime looks first.
+  CHECK(layer_paths(gpu, "cuda") == std::vector<std::string>{"usr/lib/x86_64-linux-gnu/libcublasLt.so.13",
+                                                             "usr/lib/x86_64-linux-gnu/libcudnn.so.9",
+                                                             "usr/lib/x86_64-linux-gnu/libcudnn_graph.so.9"});
+  const auto runtime = layer_paths(gpu, "runtime");
+  CHECK(has(runtime, "kiln/bin/kiln-runtime"));
+  CHECK(has(runtime, "kiln/bin/libkiln_cuda.so"));
+  CHECK(has(runtime, "lib/x86_64-linux-gnu/libz.so.1"));
+  CHECK(has(gpu.env, "KILN_DEVICE=cuda"));
+  CHECK(has(gpu.env, "NVIDIA_VISIBLE_DEVICES=all"));
+  CHECK(gpu.labels.at("kiln.device") == "cuda");
+
+  // The design forbids CUDA libraries in CPU images, even for a target whose nodes have GPUs.
+  Bundle cpu_bundle = bundle_fixture(false);
+  cpu_bundle.request.target.gpu_count = 4;
+  const oci::ImageSpec cpu = bundle_image_spec(cpu_bundle, {});
+  names.clear();
+  for (const oci::LayerSpec& l : cpu.layers) {
+    names.push_back(l.name);
+    for (const TarEntry& e : l.entries) {
+      INFO(e.path);
+      CHECK(e.path.find("libcu") == std::string::npos);
+      CHECK(e.path.find("libkiln_cuda") == std::string::npos);
+    }
+  }
+  CHECK(names == std::vector<std::string>{"runtime", "model", "config"});
+  for (const std::string& e : cpu.env) CHECK((e.rfind("KILN_DEVICE=", 0) != 0 && e.rfind("NVIDIA_", 0) != 0));
+  CHECK(cpu.labels.at("kiln.device") == "cpu");
 }

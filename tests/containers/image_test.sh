@@ -4,7 +4,14 @@
 #                 model (batch 2) re-uses the runtime layer and changes the model layer
 #   umoci         `umoci unpack` (checks layer contents against diff_ids) reads the layout
 #   skopeo        `skopeo inspect` reads the layout, the oci-archive and the docker-archive (same
-#                 config digest and diff_ids); a target description sets threads, GPU env and labels
+#                 config digest and diff_ids); a target description sets threads, labels and the
+#                 registry (a GPU target's nodes built for their CPUs: --device cpu)
+#   gpu           a GPU target's image: refused, naming the plugin, by a kiln without libkiln_cuda.so;
+#                 with it (skipped where it was not built), the plan compiled for CUDA, the plugin beside
+#                 kiln-runtime, the CUDA libraries it needs in a "cuda" layer (and they load: under chroot
+#                 the plugin gets as far as asking for the driver), KILN_DEVICE=cuda, recipes asking
+#                 for one GPU, a warning for a given .kiln the GPU cannot run; the CPU image carries
+#                 no CUDA library and no plugin
 #   selftest      the unpacked rootfs runs `kiln-runtime selftest` under chroot, with an empty
 #                 environment and as the image's non-root user: nothing comes from the host
 #   serve         the same chroot runs `kiln-runtime serve-model` (environment: the image's KILN_*
@@ -113,8 +120,8 @@ assert c["config"]["User"] == "65532:65532"
 assert "8080/tcp" in c["config"]["ExposedPorts"]
 print("skopeo:", i["Digest"], i["Architecture"], i["Os"], len(i["Layers"]), "layers; docker-archive: same config and diff_ids")
 PY
-    # A GPU target: threads from its nodes, the NVIDIA environment, labels, the registry in the tag.
-    build "$work/gpu" --target "$(dirname "$model")/../targets/hpc-gpu-slurm.yaml"
+    # A GPU target's nodes, for their CPUs: threads from its nodes, labels, the registry in the tag.
+    build "$work/gpu" --target "$(dirname "$model")/../targets/hpc-gpu-slurm.yaml" --device cpu
     skopeo inspect --config "oci:$work/gpu/oci:latest" > "$work/gpu-config.json" || fail "skopeo inspect (GPU target) failed"
     skopeo inspect --raw "docker-archive:$work/gpu/image.docker.tar:registry.example.org/team/kiln-model:latest" > /dev/null ||
       fail "the docker-archive is not tagged with the target's registry"
@@ -122,10 +129,10 @@ PY
 import json, sys
 c = json.load(open(sys.argv[1]))["config"]
 env = dict(e.split("=", 1) for e in c["Env"])
-assert env["KILN_THREADS"] == "96" and env["NVIDIA_VISIBLE_DEVICES"] == "all", env
-assert "compute" in env["NVIDIA_DRIVER_CAPABILITIES"], env
+assert env["KILN_THREADS"] == "96" and "NVIDIA_VISIBLE_DEVICES" not in env and "KILN_DEVICE" not in env, env
 assert c["Labels"]["kiln.target"] == "hpc-gpu" and c["Labels"]["kiln.target.device"] == "gpu", c["Labels"]
-print("GPU target: threads", env["KILN_THREADS"], "NVIDIA env set, labels", c["Labels"]["kiln.target"])
+assert c["Labels"]["kiln.device"] == "cpu", c["Labels"]
+print("GPU target on its CPUs: threads", env["KILN_THREADS"], "no NVIDIA env, labels", c["Labels"]["kiln.target"])
 PY
     # The recipes come with the image and pin what was just built.
     gpu_digest=$(manifest_digest "$work/gpu")
@@ -134,9 +141,107 @@ PY
     done
     grep -q "registry.example.org/team/kiln-model@$gpu_digest" "$work/gpu/kubernetes/deployment.yaml" ||
       fail "deployment.yaml does not reference the image by its digest $gpu_digest"
-    grep -q '^#SBATCH --gres=gpu:4' "$work/gpu/job.slurm" || fail "job.slurm does not ask for the target's 4 GPUs"
+    grep -q '^#SBATCH --gres' "$work/gpu/job.slurm" && fail "job.slurm of a CPU image asks for GPUs"
     grep -q '^#SBATCH --partition=gpu' "$work/gpu/job.slurm" || fail "job.slurm does not use the target's partition"
     bash -n "$work/gpu/job.slurm" || fail "job.slurm is not valid bash"
+    ;;
+  gpu)
+    gpu_target="$(dirname "$model")/../targets/hpc-gpu-slurm.yaml"
+    # A kiln without the plugin beside it refuses, naming the plugin: never a CPU-only "GPU image".
+    mkdir -p "$work/noplugin"
+    cp "$kiln" "$work/noplugin/kiln"
+    set +e
+    env -u KILN_CUDA_PLUGIN "$work/noplugin/kiln" image "$model" -o "$work/refused" --target "$gpu_target" \
+      --runtime "$(dirname "$kiln")/kiln-runtime" > "$work/refused.log" 2>&1
+    rc=$?
+    set -e
+    cat "$work/refused.log"
+    [ "$rc" = 1 ] || fail "a GPU target without the plugin exited $rc, expected 1"
+    grep -q "^kiln: error: target 'hpc-gpu' has GPUs, so its image carries the CUDA backend, but the CUDA backend plugin is not installed" \
+      "$work/refused.log" || fail "no clear message without the plugin"
+    [ ! -e "$work/refused/oci" ] || fail "an image was written without the plugin"
+    plugin="$(dirname "$kiln")/libkiln_cuda.so"
+    [ -f "$plugin" ] || skip "the CUDA plugin was not built here ($plugin: no nvcc, cuBLASLt or cuDNN); the refusal without it passed"
+
+    "$kiln" image "$model" -o "$work/gpu" --target "$gpu_target" --json > "$work/gpu.json" 2> "$work/gpu.err" ||
+      { cat "$work/gpu.err"; fail "kiln image (GPU target) failed"; }
+    cat "$work/gpu.err"
+    "$kiln" image "$model" -o "$work/cpu" --json > "$work/cpu.json" 2> "$work/cpu.err" || { cat "$work/cpu.err"; fail "kiln image (CPU) failed"; }
+    cmp "$plugin" "$work/gpu/bundle/bin/libkiln_cuda.so" || fail "the bundle does not carry the built plugin beside kiln-runtime"
+    [ ! -e "$work/cpu/bundle/bin/libkiln_cuda.so" ] || fail "the CPU bundle carries the plugin"
+    cuda_major=$(readelf -d "$plugin" | sed -n 's/.*\[libcublasLt\.so\.\([0-9]*\)\].*/\1/p')
+    [ -n "$cuda_major" ] || fail "readelf -d names no libcublasLt in $plugin"
+    python3 - "$work" "$cuda_major" <<'PY'
+import json, sys, tarfile
+w, major = sys.argv[1], sys.argv[2]
+
+def image(name):
+    d = w + "/" + name + "/oci/"
+    m = json.load(open(d + "index.json"))["manifests"][0]["digest"].split(":")[1]
+    man = json.load(open(d + "blobs/sha256/" + m))
+    config = json.load(open(d + "blobs/sha256/" + man["config"]["digest"].split(":")[1]))
+    layers = {}
+    for l in man["layers"]:
+        with tarfile.open(d + "blobs/sha256/" + l["digest"].split(":")[1], "r:*") as t:
+            layers[l["annotations"]["kiln.layer"]] = [m.name for m in t.getmembers() if m.isfile()]
+    return [l["annotations"]["kiln.layer"] for l in man["layers"]], layers, config["config"]
+
+order, layers, config = image("gpu")
+assert order == ["cuda", "runtime", "model", "config"], order
+cuda = set(layers["cuda"])
+lib = "usr/lib/x86_64-linux-gnu/"
+for name in ["libcublasLt.so." + major, "libcudnn.so.9", "libcudnn_graph.so.9", "libcudnn_ops.so.9", "libcudnn_cnn.so.9",
+             "libcudnn_engines_precompiled.so.9", "libcudnn_heuristic.so.9"]:
+    assert lib + name in cuda, (name, sorted(cuda))
+assert not any("libcuda.so" in n for n in cuda), sorted(cuda)  # the driver is the host's
+assert "kiln/bin/libkiln_cuda.so" in layers["runtime"] and "kiln/bin/kiln-runtime" in layers["runtime"], layers["runtime"]
+env = dict(e.split("=", 1) for e in config["Env"])
+assert env["KILN_DEVICE"] == "cuda" and env["NVIDIA_VISIBLE_DEVICES"] == "all", env
+assert config["Labels"]["kiln.device"] == "cuda" and config["Labels"]["kiln.passes"] == "default for cuda", config["Labels"]
+meta = json.load(open(w + "/gpu/bundle/metadata.json"))
+assert meta["target"]["runs_on"] == "cuda" and meta["runtime"]["device_plugin"] == "bin/libkiln_cuda.so", meta["target"]
+assert sorted("/" + n for n in cuda) == sorted(meta["runtime"]["cuda_libraries"]), meta["runtime"]["cuda_libraries"]
+
+# The design forbids CUDA libraries in CPU images.
+order, layers, config = image("cpu")
+assert order == ["runtime", "model", "config"], order
+for names in layers.values():
+    bad = [n for n in names if "libcu" in n.split("/")[-1] or "libnvrtc" in n or "libkiln_cuda" in n]
+    assert not bad, bad
+assert not any(e.startswith(("KILN_DEVICE=", "NVIDIA_")) for e in config["Env"]), config["Env"]
+sizes = {k: json.load(open(w + "/" + k + ".json"))["compressed_size"] for k in ("gpu", "cpu")}
+print("GPU image: %d CUDA libraries, %.1f MB compressed; CPU image %.1f MB, no CUDA library" %
+      (len(cuda), sizes["gpu"] / 1e6, sizes["cpu"] / 1e6))
+PY
+    # A given .kiln ships as is; one made for the CPU (bf16 layers) draws a warning naming the node.
+    "$kiln" compile "$model" --passes default+mixed_precision_bf16 -o "$work/bf16.kiln" > /dev/null || fail "kiln compile (bf16) failed"
+    "$kiln" image "$work/bf16.kiln" -o "$work/gpu-bf16" --target "$gpu_target" > "$work/gpu-bf16.log" 2>&1 ||
+      { cat "$work/gpu-bf16.log"; fail "kiln image of a CPU .kiln for a GPU target failed"; }
+    grep -q "^kiln: warning: .*bf16.kiln will fail on the GPU: no CUDA kernel for node '/stem/Conv'" "$work/gpu-bf16.log" ||
+      { cat "$work/gpu-bf16.log"; fail "no warning for a .kiln the GPU cannot run"; }
+    # The recipes: NVIDIA's image with the plugin's CUDA major, each library from its folder there, one GPU.
+    grep -q "^ARG CUDA_IMAGE=nvidia/cuda:$cuda_major\..*-cudnn-runtime-" "$work/gpu/Dockerfile" || fail "the Dockerfile's CUDA image is not CUDA $cuda_major with cuDNN"
+    grep -q "^      /usr/local/cuda/lib64/libcublasLt.so.$cuda_major \\\\$" "$work/gpu/Dockerfile" || fail "the Dockerfile does not copy libcublasLt.so.$cuda_major"
+    grep -q '^      /usr/lib/x86_64-linux-gnu/libcudnn_graph.so.9 \\$' "$work/gpu/Dockerfile" || fail "the Dockerfile does not copy cuDNN's sub-libraries"
+    grep -q "libcu" "$work/cpu/Dockerfile" && fail "the CPU Dockerfile names a CUDA library"
+    grep -q '^#SBATCH --gres=gpu:1$' "$work/gpu/job.slurm" || fail "job.slurm does not ask for one GPU"
+    grep -q 'exec --cleanenv --nv ' "$work/gpu/job.slurm" || fail "job.slurm does not pass --nv"
+    grep -q 'nvidia.com/gpu: 1$' "$work/gpu/kubernetes/deployment.yaml" || fail "deployment.yaml does not request a GPU"
+    grep -q 'nvidia.com/gpu: 1$' "$work/gpu/kubernetes/job.yaml" || fail "job.yaml does not request a GPU"
+    grep -q '^#   apptainer run --nv ' "$work/gpu/kiln.def" || fail "kiln.def does not run with --nv"
+    # Inside the image the plugin and the CUDA libraries load: with no driver under chroot, the
+    # answer must be the driver's, not a library the loader cannot find. (chroot has no /proc,
+    # where kiln-runtime finds its own folder: KILN_CUDA_PLUGIN names the plugin instead.)
+    unpack "$work/gpu"
+    chroot_runner "$work/gpu/unpacked/rootfs"
+    set +e
+    env -i KILN_DEVICE=cuda KILN_CUDA_PLUGIN=/kiln/bin/libkiln_cuda.so "${runner[@]}" /kiln/bin/kiln-runtime selftest > "$work/gpu-selftest.log" 2>&1
+    set -e
+    cat "$work/gpu-selftest.log"
+    grep -q "kiln-runtime: error: no NVIDIA driver" "$work/gpu-selftest.log" ||
+      grep -q "selftest passed" "$work/gpu-selftest.log" || fail "the CUDA backend did not load inside the GPU image"
+    env -i KILN_DEVICE=cpu "${runner[@]}" /kiln/bin/kiln-runtime selftest > "$work/gpu-cpu.log" 2>&1 ||
+      { cat "$work/gpu-cpu.log"; fail "the GPU image's self-test on the CPUs (KILN_DEVICE=cpu) failed"; }
     ;;
   selftest)
     build "$work/a"

@@ -111,6 +111,12 @@ api::TargetInfrastructure target_gpu_kubernetes() {
   return t;
 }
 
+// What kiln image derives from a plugin built against CUDA 13 and cuDNN 9 (this build's: readelf
+// -d libkiln_cuda.so names libcublasLt.so.13 and libcudnn.so.9; cuDNN's folder adds the rest).
+const std::vector<std::string> kCuda13Libraries = {
+    "libcublasLt.so.13", "libcudnn.so.9", "libcudnn_adv.so.9", "libcudnn_cnn.so.9", "libcudnn_engines_precompiled.so.9",
+    "libcudnn_engines_runtime_compiled.so.9", "libcudnn_graph.so.9", "libcudnn_heuristic.so.9", "libcudnn_ops.so.9"};
+
 DeploymentSpec spec_for(const api::TargetInfrastructure& t) {
   DeploymentSpec s;
   s.name = "model";
@@ -122,6 +128,10 @@ DeploymentSpec spec_for(const api::TargetInfrastructure& t) {
   s.model_bytes = 100ull << 20;
   s.kiln_version = "0.4.0";
   s.target = t;
+  if (!t.node.gpus.empty()) {
+    s.cuda_libraries = kCuda13Libraries;
+    s.cuda_image = cuda_base_image(13, 9);
+  }
   return s;
 }
 
@@ -201,6 +211,10 @@ void check_container(const YAML::Node& c, const DeploymentSpec& spec, bool gpu) 
   }
   CHECK(static_cast<bool>(res["limits"]["nvidia.com/gpu"]) == gpu);
   if (gpu) CHECK(res["limits"]["nvidia.com/gpu"].as<int>() == deployment_gpus(spec));
+  std::string device;  // KILN_DEVICE: cuda on GPU pods, unset (cpu) elsewhere
+  for (const auto& e : c["env"])
+    if (e["name"].as<std::string>() == "KILN_DEVICE") device = e["value"].as<std::string>();
+  CHECK(device == (gpu ? "cuda" : ""));
   const YAML::Node sc = c["securityContext"];
   CHECK(sc["runAsNonRoot"].as<bool>());
   CHECK(sc["runAsUser"].as<int>() == 65532);
@@ -389,9 +403,13 @@ TEST_CASE("Slurm script: documented directives, GPUs, bash syntax", "[recipes]")
       if (gpus > 0) {
         CHECK(d.value("gres") == "gpu:" + std::to_string(gpus));
         CHECK(script.find(" --nv") != std::string::npos);
+        // The container runs on the GPU unless the submitter says KILN_DEVICE=cpu.
+        CHECK(script.find("DEVICE=\"${KILN_DEVICE:-cuda}\"") != std::string::npos);
+        CHECK(script.find(",KILN_DEVICE=$DEVICE\" ") != std::string::npos);
       } else {
         CHECK_FALSE(d.has("gres"));
         CHECK(script.find("--nv") == std::string::npos);
+        CHECK(script.find("KILN_DEVICE") == std::string::npos);
       }
       if (c.target.slurm) {
         CHECK(d.value("partition") == c.target.slurm->partition);
@@ -460,6 +478,9 @@ TEST_CASE("Apptainer definition: header and sections", "[recipes]") {
       const auto env = def_section(def, "environment");
       CHECK(std::any_of(env.begin(), env.end(), [](const std::string& l) { return l.find("KILN_BUNDLE=/kiln") != std::string::npos; }));
       CHECK((def.find("--nv") != std::string::npos) == !c.target.node.gpus.empty());
+      CHECK(std::any_of(env.begin(), env.end(), [](const std::string& l) {
+              return l.find("export KILN_DEVICE=\"${KILN_DEVICE:-cuda}\"") != std::string::npos;
+            }) == !c.target.node.gpus.empty());
     }
   }
 }
@@ -476,12 +497,30 @@ TEST_CASE("Dockerfile: stages, base for CPU or GPU, non-root, exec form", "[reci
       CHECK(froms.size() == (gpu ? 3u : 2u));
       CHECK(froms.front() == "FROM debian:bookworm-slim AS libs");
       CHECK(froms.back() == "FROM scratch");
-      const bool cuda = std::any_of(froms.begin(), froms.end(), [](const std::string& f) {
-        return f.rfind("FROM nvidia/cuda:", 0) == 0 && f.find("-runtime-") != std::string::npos;
-      });
-      CHECK(cuda == gpu);
-      CHECK((df.find("NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility") != std::string::npos) == gpu);
-      CHECK((df.find("libcudart.so.12") != std::string::npos) == gpu);
+      CHECK((std::find(froms.begin(), froms.end(), "FROM ${CUDA_IMAGE} AS cuda") != froms.end()) == gpu);
+      // NVIDIA's cuDNN runtime image with the plugin's CUDA major (13), declared before the first FROM.
+      const auto arg = lines_starting(df, "ARG CUDA_IMAGE=");
+      CHECK(arg.size() == (gpu ? 1u : 0u));
+      if (gpu) {
+        CHECK(arg[0].rfind("ARG CUDA_IMAGE=nvidia/cuda:13.", 0) == 0);
+        CHECK(arg[0].find("-cudnn-runtime-ubuntu") != std::string::npos);
+        CHECK(df.find(arg[0]) < df.find("FROM "));
+      }
+      CHECK((df.find("ENV KILN_DEVICE=cuda NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility") !=
+             std::string::npos) == gpu);
+      // Each CUDA library from where that image keeps it (cuBLASLt with the toolkit, cuDNN from
+      // its apt package), into a folder the loader searches by default; none of CUDA 12's.
+      const auto copy_from = df.find("COPY --from=cuda \\\n");
+      CHECK((copy_from != std::string::npos) == gpu);
+      if (gpu) {
+        CHECK(df.find("      /usr/local/cuda/lib64/libcublasLt.so.13 \\\n", copy_from) != std::string::npos);
+        for (const std::string& lib : kCuda13Libraries)
+          if (lib.rfind("libcudnn", 0) == 0)
+            CHECK(df.find("      /usr/lib/x86_64-linux-gnu/" + lib + " \\\n", copy_from) != std::string::npos);
+        CHECK(df.find("      /usr/lib/x86_64-linux-gnu/\n", copy_from) != std::string::npos);
+      }
+      CHECK(df.find(".so.12") == std::string::npos);
+      CHECK((df.find("libcu") != std::string::npos) == gpu);
       const auto user = lines_starting(df, "USER ");
       REQUIRE(user.size() == 1);
       CHECK(user[0] == "USER 65532:65532");
@@ -569,6 +608,24 @@ TEST_CASE("resource sizing follows the stated formulas", "[recipes]") {
   gpu.gpus = 0;
   CHECK(slurm_script_text(gpu).find("--gres") == std::string::npos);
   CHECK(dockerfile_text(gpu).find("nvidia/cuda") == std::string::npos);
+  CHECK(dockerfile_text(gpu).find("libcu") == std::string::npos);
+}
+
+TEST_CASE("the CUDA base image follows the plugin's CUDA and cuDNN majors, or is left to the user", "[recipes]") {
+  const std::string image = cuda_base_image(13, 9);
+  CHECK(image.rfind("nvidia/cuda:13.", 0) == 0);
+  CHECK(image.find("-cudnn-runtime-") != std::string::npos);
+  CHECK(cuda_base_image(12, 9).empty());  // no tag kiln could vouch for
+  CHECK(cuda_base_image(13, 8).empty());
+  CHECK(cuda_base_image_library_dir("libcudnn_graph.so.9") == "/usr/lib/x86_64-linux-gnu");
+  CHECK(cuda_base_image_library_dir("libcublasLt.so.13") == "/usr/local/cuda/lib64");
+  DeploymentSpec spec = spec_for(target_example("hpc-gpu-slurm.yaml"));
+  spec.cuda_image.clear();
+  REQUIRE(deployment_spec_check(spec));
+  const std::string df = dockerfile_text(spec);
+  CHECK(lines_starting(df, "ARG CUDA_IMAGE") == std::vector<std::string>{"ARG CUDA_IMAGE"});
+  CHECK(df.find("--build-arg CUDA_IMAGE=") != std::string::npos);
+  CHECK(df.find("FROM ${CUDA_IMAGE} AS cuda\n") != std::string::npos);
 }
 
 TEST_CASE("deployment_spec_check names what is wrong", "[recipes]") {
@@ -593,6 +650,9 @@ TEST_CASE("deployment_spec_check names what is wrong", "[recipes]") {
       {"slurm.account", [](DeploymentSpec& s) { s.target.slurm->account = "ml#x"; }},
       {"the model needs", [](DeploymentSpec& s) { s.model_bytes = 1ull << 40; }},
       {"image '", [](DeploymentSpec& s) { s.image = "registry/x@sha256:abc"; }},
+      {"needs cuda_libraries", [](DeploymentSpec& s) { s.cuda_libraries.clear(); }},
+      {"CUDA library", [](DeploymentSpec& s) { s.cuda_libraries.push_back("../libcudnn.so.9"); }},
+      {"cuda_image", [](DeploymentSpec& s) { s.cuda_image = "nvidia/cuda:13 && id"; }},
   };
   const fs::path dir = scratch_dir("bad");
   for (const Bad& b : bad) {

@@ -13,8 +13,10 @@
 #   - job 1 (output in another folder) builds the SIF; its output must match the bundle's
 #     selftest/expected.npz and `kiln-runtime run` on the host; job 2 (output beside the input,
 #     relative paths) re-uses the SIF; job 3 (missing input) must fail, naming the file; job 4,
-#     for an SMT node with a GPU (a pretend one, /dev/null in gres.conf), adds
-#     --hint=nomultithread, --gres=gpu:1 and --nv, and must be granted the GPU.
+#     for an SMT node with a GPU (a pretend one, /dev/null in gres.conf), is a GPU image (skipped
+#     where the CUDA plugin was not built) whose job.slurm adds --hint=nomultithread, --gres=gpu:1
+#     and --nv, must be granted the GPU, and runs on the CPUs when submitted with KILN_DEVICE=cpu
+#     (the pretend GPU cannot compute).
 # Usage: slurm_test.sh KILN KILN_RUNTIME MODEL. Exit 77 = skipped (ctest SKIP_RETURN_CODE), with a reason.
 set -euo pipefail
 kiln=$1 kiln_runtime=$2 model=$3
@@ -269,21 +271,32 @@ grep -q "job.slurm: input '.*missing.npz': No such file or directory" "$job_log"
 [ ! -e "$work/io/out/never.npz" ] || fail "the failed job wrote an output"
 grep -q "selftest" "$job_log" && fail "the job with a missing input ran the self-test"
 
-# Job 4: a target with SMT nodes (one core, two threads) and a GPU adds --hint=nomultithread,
-# --gres=gpu:1 and --nv; sbatch passes the first two on to the job's srun: it must run as well.
-img="$work/img-gpu"
-target "$work/target-gpu.yaml" 1 2 1
-image "$img" "$work/target-gpu.yaml"
-grep -q '^#SBATCH --hint=nomultithread$' "$img/job.slurm" || fail "an SMT target's job.slurm has no --hint=nomultithread"
-grep -q '^#SBATCH --gres=gpu:1$' "$img/job.slurm" || fail "a GPU target's job.slurm has no --gres=gpu:1"
-grep -q "^#SBATCH --cpus-per-task=1\$" "$img/job.slurm" || fail "the one-core target's job.slurm does not ask for 1 CPU"
-grep -q 'exec --cleanenv --nv ' "$img/job.slurm" || fail "a GPU target's job.slurm does not pass --nv"
-submit "$work/io/in/inputs.npz" "$work/io/out/gpu.npz"
-expect_completed
-# Slurm tells the job its GPU in CUDA_VISIBLE_DEVICES (what --nv passes on): the batch step and srun's.
-grep "^exec " "$APPTAINER_SHIM_LOG" | tail -2 > "$work/gpu-calls.log"
-[ "$(grep -c ' CUDA_VISIBLE_DEVICES=0$' "$work/gpu-calls.log")" = 2 ] || { cat "$work/gpu-calls.log"; fail "job 4 was not granted the GPU"; }
-check_output "$work/io/out/gpu.npz" 1  # one core: --cpus-per-task=1
+# Job 4: a target with SMT nodes (one core, two threads) and a GPU: a GPU image, whose job.slurm
+# adds --hint=nomultithread, --gres=gpu:1 and --nv; sbatch passes the first two on to the job's
+# srun: it must run as well. The pretend GPU cannot compute: KILN_DEVICE=cpu at submission, which
+# job.slurm hands to the container, runs the model on the CPUs.
+plugin="$(dirname "$kiln")/libkiln_cuda.so"
+if [ ! -f "$plugin" ]; then
+  echo "job 4 skipped: the CUDA plugin was not built here ($plugin), and a GPU target's image carries it"
+else
+  img="$work/img-gpu"
+  target "$work/target-gpu.yaml" 1 2 1
+  image "$img" "$work/target-gpu.yaml"
+  grep -q '^#SBATCH --hint=nomultithread$' "$img/job.slurm" || fail "an SMT target's job.slurm has no --hint=nomultithread"
+  grep -q '^#SBATCH --gres=gpu:1$' "$img/job.slurm" || fail "a GPU target's job.slurm has no --gres=gpu:1"
+  grep -q "^#SBATCH --cpus-per-task=1\$" "$img/job.slurm" || fail "the one-core target's job.slurm does not ask for 1 CPU"
+  grep -q 'exec --cleanenv --nv ' "$img/job.slurm" || fail "a GPU target's job.slurm does not pass --nv"
+  grep -q ',KILN_DEVICE=$DEVICE" ' "$img/job.slurm" || fail "a GPU target's job.slurm does not pass KILN_DEVICE on"
+  export KILN_DEVICE=cpu
+  submit "$work/io/in/inputs.npz" "$work/io/out/gpu.npz"
+  unset KILN_DEVICE
+  expect_completed
+  # Slurm tells the job its GPU in CUDA_VISIBLE_DEVICES (what --nv passes on): the batch step and srun's.
+  grep "^exec " "$APPTAINER_SHIM_LOG" | tail -2 > "$work/gpu-calls.log"
+  [ "$(grep -c ' CUDA_VISIBLE_DEVICES=0$' "$work/gpu-calls.log")" = 2 ] || { cat "$work/gpu-calls.log"; fail "job 4 was not granted the GPU"; }
+  [ "$(grep -c 'KILN_DEVICE=cpu' "$work/gpu-calls.log")" = 2 ] || { cat "$work/gpu-calls.log"; fail "job 4 did not pass KILN_DEVICE on"; }
+  check_output "$work/io/out/gpu.npz" 1  # one core: --cpus-per-task=1
+fi
 
 echo "--- apptainer calls"
 cat "$APPTAINER_SHIM_LOG"
