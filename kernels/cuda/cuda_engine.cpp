@@ -470,6 +470,28 @@ Result<std::vector<Tensor>> CudaEngine::run(const std::vector<Tensor>& inputs, s
   return results;
 }
 
+// Device time of `iters` launches after `warmup`, from events around each: the captured `graph`
+// when there is one, else `enqueue` on the stream; each time divided by `repeat` (launches per call).
+template <typename Enqueue>
+Result<std::vector<double>> time_with_events(cudaStream_t stream, cudaGraphExec_t graph, const Enqueue& enqueue, int warmup,
+                                             int iters, int repeat) {
+  OwnedHandle<cudaEvent_t, cudaEventDestroy> start, stop;
+  KILN_CUDA_TRY(cudaEventCreate(&start.handle));
+  KILN_CUDA_TRY(cudaEventCreate(&stop.handle));
+  std::vector<double> times;
+  for (int i = 0; i < warmup + iters; ++i) {
+    KILN_CUDA_TRY(cudaEventRecord(start.handle, stream));
+    if (graph) KILN_CUDA_TRY(cudaGraphLaunch(graph, stream));
+    else KILN_TRY(enqueue());
+    KILN_CUDA_TRY(cudaEventRecord(stop.handle, stream));
+    KILN_CUDA_TRY(cudaEventSynchronize(stop.handle));
+    float ms = 0;
+    KILN_CUDA_TRY(cudaEventElapsedTime(&ms, start.handle, stop.handle));
+    if (i >= warmup) times.push_back(static_cast<double>(ms) / repeat);
+  }
+  return times;
+}
+
 Result<std::vector<double>> CudaEngine::time_on_device(int warmup, int iters) {
   KILN_REQUIRE(ran_, invalid_argument, "device-only timing needs one run first (its inputs are the ones timed)");
   KILN_CUDA_TRY(cudaSetDevice(options_.device_index));
@@ -481,21 +503,7 @@ Result<std::vector<double>> CudaEngine::time_on_device(int warmup, int iters) {
     KILN_CUDA_TRY(cudaMemcpy(s.resident.data(), s.host.data(), v.host_bytes(), cudaMemcpyHostToDevice));
   }
   cudaGraphExec_t graph = graph_for(compute_graph_, true);
-  OwnedHandle<cudaEvent_t, cudaEventDestroy> start, stop;
-  KILN_CUDA_TRY(cudaEventCreate(&start.handle));
-  KILN_CUDA_TRY(cudaEventCreate(&stop.handle));
-  std::vector<double> times;
-  for (int i = 0; i < warmup + iters; ++i) {
-    KILN_CUDA_TRY(cudaEventRecord(start.handle, context_.stream));
-    if (graph) KILN_CUDA_TRY(cudaGraphLaunch(graph, context_.stream));
-    else KILN_TRY(enqueue(nullptr, true));
-    KILN_CUDA_TRY(cudaEventRecord(stop.handle, context_.stream));
-    KILN_CUDA_TRY(cudaEventSynchronize(stop.handle));
-    float ms = 0;
-    KILN_CUDA_TRY(cudaEventElapsedTime(&ms, start.handle, stop.handle));
-    if (i >= warmup) times.push_back(ms);
-  }
-  return times;
+  return time_with_events(context_.stream, graph, [&] { return enqueue(nullptr, true); }, warmup, iters, 1);
 }
 
 Result<std::vector<double>> CudaEngine::time_steps_on_device(size_t first, size_t count, int repeat, int warmup, int iters) {
@@ -512,21 +520,7 @@ Result<std::vector<double>> CudaEngine::time_steps_on_device(size_t first, size_
   OwnedHandle<cudaGraphExec_t, cudaGraphExecDestroy> graph;
   std::string failure;
   if (use_graph_) graph.handle = capture(enqueue_range, failure);
-  OwnedHandle<cudaEvent_t, cudaEventDestroy> start, stop;
-  KILN_CUDA_TRY(cudaEventCreate(&start.handle));
-  KILN_CUDA_TRY(cudaEventCreate(&stop.handle));
-  std::vector<double> times;
-  for (int i = 0; i < warmup + iters; ++i) {
-    KILN_CUDA_TRY(cudaEventRecord(start.handle, context_.stream));
-    if (graph.handle) KILN_CUDA_TRY(cudaGraphLaunch(graph.handle, context_.stream));
-    else KILN_TRY(enqueue_range());
-    KILN_CUDA_TRY(cudaEventRecord(stop.handle, context_.stream));
-    KILN_CUDA_TRY(cudaEventSynchronize(stop.handle));
-    float ms = 0;
-    KILN_CUDA_TRY(cudaEventElapsedTime(&ms, start.handle, stop.handle));
-    if (i >= warmup) times.push_back(static_cast<double>(ms) / repeat);
-  }
-  return times;
+  return time_with_events(context_.stream, graph.handle, enqueue_range, warmup, iters, repeat);
 }
 
 std::string CudaEngine::describe() const {

@@ -1,4 +1,5 @@
 #include "perfmodel/microbench/device_timing.h"
+#include "perfmodel/microbench/timing.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,15 +7,6 @@
 #include <string>
 
 namespace kiln::perf {
-namespace {
-
-// Nearest-rank percentile of sorted times (as microbench/timing.cpp summarises host timings).
-double nearest_rank(const std::vector<double>& sorted, double p) {
-  const size_t i = static_cast<size_t>(p * static_cast<double>(sorted.size() - 1) + 0.5);
-  return sorted[std::min(i, sorted.size() - 1)];
-}
-
-}  // namespace
 
 Status device_point_measure(DeviceBackend& backend, const Plan& plan, const std::vector<Tensor>& inputs,
                             const DeviceEngineOptions& options, const OpStepFilter& is_op_step,

@@ -5,14 +5,11 @@
 #include <vector>
 
 namespace kiln::perf {
-namespace {
 
 double nearest_rank(const std::vector<double>& sorted, double p) {
   const size_t i = static_cast<size_t>(p * static_cast<double>(sorted.size() - 1) + 0.5);
   return sorted[std::min(i, sorted.size() - 1)];
 }
-
-}  // namespace
 
 Timing time_repeated(const std::function<double()>& fn, const TimingOptions& options) {
   for (int i = 0; i < options.warmup; ++i)

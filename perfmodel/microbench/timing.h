@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <vector>
 
 namespace kiln::perf {
 
@@ -21,6 +22,9 @@ struct Timing {
   int runs = 0;
   double p99_ms = 0;  // with few runs, the slowest of them
 };
+
+// Nearest-rank percentile (p in [0, 1]) of sorted, non-empty times.
+double nearest_rank(const std::vector<double>& sorted, double p);
 
 // Times `fn`, which returns its own duration in milliseconds (so a caller can time one step of
 // a larger run); a negative return aborts with runs == 0.
