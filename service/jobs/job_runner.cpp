@@ -194,7 +194,9 @@ std::string JobRunner::stage_run(const JobRecord& job, const std::string& stage,
                       "--allow", options_.fetch_allow, "--time-limit", std::to_string(std::max<int64_t>(1, seconds))},
                      "", log, deadline);
   }
-  if (stage == "compile") return child_run(job.id, dir, {kiln, "compile", "model.onnx", "-o", "model.kiln"}, "", log, deadline);
+  // For the target's nodes: GPU nodes get the CUDA pipeline, the plan `package` puts in their image.
+  if (stage == "compile")
+    return child_run(job.id, dir, {kiln, "compile", "model.onnx", "-o", "model.kiln", "--target", "target.yaml"}, "", log, deadline);
   if (stage == "verify")
     return child_run(job.id, dir, {kiln, "verify", "model.onnx", "--random", "16", "--json"}, "verify.json", log, deadline);
   if (stage == "package")

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "tests/support/onnx_builder.h"
@@ -137,6 +138,41 @@ TEST_CASE("kiln compile --device cuda checks every op has a CUDA kernel, with or
   CHECK(bad.output.find("kiln: error: no CUDA kernel for node 'square_root' (Sqrt)") != std::string::npos);
 #endif
   CHECK_FALSE(fs::exists(scratch() / "sqrt.kiln"));
+}
+
+TEST_CASE("kiln compile --target: GPU nodes get the CUDA pipeline unless --device says otherwise", "[cli][device]") {
+  const std::string gpu_target = std::string(KILN_EXAMPLES_DIR) + "/targets/hpc-gpu-slurm.yaml";
+  const std::string cpu_target = std::string(KILN_EXAMPLES_DIR) + "/targets/local-cpu.yaml";
+  auto passes_of = [](const fs::path& plan) {  // the .kiln metadata's pass list
+    std::ifstream in(plan, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t at = bytes.find("\"passes\":\"");
+    REQUIRE(at != std::string::npos);
+    const size_t from = at + 10;
+    return bytes.substr(from, bytes.find('"', from) - from);
+  };
+  const fs::path gpu = scratch() / "target_gpu.kiln", cpu = scratch() / "target_cpu.kiln", forced = scratch() / "target_forced.kiln";
+  const Run on_gpu = run_binary(KILN_BINARY, "compile " + kModel + " --target " + gpu_target + " -o " + gpu.string());
+  INFO(on_gpu.output);
+  REQUIRE_FALSE(on_gpu.crashed);
+#if KILN_CUDA_PLUGIN_BUILT
+  REQUIRE(on_gpu.exit_code == 0);
+  CHECK(passes_of(gpu) == "default for cuda");
+#else
+  CHECK(on_gpu.exit_code == 1);
+  CHECK(on_gpu.output.find("the CUDA backend plugin is not installed") != std::string::npos);
+#endif
+  Run r = run_binary(KILN_BINARY, "compile " + kModel + " --target " + gpu_target + " --device cpu -o " + forced.string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(passes_of(forced) == "default");
+  r = run_binary(KILN_BINARY, "compile " + kModel + " --target " + cpu_target + " -o " + cpu.string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(passes_of(cpu) == "default");
+  r = run_binary(KILN_BINARY, "compile " + kModel + " --target " + (scratch() / "none.yaml").string() + " -o " + cpu.string());
+  CHECK(r.exit_code == 1);
+  CHECK(r.output.find("kiln: error: target '") != std::string::npos);
 }
 
 TEST_CASE("an unknown --device or --cuda-precision is command-line misuse", "[cli][device][bad-input]") {
