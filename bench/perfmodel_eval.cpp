@@ -144,6 +144,12 @@ void print_breakdown(Engine& engine, const std::vector<Tensor>& inputs, const st
     double predicted = 0, measured = 0;
   };
   std::map<std::string, Kind> kinds;
+  struct Miss {
+    double by = 0;  // measured - predicted
+    size_t step = 0;
+    double measured = 0;
+  };
+  std::vector<Miss> misses;
   double measured_sum = 0;
   for (size_t i = 0; i < features.size() && i < p.steps.size(); ++i) {
     std::vector<double> v;
@@ -156,11 +162,22 @@ void print_breakdown(Engine& engine, const std::vector<Tensor>& inputs, const st
     k.predicted += p.steps[i].ms;
     k.measured += v[v.size() / 2];
     measured_sum += v[v.size() / 2];
+    misses.push_back({v[v.size() / 2] - p.steps[i].ms, i, v[v.size() / 2]});
   }
   for (const auto& [name, k] : kinds)
     std::printf("      %-56s %3d steps  pred %9.3f  meas %9.3f  %+6.1f%%\n", name.c_str(), k.steps, k.predicted, k.measured,
                 k.measured > 0 ? 100 * (k.predicted / k.measured - 1) : 0.0);
   std::printf("      %-56s            pred %9.3f  meas %9.3f (sum of steps)\n", "all", p.total_ms, measured_sum);
+  // The single steps that miss most, either way: what to sweep next.
+  std::sort(misses.begin(), misses.end(), [](const Miss& a, const Miss& b) { return std::abs(a.by) > std::abs(b.by); });
+  for (size_t j = 0; j < misses.size() && j < 5; ++j) {
+    const perf::StepFeatures& f = features[misses[j].step];
+    std::printf("        %+8.3f ms  pred %8.3f meas %8.3f  %s %s (%s; %s %lld->%lld %lldx%lld k%lld s%lld; %s)\n", -misses[j].by,
+                p.steps[misses[j].step].ms, misses[j].measured, f.op.c_str(), f.node.c_str(), f.kernel.c_str(), f.m.dtype.c_str(),
+                static_cast<long long>(f.m.in_c), static_cast<long long>(f.m.out_c), static_cast<long long>(f.m.out_h),
+                static_cast<long long>(f.m.out_w), static_cast<long long>(f.m.kernel_h), static_cast<long long>(f.m.stride),
+                p.steps[misses[j].step].how.c_str());
+  }
 }
 
 std::string percent(double fraction) {

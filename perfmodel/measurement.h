@@ -13,6 +13,13 @@ namespace kiln::perf {
 inline constexpr const char* kKindPeak = "peak";            // compute-bound oneDNN matmul
 inline constexpr const char* kKindBandwidth = "bandwidth";  // streaming read of a working set
 inline constexpr const char* kKindKernel = "kernel";        // a one-op graph on the compiled engine
+// A kernel row measured at a region border (the sweep's plain_input shapes): its op is the
+// interior op's name and this ("conv_from_plain", "depthwise_conv_from_plain").
+inline constexpr const char* kFromPlainSuffix = "_from_plain";
+// The sweep's float_input shapes: a bf16/int8 conv reading float32 in its own format ("conv_from_f32").
+inline constexpr const char* kFromFloatSuffix = "_from_f32";
+// The sweep's silu shapes: a conv or depthwise conv with a fused SiLU ("conv_silu").
+inline constexpr const char* kSiluSuffix = "_silu";
 // A whole model as `kiln optimize` measured it (key "<model sha256> <precision> b<batch> t<threads>",
 // kernel = the model's sha256). Never fitted on: it corrects later predictions of that same model.
 inline constexpr const char* kKindModel = "model";

@@ -115,13 +115,53 @@ bool pool_features(const PlanView& v, const PlanStep& s, Measurement& m) {
   return true;
 }
 
-// DepthFirstConv (expansion 1x1 -> depthwise -> projection, tile by tile): a convolution whose
-// MACs are its weights' (the expansion at the input resolution, the rest at the output's) and
-// whose bytes are only its border (the intermediates stay in cache).
-bool depth_first_features(const PlanView& v, const PlanStep& s, Measurement& m, double& weight_bytes) {
+// The ops of a fused activation's written-out form, as the sweep's eltwise counts them; 0 for the
+// ones as cheap as the sweep's fused ReLU.
+double epilogue_op_count_of(Activation activation) {
+  switch (activation) {
+    case Activation::silu: return 2;
+    case Activation::sigmoid:
+    case Activation::tanh: return 1;
+    case Activation::gelu_erf: return 5;
+    default: return 0;
+  }
+}
+
+double epilogue_op_count(const Attrs& attrs) {
+  auto act = post_ops_from_attrs(attrs);
+  return act ? epilogue_op_count_of(act->activation) : 0;
+}
+
+// DepthFirstConv ([expansion 1x1 ->] depthwise [-> scale -> projection 1x1], tile by tile; inputs
+// 0 X, 1 DW, 2 DB, 3 scale, 4 PW, 5 PB, 6 residual, 7 EW, 8 EB), in the sweep's depth_first
+// terms: MACs of the expansion at the input plane and of the rest at the output's, bytes of its
+// border and weights only (the intermediates stay in cache), and its activations' element-ops.
+// The op names its form: "depth_first", "depth_first_dw" (no expansion), "depth_first_expand"
+// (no projection).
+bool depth_first_features(const PlanView& v, const PlanStep& s, Measurement& m, double& weight_bytes, double& epilogue_ops) {
   const Shape x = v.shape(input(s, 0)), y = v.shape(output(s));
+  Shape dw = v.shape(input(s, 1));
   if (x.size() != 4 || y.size() != 4) return false;
-  m.op = "conv";
+  const bool expand = v.is_constant(input(s, 7)), project = v.is_constant(input(s, 4));
+  if (!v.is_constant(input(s, 1))) {
+    // Scale and projection only (EfficientNet's squeeze-excite product into its 1x1): a 1x1
+    // convolution as the sweep times them, with its input scaled on the way.
+    if (!project) return false;
+    m.op = "conv";
+    m.batch = x[0];
+    m.in_c = x[1];
+    m.in_h = m.out_h = x[2];
+    m.in_w = m.out_w = x[3];
+    m.out_c = y[1];
+    m.kernel_h = m.kernel_w = 1;
+    m.groups = 1;
+    m.macs = static_cast<double>(shape_numel(y)) * static_cast<double>(x[1]);
+    weight_bytes = element_bytes(m.dtype) * (v.numel(input(s, 4)) + v.numel(input(s, 5)));
+    m.bytes = element_bytes(m.dtype) * (v.numel(input(s, 0)) + v.numel(output(s)) + v.numel(input(s, 6))) + weight_bytes;
+    return true;
+  }
+  if (dw.size() != 4) return false;
+  m.op = !expand ? "depth_first_dw" : !project ? "depth_first_expand" : "depth_first";
   m.batch = x[0];
   m.in_c = x[1];
   m.in_h = x[2];
@@ -129,23 +169,28 @@ bool depth_first_features(const PlanView& v, const PlanStep& s, Measurement& m, 
   m.out_c = y[1];
   m.out_h = y[2];
   m.out_w = y[3];
-  m.kernel_h = m.kernel_w = 1;
-  m.stride = 1;
+  m.kernel_h = dw[2];
+  m.kernel_w = dw[3];
+  m.stride = attr_at(s.attrs, "dw_strides", 0, 1);
+  m.pad = attr_at(s.attrs, "dw_pads", 0, 0);
   m.groups = 1;
+  const double mid = static_cast<double>(dw[0]);
+  const double in_plane = static_cast<double>(x[0] * x[2] * x[3]), out_plane = static_cast<double>(y[0] * y[2] * y[3]);
+  m.macs = out_plane * mid * static_cast<double>(dw[2] * dw[3]);
+  if (expand) m.macs += in_plane * mid * static_cast<double>(x[1]);
+  if (project) m.macs += out_plane * mid * static_cast<double>(y[1]);
   double weights = 0;
-  bool first = true;
-  for (int slot : s.inputs) {
-    if (!v.is_constant(slot)) continue;
-    const Shape w = v.shape(slot);
-    weights += v.numel(slot);
-    if (w.size() != 4 || w[0] == 0) continue;
-    const double plane = first ? static_cast<double>(x[2] * x[3]) : static_cast<double>(y[2] * y[3]);
-    m.macs += static_cast<double>(x[0]) * plane * static_cast<double>(shape_numel(w));
-    if (w[2] > m.kernel_h) m.kernel_h = m.kernel_w = w[2];
-    first = false;
-  }
+  for (int i : {1, 2, 4, 5, 7, 8})
+    if (v.is_constant(input(s, static_cast<size_t>(i)))) weights += v.numel(input(s, static_cast<size_t>(i)));
   weight_bytes = element_bytes(m.dtype) * weights;
-  m.bytes = element_bytes(m.dtype) * (v.numel(input(s, 0)) + v.numel(output(s))) + weight_bytes;
+  m.bytes = element_bytes(m.dtype) * (v.numel(input(s, 0)) + v.numel(output(s)) + v.numel(input(s, 6))) + weight_bytes;
+  // The sweep's blocks use ReLU (free beside the kernel); SiLU and the like cost their element-ops.
+  const auto ops = [&](const char* prefix) {
+    auto act = post_ops_from_attrs(s.attrs, prefix);
+    return act ? epilogue_op_count_of(act->activation) : 0.0;
+  };
+  epilogue_ops = (expand ? ops("ex_") * in_plane * mid : 0.0) +
+                 ops("dw_") * out_plane * mid;
   return m.macs > 0;
 }
 
@@ -185,6 +230,21 @@ bool concat_features(const PlanView& v, const PlanStep& s, Measurement& m, doubl
   return true;
 }
 
+// ConcatAffine (the sweep's concat_affine): the channel Concat of its activation inputs (2.. after
+// scale and shift), normalized into its output; `kernel` counts the inputs.
+bool concat_affine_features(const PlanView& v, const PlanStep& s, Measurement& m) {
+  const Shape y = v.shape(output(s));
+  if (y.size() != 4 || s.inputs.size() < 3) return false;
+  const int64_t parts = static_cast<int64_t>(s.inputs.size()) - 2;
+  m.op = "concat_affine";
+  same_shape_features(y, m);
+  m.in_c = y[1] / parts;
+  m.kernel_h = m.kernel_w = parts;
+  m.macs = static_cast<double>(shape_numel(y));
+  m.bytes = 4.0 * 2.0 * m.macs;
+  return true;
+}
+
 // ElementwiseChain (the sweep's eltwise): elements x ops of its program; reads its non-constant
 // inputs and writes its output.
 bool chain_features(const PlanView& v, const PlanStep& s, Measurement& m, double element_bytes) {
@@ -202,20 +262,6 @@ bool chain_features(const PlanView& v, const PlanStep& s, Measurement& m, double
   return true;
 }
 
-// The ops of a fused activation's written-out form, as the sweep's eltwise counts them; 0 for the
-// ones as cheap as the sweep's fused ReLU.
-double epilogue_op_count(const Attrs& attrs) {
-  auto act = post_ops_from_attrs(attrs);
-  if (!act) return 0;
-  switch (act->activation) {
-    case Activation::silu: return 2;
-    case Activation::sigmoid:
-    case Activation::tanh: return 1;
-    case Activation::gelu_erf: return 5;
-    default: return 0;
-  }
-}
-
 bool is_view_op(OpKind op) {
   return op == OpKind::Reshape || op == OpKind::Flatten || op == OpKind::Squeeze || op == OpKind::Unsqueeze ||
          op == OpKind::Identity || op == OpKind::Dropout;
@@ -231,6 +277,20 @@ double generic_bytes(const PlanView& v, const PlanStep& s, double out_element_by
   return bytes;
 }
 
+// "onednn:acdb:u8*0.03" -> "onednn:acdb"; "plain" -> "plain".
+std::string layout_format(const std::string& layout) {
+  const size_t first = layout.find(':');
+  if (first == std::string::npos) return layout;
+  return layout.substr(0, layout.find(':', first + 1));
+}
+
+// The precision a layout stores: "bf16", "int8" (u8/s8) or "f32".
+std::string layout_dtype(const std::string& layout) {
+  if (layout.find(":bf16") != std::string::npos) return "bf16";
+  if (layout.find(":u8") != std::string::npos || layout.find(":s8") != std::string::npos) return "int8";
+  return "f32";
+}
+
 }  // namespace
 
 double layout_element_bytes(const std::string& layout) {
@@ -244,6 +304,7 @@ std::vector<StepFeatures> plan_features(const Plan& plan, const std::vector<Engi
   std::vector<StepFeatures> out;
   size_t next_plan_step = 0;
   double last_element_bytes = 4;  // of the layout the previous kernel wrote
+  std::vector<std::string> slot_layout(static_cast<size_t>(std::max(plan.num_slots, 0)), "plain");  // as last written
   for (size_t i = 0; i < steps.size(); ++i) {
     const EngineStep& e = steps[i];
     StepFeatures f;
@@ -274,6 +335,7 @@ std::vector<StepFeatures> plan_features(const Plan& plan, const std::vector<Engi
           if (v.numel(slot) > elements) elements = v.numel(slot), converted = slot;
       if (const Shape shape = v.shape(converted); !shape.empty()) m.batch = shape[0];
       m.bytes = elements * (last_element_bytes + 4.0);
+      if (converted >= 0) slot_layout[static_cast<size_t>(converted)] = "plain";
       out.push_back(std::move(f));
       continue;
     }
@@ -296,14 +358,21 @@ std::vector<StepFeatures> plan_features(const Plan& plan, const std::vector<Engi
       case OpKind::MaxPool:
       case OpKind::AveragePool:
       case OpKind::GlobalAveragePool: mapped = pool_features(v, s, m); break;
-      case OpKind::DepthFirstConv: mapped = depth_first_features(v, s, m, f.weight_bytes); break;
+      case OpKind::DepthFirstConv: mapped = depth_first_features(v, s, m, f.weight_bytes, f.epilogue_ops); break;
       case OpKind::Add: mapped = add_features(v, s, m); break;
       case OpKind::Concat: mapped = concat_features(v, s, m, out_bytes); break;
+      case OpKind::ConcatAffine: mapped = concat_affine_features(v, s, m); break;
       case OpKind::ElementwiseChain: mapped = chain_features(v, s, m, out_bytes); break;
       default: break;
     }
     if (mapped && (s.op == OpKind::Conv || s.op == OpKind::Gemm || s.op == OpKind::MatMul))
       f.epilogue_ops = epilogue_op_count(s.attrs) * static_cast<double>(v.numel(output(s)));
+    if (mapped && s.op == OpKind::Conv && m.backend == "onednn" && e.output_layout != "plain" && input(s, 0) >= 0) {
+      // oneDNN reorders an input in another format or precision inside the convolution's step.
+      const std::string& from = slot_layout[static_cast<size_t>(input(s, 0))];
+      if (layout_format(from) != layout_format(e.output_layout)) f.input_conversion = "layout";
+      else if (layout_dtype(from) != m.dtype) f.input_conversion = "precision";
+    }
     if (!mapped) {
       m.op.clear();
       m.macs = 0;
@@ -314,6 +383,8 @@ std::vector<StepFeatures> plan_features(const Plan& plan, const std::vector<Engi
       m.batch = y.empty() ? 1 : y[0];
     }
     last_element_bytes = out_bytes;
+    for (int slot : s.outputs)
+      if (slot >= 0) slot_layout[static_cast<size_t>(slot)] = e.output_layout;
     out.push_back(std::move(f));
   }
   return out;

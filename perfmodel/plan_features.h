@@ -27,6 +27,11 @@ struct StepFeatures {
   // output elements x the ops of its written-out form (as the sweep's eltwise counts them). The
   // sweep's convolutions fuse ReLU, which costs nothing beside them; these do.
   double epilogue_ops = 0;
+  // A oneDNN conv whose input arrives in another format ("layout": plain float32 after a Slice or
+  // Transpose, or the model's input) or only in another precision ("precision": float32 NHWC from
+  // a Concat into an int8 conv) converts the input (m.in_c x in_h x in_w per sample) inside its
+  // own step. "" when it reads what it computes in, as the sweep's interior points do.
+  std::string input_conversion;
   Measurement m;       // kind "kernel"; m.op empty when the sweep has no counterpart
 };
 

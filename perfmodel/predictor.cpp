@@ -101,6 +101,33 @@ double share_within(const std::vector<double>& errors, double bound) {
 
 }  // namespace
 
+Measurement conversion_features(const std::string& dtype, int threads, int64_t batch, int64_t channels, int64_t h,
+                                int64_t w, double median_ms) {
+  Measurement c;
+  c.kind = kKindKernel;
+  c.op = "convert";
+  c.dtype = dtype;
+  c.threads = threads;
+  c.batch = batch;
+  c.in_c = c.out_c = channels;
+  c.in_h = c.out_h = h;
+  c.in_w = c.out_w = w;
+  c.macs = static_cast<double>(batch * channels * h * w);
+  c.bytes = c.macs * (4.0 + (dtype == "f32" ? 4.0 : dtype == "bf16" ? 2.0 : 1.0));
+  c.median_ms = median_ms;
+  return c;
+}
+
+Measurement epilogue_features(const std::string& dtype, int threads, int64_t batch, int64_t channels, int64_t h,
+                              int64_t w, double ops_per_element, double median_ms) {
+  Measurement c = conversion_features(dtype, threads, batch, channels, h, w, median_ms);
+  c.op = "epilogue";
+  c.kernel_h = c.kernel_w = static_cast<int64_t>(ops_per_element);
+  c.bytes = c.macs * (dtype == "f32" ? 4.0 : dtype == "bf16" ? 2.0 : 1.0);
+  c.macs *= ops_per_element;
+  return c;
+}
+
 double roofline_ms(const RooflineParams& p, double macs, double bytes) {
   const double compute = p.macs_per_ms > 0 ? macs / p.macs_per_ms : 0.0;
   const double memory = p.bytes_per_ms > 0 ? bytes / p.bytes_per_ms : 0.0;
@@ -176,11 +203,17 @@ Result<LatencyPredictor> LatencyPredictor::fit(const std::vector<Measurement>& r
   p.summary_.points_used = static_cast<int>(kernels.size());
   for (const auto& [t, table] : p.bandwidth_) p.summary_.bandwidth_points += static_cast<int>(table.size());
 
+  // Border points (a conv reading plain float32) are not kernels of their own: what they cost
+  // beyond the interior kernel's prediction is the conversion, fitted below as group "convert".
   std::map<std::string, std::vector<Measurement>> by_group;
-  for (const Measurement& m : kernels) by_group[group_key(m.op, m.dtype, m.threads)].push_back(m);
+  std::vector<Measurement> border;
+  for (const Measurement& m : kernels) {
+    if (m.op.ends_with(kFromPlainSuffix) || m.op.ends_with(kFromFloatSuffix) || m.op.ends_with(kSiluSuffix)) border.push_back(m);
+    else by_group[group_key(m.op, m.dtype, m.threads)].push_back(m);
+  }
 
   std::vector<double> err_roof, err_knn, err_chosen;
-  for (auto& [key, pts] : by_group) {
+  const auto fit_group = [&](const std::vector<Measurement>& pts) {
     GroupSummary gs;
     gs.op = pts[0].op, gs.dtype = pts[0].dtype, gs.threads = pts[0].threads;
     const double dram = p.dram_bytes_per_ms(gs.threads);
@@ -214,9 +247,27 @@ Result<LatencyPredictor> LatencyPredictor::fit(const std::vector<Measurement>& r
     g.use_knn = gs.use_knn;
     group_prepare(g, pts, dram);
     gs.params = g.params;
-    p.groups_[key] = std::move(g);
+    p.groups_[group_key(gs.op, gs.dtype, gs.threads)] = std::move(g);
     p.summary_.groups.push_back(gs);
+  };
+  for (const auto& [key, pts] : by_group) fit_group(pts);
+  std::map<std::string, std::vector<Measurement>> conversions;
+  for (const Measurement& b : border) {
+    const std::string suffix = b.op.ends_with(kFromPlainSuffix) ? kFromPlainSuffix
+                               : b.op.ends_with(kFromFloatSuffix) ? kFromFloatSuffix
+                                                                  : kSiluSuffix;
+    Measurement interior = b;
+    interior.op = b.op.substr(0, b.op.size() - suffix.size());
+    // Floored at a small share of the point: an interior kernel predicted slightly slow must not
+    // leave a zero or negative time for the part measured.
+    const double extra_ms = std::max(b.median_ms - p.kernel_ms(interior).ms, 0.02 * b.median_ms);
+    Measurement c = suffix == kSiluSuffix
+                        ? epilogue_features(b.dtype, b.threads, b.batch, b.out_c, b.out_h, b.out_w, 2.0, extra_ms)
+                        : conversion_features(b.dtype, b.threads, b.batch, b.in_c, b.in_h, b.in_w, extra_ms);
+    if (suffix == kFromFloatSuffix) c.op = "convert_precision";
+    conversions[group_key(c.op, c.dtype, c.threads)].push_back(c);
   }
+  for (const auto& [key, pts] : conversions) fit_group(pts);
   p.summary_.heldout_median_roofline = median(err_roof);
   p.summary_.heldout_median_knn = median(err_knn);
   p.summary_.heldout_within10_roofline = share_within(err_roof, 0.10);
@@ -261,6 +312,13 @@ double LatencyPredictor::bandwidth_bytes_per_ms(double working_set, int threads)
 }
 
 StepPrediction LatencyPredictor::kernel_ms(const Measurement& m) const {
+  // A profile without depth-first points (older, or a CPU without AVX-512): a fused block
+  // costs like a convolution of its MACs.
+  if (m.op.starts_with("depth_first") && !has_group(m.op, "f32")) {
+    Measurement other = m;
+    other.op = m.op != "depth_first" && has_group("depth_first", "f32") ? "depth_first" : "conv";
+    return kernel_ms(other);
+  }
   // The group of this op and dtype with the nearest thread count (pooling and add are measured in
   // f32 only: other dtypes use the f32 group).
   const Group* best = nullptr;
@@ -279,6 +337,12 @@ StepPrediction LatencyPredictor::kernel_ms(const Measurement& m) const {
   if (best->use_knn) ms *= std::exp(knn_residual(*best, m, neighbours_));
   if (best->threads != m.threads) ms *= static_cast<double>(best->threads) / static_cast<double>(m.threads);
   return {ms, best->op + "/" + best->dtype + "/t" + std::to_string(best->threads) + (best->use_knn ? " roofline+knn" : " roofline")};
+}
+
+bool LatencyPredictor::has_group(const std::string& op, const std::string& dtype) const {
+  for (const auto& [key, g] : groups_)
+    if (g.op == op && g.dtype == dtype) return true;
+  return false;
 }
 
 double LatencyPredictor::epilogue_ms(double ops, int threads) const {
@@ -330,7 +394,37 @@ PlanPrediction LatencyPredictor::predict(const std::vector<StepFeatures>& steps)
   PlanPrediction p;
   for (const StepFeatures& f : steps) {
     StepPrediction s = step_ms(f);
-    if (f.epilogue_ops > 0) s.ms += epilogue_ms(f.epilogue_ops, f.m.threads);
+    if (f.epilogue_ops > 0) {
+      // Measured inside kernels where the profile has it (the sweep's SiLU convolutions), else at
+      // the eltwise chain's compute rate.
+      const std::string dtype = has_group("epilogue", f.m.dtype) ? f.m.dtype : "f32";
+      if (has_group("epilogue", dtype) && f.m.out_h > 0 && f.m.out_w > 0) {
+        const double elements = static_cast<double>(f.m.batch * f.m.out_c * f.m.out_h * f.m.out_w);
+        const Measurement e = epilogue_features(dtype, f.m.threads, f.m.batch, f.m.out_c, f.m.out_h, f.m.out_w,
+                                                elements > 0 ? f.epilogue_ops / elements : 2.0);
+        s.ms += kernel_ms(e).ms;
+      } else {
+        s.ms += epilogue_ms(f.epilogue_ops, f.m.threads);
+      }
+    }
+    if (!f.input_conversion.empty() && !f.view) {
+      const Measurement c = conversion_features(f.m.dtype, f.m.threads, f.m.batch, f.m.in_c, f.m.in_h, f.m.in_w);
+      if (f.input_conversion == "layout" && has_group("convert", f.m.dtype)) {
+        s.ms += kernel_ms(c).ms;
+        s.how += " + input layout conversion";
+      } else if (f.input_conversion == "precision" && has_group("convert_precision", f.m.dtype)) {
+        Measurement cp = c;
+        cp.op = "convert_precision";
+        s.ms += kernel_ms(cp).ms;
+        s.how += " + input precision conversion";
+      } else if (f.input_conversion == "precision") {
+        StepFeatures pass;  // no such points: an elementwise quantize, priced like any streaming step
+        pass.m = c;
+        pass.m.op.clear();
+        s.ms += step_ms(pass).ms;
+        s.how += " + input precision conversion";
+      }
+    }
     if (!f.view && f.weight_bytes > 0) {
       const double cold = f.weight_bytes / bandwidth_bytes_per_ms(working_set, f.m.threads);
       if (cold > s.ms) s = {cold, s.how + ", floor: weights streamed"};

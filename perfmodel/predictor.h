@@ -15,7 +15,11 @@
 // Add points, a per-step overhead plus bytes over the streaming-read table. A thread count not
 // measured uses the nearest one measured, scaled linearly. A step with weights takes at least
 // their bytes over the streaming bandwidth at the whole run's working set (predict()); a fused
-// SiLU/sigmoid/GELU/tanh adds its element-ops at the sweep's eltwise rate.
+// SiLU/sigmoid/GELU/tanh adds its element-ops at the sweep's eltwise rate. A conv reading a
+// plain float32 input (StepFeatures::input_conversion "layout") adds the conversion, group "convert": fitted
+// on the sweep's border points (kernel_sweep.h) as their time beyond the interior prediction; one
+// reading float32 in its own format into bf16/int8 ("precision") adds group "convert_precision",
+// fitted the same way on the sweep's float_input points.
 // The predictor never sees whole models: it is fitted only on peak/bandwidth/kernel rows.
 #pragma once
 
@@ -96,6 +100,7 @@ class LatencyPredictor {
   // sweep's eltwise compute rate; 0 without eltwise points.
   double epilogue_ms(double ops, int threads) const;
   PlanPrediction predict(const std::vector<StepFeatures>& steps) const;
+  bool has_group(const std::string& op, const std::string& dtype) const;
 
   const FitSummary& summary() const { return summary_; }
 
@@ -119,6 +124,17 @@ class LatencyPredictor {
   int neighbours_ = 4;
   FitSummary summary_;
 };
+
+// The record a conversion is predicted from (group "convert"): a plain float32 NCHW input of
+// batch x channels x h x w converted inside a kernel's step to that kernel's layout and `dtype`.
+// MACs are the elements converted, bytes what they read and write.
+Measurement conversion_features(const std::string& dtype, int threads, int64_t batch, int64_t channels, int64_t h,
+                                int64_t w, double median_ms = 0);
+
+// The record an activation fused into a kernel is predicted from (group "epilogue"): batch x
+// channels x h x w output elements, `ops_per_element` element-ops each (SiLU 2, GELU 5).
+Measurement epilogue_features(const std::string& dtype, int threads, int64_t batch, int64_t channels, int64_t h,
+                              int64_t w, double ops_per_element, double median_ms = 0);
 
 // Exposed for the tests: the roofline fitted to (macs, bytes, ms) points, its bandwidth at least
 // `min_bytes_per_ms` (the DRAM streaming bandwidth).

@@ -133,6 +133,8 @@ std::string cuda_precision_dtype(DevicePrecision precision) {
 
 std::vector<SweepShape> cuda_sweep_shapes(bool quick) {
   std::vector<SweepShape> grid = sweep_grid(quick);
+  // Fusions of the CPU pipeline, not the GPU's.
+  std::erase_if(grid, [](const SweepShape& s) { return s.op == SweepOp::depth_first || s.op == SweepOp::concat_affine; });
   // A GPU takes larger batches in its stride: batch 64 beside the grid's 1/8/32 where cheap.
   if (!quick) {
     const size_t n = grid.size();

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <set>
+#include <span>
 
 #include "compilers/lower/to_plan.h"
 #include "compilers/passes/pass_runner.h"
@@ -87,8 +88,15 @@ Status measure_shape(const SweepShape& shape, const TimingOptions& timing, Measu
     calibration.source = "random (kiln bench-target)";
     options.int8.calibration = &calibration;
   }
-  auto records = run_passes(g, sweep_pipeline(m.dtype), options);
+  // A depth-first block is timed as the fused kernel the default pipeline makes of it.
+  const bool depth_first = shape.op == SweepOp::depth_first;
+  auto records = run_passes(g, depth_first ? pipeline_parse("default") : sweep_pipeline(m.dtype), options);
   if (!records) return records.status().with_context(m.key + " " + m.dtype + ": compiling: ");
+  if (depth_first || shape.op == SweepOp::concat_affine) {
+    const OpKind fused_op = depth_first ? OpKind::DepthFirstConv : OpKind::ConcatAffine;
+    const bool fused = std::any_of(g.nodes.begin(), g.nodes.end(), [&](const Node& n) { return n.op == fused_op; });
+    KILN_REQUIRE(fused, unsupported, m.key, ": the pipeline left the block unfused");
+  }
   // A precision pass may leave an op it cannot take in fp32: then this is not a bf16/int8 point.
   if (m.dtype != "f32") {
     bool lowered = false;
@@ -154,7 +162,15 @@ Graph sweep_graph(const SweepShape& s) {
     case SweepOp::conv:
     case SweepOp::depthwise_conv: {
       const bool dw = s.op == SweepOp::depthwise_conv;
-      const ValueId x = producer(b, s);
+      ValueId x = s.plain_input ? b.input("x", {s.batch, s.in_c, s.h, s.w}) : kNoValue;
+      if (s.float_input) {  // two producers of half the channels each, joined by a float32 Concat
+        SweepShape half = s;
+        half.in_c = s.in_c / 2;
+        Attrs axis;
+        axis.set("axis", int64_t{1});
+        x = b.node(OpKind::Concat, std::string(kSweepProducerNode) + "_concat", {producer(b, half), producer(b, half, "_b")}, axis);
+      }
+      if (x == kNoValue) x = producer(b, s);
       // He-like scale keeps activations in range through the ReLU (int8 calibration sees real ranges).
       const float scale = 1.0f / std::sqrt(static_cast<float>((dw ? 1 : s.in_c) * s.kernel * s.kernel));
       const ValueId w = b.weight("w", {s.out_c, dw ? 1 : s.in_c, s.kernel, s.kernel}, scale);
@@ -162,7 +178,8 @@ Graph sweep_graph(const SweepShape& s) {
       Attrs a = window_attrs(s);
       a.set("group", dw ? s.in_c : int64_t{1});
       const ValueId c = b.node(OpKind::Conv, "conv", {x, w, bias}, a);
-      b.g.outputs.push_back(b.node(OpKind::Relu, "relu", {c}));
+      if (s.silu) b.g.outputs.push_back(b.node(OpKind::Mul, "silu", {c, b.node(OpKind::Sigmoid, "sigmoid", {c})}));
+      else b.g.outputs.push_back(b.node(OpKind::Relu, "relu", {c}));
       break;
     }
     case SweepOp::gemm: {
@@ -202,6 +219,40 @@ Graph sweep_graph(const SweepShape& s) {
       }
       break;
     }
+    case SweepOp::depth_first: {
+      ValueId e = producer(b, s);
+      Attrs pw;
+      pw.set("kernel_shape", std::vector<int64_t>{1, 1});
+      if (s.expand) {
+        const ValueId ew = b.weight("expand_w", {s.mid_c, s.in_c, 1, 1}, 1.0f / std::sqrt(static_cast<float>(s.in_c)));
+        e = b.node(OpKind::Relu, "expand_relu", {b.node(OpKind::Conv, "expand", {e, ew, b.weight("expand_b", {s.mid_c}, 0.1f)}, pw)});
+      }
+      Attrs dw = window_attrs(s);
+      dw.set("group", s.mid_c);
+      const ValueId dww = b.weight("dw_w", {s.mid_c, 1, s.kernel, s.kernel}, 1.0f / static_cast<float>(s.kernel));
+      const ValueId d = b.node(OpKind::Relu, "dw_relu", {b.node(OpKind::Conv, "dw", {e, dww, b.weight("dw_b", {s.mid_c}, 0.1f)}, dw)});
+      if (!s.project) {
+        b.g.outputs.push_back(d);
+        break;
+      }
+      const ValueId pww = b.weight("project_w", {s.out_c, s.mid_c, 1, 1}, 1.0f / std::sqrt(static_cast<float>(s.mid_c)));
+      b.g.outputs.push_back(b.node(OpKind::Conv, "project", {d, pww, b.weight("project_b", {s.out_c}, 0.1f)}, pw));
+      break;
+    }
+    case SweepOp::concat_affine: {
+      std::vector<ValueId> parts;
+      for (int64_t i = 0; i < s.kernel; ++i) parts.push_back(producer(b, s, "_" + std::to_string(i)));
+      Attrs axis;
+      axis.set("axis", int64_t{1});
+      const ValueId joined = b.node(OpKind::Concat, "concat", parts, axis);
+      const ValueId scale = b.weight("bn_scale", {s.out_c}, 1.0f), bias = b.weight("bn_bias", {s.out_c}, 0.1f);
+      const ValueId mean = b.weight("bn_mean", {s.out_c}, 0.1f), var = b.weight("bn_var", {s.out_c}, 0.5f);
+      // Positive variances: the weights are uniform in [-scale, scale), so shift them up.
+      for (float& v : std::span(b.g.initializers[var].data<float>(), static_cast<size_t>(s.out_c))) v += 1.0f;
+      const ValueId bn = b.node(OpKind::BatchNormalization, "bn", {joined, scale, bias, mean, var});
+      b.g.outputs.push_back(b.node(OpKind::Relu, "relu", {bn}));
+      break;
+    }
     case SweepOp::concat: {
       Attrs a;
       a.set("axis", int64_t{1});
@@ -215,7 +266,7 @@ Graph sweep_graph(const SweepShape& s) {
 Measurement sweep_record(const SweepShape& shape, const std::string& dtype, int threads, double element_bytes) {
   Measurement m;
   m.kind = kKindKernel;
-  m.op = sweep_op_name(shape.op);
+  m.op = sweep_record_op(shape);
   m.key = sweep_key(shape);
   m.dtype = dtype;
   m.threads = threads;
@@ -264,9 +315,15 @@ std::vector<BenchPoint> sweep_points(const TargetFingerprint& fp, const BenchPla
   timing.min_runs = options.quick ? 3 : 5;
   timing.warmup = 1;
   std::vector<BenchPoint> points;
-  for (const SweepShape& shape : sweep_grid(options.quick)) {
+  std::vector<SweepShape> shapes = sweep_grid(options.quick);
+  for (const SweepShape& s : sweep_border_grid(options.quick)) shapes.push_back(s);
+  const bool avx512 = std::find(fp.isa.begin(), fp.isa.end(), "avx512f") != fp.isa.end();
+  for (const SweepShape& shape : shapes) {
+    if (shape.op == SweepOp::depth_first && !avx512) continue;  // fuse_depth_first runs on AVX-512 only
+    const bool reduced_only = shape.float_input;  // a float32 conv reading float32 converts nothing
     for (const std::string& dtype : dtypes) {
       if (dtype != "f32" && !sweep_op_has_precisions(shape.op)) continue;
+      if (dtype == "f32" && reduced_only) continue;
       for (int threads : options.threads) {
         BenchPoint p;
         p.record = sweep_record(shape, dtype, threads, dtype_bytes(dtype));

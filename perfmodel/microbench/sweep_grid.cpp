@@ -151,6 +151,103 @@ std::vector<SweepShape> eltwise_candidates() {
   return out;
 }
 
+// Conv and depthwise conv reading a plain float32 input: 1x1 and 3x3 over the channel range, and
+// stems (3 channels, 3x3/7x7, stride 2, up to 224x224).
+std::vector<SweepShape> border_candidates() {
+  std::vector<SweepShape> out;
+  for (int64_t b : kBatches) {
+    for (int64_t hw : {112, 224})
+      for (int64_t k : {3, 7}) {
+        SweepShape s{SweepOp::conv, b, 3, k == 7 ? 64 : 32, hw, hw, k, 2, k / 2};
+        s.plain_input = true;
+        if (in_budget(s)) out.push_back(s);
+      }
+    for (int64_t c : {16, 32, 64, 128, 256, 512, 1024})
+      for (int64_t hw : kSpatial) {
+        for (int64_t k : {1, 3}) {
+          SweepShape s{SweepOp::conv, b, c, c, hw, hw, k, 1, k / 2};
+          s.plain_input = true;
+          if (in_budget(s)) out.push_back(s);
+        }
+        SweepShape d{SweepOp::depthwise_conv, b, c, c, hw, hw, 3, 1, 1};
+        d.plain_input = true;
+        if (in_budget(d)) out.push_back(d);
+      }
+  }
+  for (int64_t b : kBatches)
+    for (int64_t c : {32, 64, 128, 256, 512, 1024})
+      for (int64_t hw : {7, 14, 28, 56})
+        for (int64_t k : {1, 3}) {
+          SweepShape s{SweepOp::conv, b, c, k == 1 ? c / 2 : c / 4, hw, hw, k, 1, k / 2};
+          s.float_input = true;
+          if (in_budget(s)) out.push_back(s);
+        }
+  for (int64_t b : kBatches)
+    for (int64_t c : {16, 32, 64, 128, 256, 512})
+      for (int64_t hw : {7, 14, 28, 56, 112}) {
+        for (int64_t k : {1, 3}) {
+          SweepShape s{SweepOp::conv, b, c, k == 1 ? c * 4 : c, hw, hw, k, 1, k / 2};
+          s.silu = true;
+          if (in_budget(s)) out.push_back(s);
+        }
+        SweepShape d{SweepOp::depthwise_conv, b, c, c, hw, hw, 3, 1, 1};
+        d.silu = true;
+        if (in_budget(d)) out.push_back(d);
+      }
+  // The conversion streams the input: past ~50 MB of float32 a point would take seconds.
+  std::erase_if(out, [](const SweepShape& s) { return static_cast<double>(s.batch * s.in_c * s.h * s.w) > 1.3e7; });
+  return out;
+}
+
+// MobileNet-style blocks that fuse_depth_first fuses (its own thresholds, so that every point is
+// the fused kernel): at most 32 channels outside; the intermediate past the caches (>= 256 KB an
+// image and >= 8 MB over the batch; an expansion without projection >= 1 MB an image).
+// Full blocks expand x6; blocks without expansion have 32..144 channels in the middle.
+std::vector<SweepShape> depth_first_candidates() {
+  std::vector<SweepShape> out;
+  const auto keep = [&](const SweepShape& s) {
+    const int64_t out_hw = sweep_out_h(s) * sweep_out_w(s);
+    // The fused intermediates: after the expansion (input plane), after the depthwise (output plane).
+    const int64_t image = (s.expand ? std::min(s.h * s.w, out_hw) : out_hw) * s.mid_c * 4;
+    const int64_t min_image = s.project ? 256 * 1024 : 1024 * 1024;
+    if (image >= min_image && image * s.batch >= 8 * 1024 * 1024 && in_budget(s)) out.push_back(s);
+  };
+  for (int64_t b : kBatches)
+    for (int64_t hw : {28, 56, 112})
+      for (int64_t stride : {1, 2})
+        for (int64_t c : {16, 24, 32}) {
+          for (int64_t out_c : {16, 24, 32}) {
+            SweepShape s{SweepOp::depth_first, b, c, out_c, hw, hw, 3, stride, 1};
+            s.mid_c = 6 * c;
+            keep(s);
+          }
+          SweepShape lone{SweepOp::depth_first, b, c, 6 * c, hw, hw, 3, stride, 1};
+          lone.mid_c = 6 * c;
+          lone.project = false;
+          keep(lone);
+          for (int64_t mid : {32, 64, 96, 144}) {
+            SweepShape dw{SweepOp::depth_first, b, mid, c, hw, hw, 3, stride, 1};
+            dw.mid_c = mid;
+            dw.expand = false;
+            keep(dw);
+          }
+        }
+  return out;
+}
+
+std::vector<SweepShape> concat_affine_candidates() {
+  std::vector<SweepShape> out;
+  for (int64_t inputs : {2, 4, 8, 16, 32})
+    for (int64_t b : kBatches)
+      for (int64_t c : {16, 32, 64, 128})
+        for (int64_t hw : {7, 14, 28, 56}) {
+          SweepShape s{SweepOp::concat_affine, b, c, c * inputs, hw, hw, inputs};
+          const double elems = static_cast<double>(b * s.out_c * hw * hw);
+          if (elems >= 1e4 && elems <= 2e7) out.push_back(s);
+        }
+  return out;
+}
+
 std::string window_stratum(const SweepShape& s) {
   return std::to_string(s.kernel) + "/" + std::to_string(s.stride) + "/" + std::to_string(s.batch);
 }
@@ -168,6 +265,8 @@ std::string sweep_op_name(SweepOp op) {
     case SweepOp::add: return "add";
     case SweepOp::concat: return "concat";
     case SweepOp::eltwise: return "eltwise";
+    case SweepOp::depth_first: return "depth_first";
+    case SweepOp::concat_affine: return "concat_affine";
   }
   return "?";
 }
@@ -179,14 +278,14 @@ bool sweep_op_has_precisions(SweepOp op) {
 int64_t sweep_out_h(const SweepShape& s) {
   if (s.op == SweepOp::gemm) return 0;
   if (s.op == SweepOp::global_avgpool) return 1;
-  if (s.op == SweepOp::add || s.op == SweepOp::concat || s.op == SweepOp::eltwise) return s.h;
+  if (s.op == SweepOp::add || s.op == SweepOp::concat || s.op == SweepOp::eltwise || s.op == SweepOp::concat_affine) return s.h;
   return (s.h + 2 * s.pad - s.kernel) / s.stride + 1;
 }
 
 int64_t sweep_out_w(const SweepShape& s) {
   if (s.op == SweepOp::gemm) return 0;
   if (s.op == SweepOp::global_avgpool) return 1;
-  if (s.op == SweepOp::add || s.op == SweepOp::concat || s.op == SweepOp::eltwise) return s.w;
+  if (s.op == SweepOp::add || s.op == SweepOp::concat || s.op == SweepOp::eltwise || s.op == SweepOp::concat_affine) return s.w;
   return (s.w + 2 * s.pad - s.kernel) / s.stride + 1;
 }
 
@@ -201,8 +300,12 @@ double sweep_macs(const SweepShape& s) {
     case SweepOp::avgpool: return b * out_hw * static_cast<double>(s.out_c * s.kernel * s.kernel);
     case SweepOp::global_avgpool:
     case SweepOp::add: return b * static_cast<double>(s.in_c * s.h * s.w);
-    case SweepOp::concat: return b * static_cast<double>(s.out_c * s.h * s.w);
+    case SweepOp::concat:
+    case SweepOp::concat_affine: return b * static_cast<double>(s.out_c * s.h * s.w);
     case SweepOp::eltwise: return b * static_cast<double>(s.in_c * s.h * s.w * s.kernel);
+    case SweepOp::depth_first:
+      return (s.expand ? b * static_cast<double>(s.h * s.w * s.in_c * s.mid_c) : 0.0) +
+             b * out_hw * static_cast<double>(s.mid_c * (s.kernel * s.kernel + (s.project ? s.out_c : 0)));
   }
   return 0;
 }
@@ -219,13 +322,32 @@ double sweep_bytes(const SweepShape& s, double element_bytes) {
     case SweepOp::gemm:
       return element_bytes * static_cast<double>(s.m * s.k + s.k * s.n + s.m * s.n) + 4.0 * static_cast<double>(s.n);
     case SweepOp::add: return element_bytes * 3 * in;
-    case SweepOp::concat: return element_bytes * 2 * out;
+    case SweepOp::concat:
+    case SweepOp::concat_affine: return element_bytes * 2 * out;
     case SweepOp::eltwise: return element_bytes * 2 * in;
+    case SweepOp::depth_first:  // its border and its weights and biases: the intermediates stay in cache
+      return element_bytes * (in + out + static_cast<double>(s.mid_c * s.kernel * s.kernel + s.mid_c) +
+                              (s.expand ? static_cast<double>(s.mid_c * s.in_c + s.mid_c) : 0.0) +
+                              (s.project ? static_cast<double>(s.mid_c * s.out_c + s.out_c) : 0.0));
     default: return element_bytes * (in + out);
   }
 }
 
+std::string sweep_record_op(const SweepShape& s) {
+  if (s.plain_input) return sweep_op_name(s.op) + "_from_plain";
+  if (s.float_input) return sweep_op_name(s.op) + "_from_f32";
+  if (s.silu) return sweep_op_name(s.op) + "_silu";
+  if (s.op == SweepOp::depth_first && !s.expand) return "depth_first_dw";
+  if (s.op == SweepOp::depth_first && !s.project) return "depth_first_expand";
+  return sweep_op_name(s.op);
+}
+
 std::string sweep_key(const SweepShape& s) {
+  if (s.plain_input || s.float_input || s.silu) {
+    SweepShape interior = s;
+    interior.plain_input = interior.float_input = interior.silu = false;
+    return (s.plain_input ? "plain " : s.float_input ? "f32in " : "silu ") + sweep_key(interior);
+  }
   const std::string hw = std::to_string(s.h) + "x" + std::to_string(s.w);
   const std::string b = " b" + std::to_string(s.batch);
   const std::string window = " k" + std::to_string(s.kernel) + " s" + std::to_string(s.stride);
@@ -239,7 +361,11 @@ std::string sweep_key(const SweepShape& s) {
     case SweepOp::global_avgpool: return "gap " + std::to_string(s.in_c) + " " + hw + b;
     case SweepOp::add: return "add " + std::to_string(s.in_c) + " " + hw + b;
     case SweepOp::concat: return "concat 2x" + std::to_string(s.in_c) + " " + hw + b;
+    case SweepOp::concat_affine: return "concat_affine " + std::to_string(s.kernel) + "x" + std::to_string(s.in_c) + " " + hw + b;
     case SweepOp::eltwise: return std::string(s.kernel == 5 ? "gelu " : "silu ") + std::to_string(s.in_c) + " " + hw + b;
+    case SweepOp::depth_first:
+      return "dfconv" + window + " " + (s.expand ? std::to_string(s.in_c) + "->" : "") + std::to_string(s.mid_c) +
+             (s.project ? "->" + std::to_string(s.out_c) : "") + " " + hw + b;
   }
   return "?";
 }
@@ -272,7 +398,23 @@ std::vector<SweepShape> sweep_grid(bool quick) {
   append(sample(add_candidates(), 9, [](const SweepShape& s) { return std::to_string(s.batch); }));
   append(sample(concat_candidates(), 12, [](const SweepShape& s) { return std::to_string(s.batch); }));
   append(sample(eltwise_candidates(), 16, [](const SweepShape& s) { return std::to_string(s.kernel) + "/" + std::to_string(s.batch); }));
+  append(sample(concat_affine_candidates(), 24, [](const SweepShape& s) { return std::to_string(s.kernel); }));
+  append(sample(depth_first_candidates(), 36, [](const SweepShape& s) {
+    return std::to_string(s.expand) + std::to_string(s.project) + "/" + std::to_string(s.stride) + "/" + std::to_string(s.batch);
+  }));
   return grid;
+}
+
+std::vector<SweepShape> sweep_border_grid(bool quick) {
+  if (quick) {
+    SweepShape s{SweepOp::conv, 1, 16, 16, 14, 14, 1, 1, 0};
+    s.plain_input = true;
+    return {s};
+  }
+  return sample(border_candidates(), 78, [](const SweepShape& s) {
+    return std::to_string(s.float_input) + std::to_string(s.silu) + "/" + std::to_string(s.op == SweepOp::conv) + "/" + std::to_string(s.kernel) + "/" +
+           std::to_string(s.batch);
+  });
 }
 
 }  // namespace kiln::perf

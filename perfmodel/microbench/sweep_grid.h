@@ -14,7 +14,7 @@ namespace kiln::perf {
 // eltwise: an ElementwiseChain written out as ONNX ops, `kernel` of them: SiLU (2: Sigmoid, Mul)
 // or GELU (5: Div, Erf, Add, Mul, Mul), the transcendental epilogues and chains of EfficientNet
 // and ConvNeXt.
-enum class SweepOp { conv, depthwise_conv, gemm, maxpool, avgpool, global_avgpool, add, concat, eltwise };
+enum class SweepOp { conv, depthwise_conv, gemm, maxpool, avgpool, global_avgpool, add, concat, eltwise, depth_first, concat_affine };
 
 struct SweepShape {
   SweepOp op = SweepOp::conv;
@@ -22,7 +22,27 @@ struct SweepShape {
   int64_t in_c = 0, out_c = 0, h = 0, w = 0;  // input NCHW (concat: each of two inputs); conv/pool output derived
   int64_t kernel = 0, stride = 1, pad = 0;
   int64_t m = 0, k = 0, n = 0;  // gemm: [m, k] x [k, n]
+  // conv/depthwise_conv at a region border: the op reads a plain float32 NCHW graph input and
+  // converts it (layout, and to bf16/int8) inside its own step, as a layer after a Slice,
+  // Transpose or the model's input does. The predictor takes the conversion's cost from these.
+  bool plain_input = false;
+  // conv reading float32 in its own format (a Concat of two producers' float32 outputs), as a
+  // bf16/int8 conv after a float32 Concat does: a conversion of precision only. bf16/int8 points only.
+  bool float_input = false;
+  // conv/depthwise_conv with a fused SiLU (x * sigmoid(x), EfficientNet's) instead of ReLU: the
+  // predictor takes an epilogue's cost inside a kernel from these.
+  bool silu = false;
+  // depth_first: a MobileNet block run tile by tile (DepthFirstConv): 1x1 expansion in_c -> mid_c
+  // + ReLU, depthwise kernel x kernel (stride, pad) + ReLU, 1x1 projection mid_c -> out_c.
+  // Its two other forms: without the expansion (in_c == mid_c: depthwise + projection) or
+  // without the projection (out_c == mid_c: expansion + depthwise).
+  int64_t mid_c = 0;
+  bool expand = true, project = true;
 };
+
+// The record's op: the sweep op's name, "depth_first_dw" (no expansion), "depth_first_expand" (no
+// projection), "<op>_from_plain" / "<op>_from_f32" for border points.
+std::string sweep_record_op(const SweepShape& s);
 
 std::string sweep_op_name(SweepOp op);  // "conv", "depthwise_conv", ...
 bool sweep_op_has_precisions(SweepOp op);  // Conv/Gemm run in bf16 and int8; pooling, Add and Concat in f32 only
@@ -34,7 +54,15 @@ double sweep_macs(const SweepShape& s);  // multiply-accumulates; window reads f
 double sweep_bytes(const SweepShape& s, double element_bytes);
 std::string sweep_key(const SweepShape& s);  // "conv k3 s1 64->64 56x56 b1"
 
+// concat_affine: `kernel` inputs of in_c channels each, joined on channels and normalized
+// (Concat -> BatchNormalization -> ReLU, fused into one ConcatAffine: DenseNet's layers).
+// depth_first: see SweepShape::mid_c; float32 on AVX-512 only (where fuse_depth_first runs).
+
 // The grid: `quick` is a handful of small shapes (seconds); else the sampled design.
 std::vector<SweepShape> sweep_grid(bool quick);
+// The border grid: convolutions and depthwise convolutions reading plain float32 (plain_input),
+// stems on 3 channels among them, convolutions reading float32 in their format (float_input), and
+// convolutions with a SiLU epilogue (silu). CPU only: a GPU plan converts in steps of its own.
+std::vector<SweepShape> sweep_border_grid(bool quick);
 
 }  // namespace kiln::perf

@@ -262,8 +262,8 @@ int run_predict(const PredictOptions& o) {
     std::printf("  %10s  %-16s %-6s %10s %12s  %s\n", "ms", "op", "dtype", "MMACs", "KB", "step (kernel; model)");
     for (size_t i = 0; i < features.size(); ++i) {
       const perf::StepFeatures& f = features[i];
-      std::printf("  %10.4f  %-16s %-6s %10.2f %12.1f  %s (%s; %s)\n", p.steps[i].ms, f.op.c_str(), f.m.dtype.c_str(),
-                  f.m.macs / 1e6, f.m.bytes / 1e3, f.node.c_str(), f.kernel.c_str(), p.steps[i].how.c_str());
+      std::printf("  %10.4f  %-16s %-6s %10.2f %12.1f  %s (%s, %s; %s)\n", p.steps[i].ms, f.op.c_str(), f.m.dtype.c_str(),
+                  f.m.macs / 1e6, f.m.bytes / 1e3, f.node.c_str(), f.kernel.c_str(), f.m.layout.c_str(), p.steps[i].how.c_str());
     }
   }
   std::printf("batch %lld, %d threads, %s, %zu kernels\n", static_cast<long long>(batch), threads, o.precision.c_str(), features.size());

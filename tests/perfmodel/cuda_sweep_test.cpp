@@ -14,13 +14,17 @@
 using namespace kiln;
 using namespace kiln::perf;
 
-TEST_CASE("the GPU sweep's shapes: the CPU grid plus cheap batch-64 copies, every op early", "[perfmodel][cuda]") {
-  const std::vector<SweepShape> grid = sweep_grid(false);
+TEST_CASE("the GPU sweep's shapes: the CPU grid (less the CPU pipeline's fusions) plus cheap batch-64 copies, every op early",
+          "[perfmodel][cuda]") {
+  std::vector<SweepShape> grid = sweep_grid(false);
+  const auto cpu_fusion = [](const SweepShape& s) { return s.op == SweepOp::depth_first || s.op == SweepOp::concat_affine; };
+  REQUIRE(std::erase_if(grid, cpu_fusion) > 0);
   const std::vector<SweepShape> shapes = cuda_sweep_shapes(false);
   std::set<std::string> keys, grid_keys;
   for (const SweepShape& s : grid) grid_keys.insert(sweep_key(s));
   int batch64 = 0;
   for (const SweepShape& s : shapes) {
+    CHECK(!cpu_fusion(s));
     CHECK(keys.insert(sweep_key(s)).second);  // no shape twice
     if (grid_keys.count(sweep_key(s))) continue;
     ++batch64;

@@ -32,12 +32,64 @@ TEST_CASE("the full grid is deterministic, covers every op and stays in the desi
   }
   CHECK(keys.size() == a.size());
   for (SweepOp op : {SweepOp::conv, SweepOp::depthwise_conv, SweepOp::gemm, SweepOp::maxpool, SweepOp::avgpool,
-                     SweepOp::global_avgpool, SweepOp::add, SweepOp::concat, SweepOp::eltwise})
+                     SweepOp::global_avgpool, SweepOp::add, SweepOp::concat, SweepOp::eltwise, SweepOp::depth_first,
+                     SweepOp::concat_affine})
     CHECK(per_op[op] > 0);
   CHECK(kernels == std::set<int64_t>{1, 3, 5, 7});
   CHECK(strides == std::set<int64_t>{1, 2});
   CHECK(batches == std::set<int64_t>{1, 8, 32});
   CHECK(sweep_grid(true).size() < 12);
+}
+
+TEST_CASE("the border grid: convs and depthwise convs reading plain float32 (stems among them) or float32 in their format, or with SiLU, keyed apart",
+          "[perfmodel][grid]") {
+  const std::vector<SweepShape> border = sweep_border_grid(false);
+  std::set<std::string> interior_keys;
+  for (const SweepShape& s : sweep_grid(false)) interior_keys.insert(sweep_key(s));
+  std::set<SweepOp> ops;
+  bool stem = false;
+  int float_inputs = 0, silus = 0;
+  for (const SweepShape& s : border) {
+    CHECK(int{s.plain_input} + int{s.float_input} + int{s.silu} == 1);
+    CHECK(sweep_key(s).rfind(s.plain_input ? "plain " : s.float_input ? "f32in " : "silu ", 0) == 0);
+    silus += s.silu;
+    CHECK(interior_keys.count(sweep_key(s)) == 0);
+    if (s.float_input) {
+      ++float_inputs;
+      CHECK(s.op == SweepOp::conv);
+      CHECK(s.in_c % 2 == 0);  // two producers of half the channels
+    }
+    ops.insert(s.op);
+    stem = stem || s.in_c == 3;
+    CHECK(static_cast<double>(s.batch * s.in_c * s.h * s.w) <= 1.3e7);  // a point takes milliseconds, not seconds
+  }
+  CHECK(ops == std::set<SweepOp>{SweepOp::conv, SweepOp::depthwise_conv});
+  CHECK(stem);
+  CHECK(float_inputs >= 12);
+  CHECK(silus >= 12);
+  CHECK(border.size() >= 60);
+}
+
+TEST_CASE("a depth-first block's features: the expansion at the input plane, the rest at the output's", "[perfmodel][grid]") {
+  SweepShape s{SweepOp::depth_first, 8, 16, 24, 56, 56, 3, 2, 1};
+  s.mid_c = 96;
+  CHECK(sweep_out_h(s) == 28);
+  CHECK(sweep_macs(s) == 8.0 * 56 * 56 * 16 * 96 + 8.0 * 28 * 28 * 96 * (9 + 24));
+  CHECK(sweep_bytes(s, 4) == 4.0 * (8 * 16 * 56 * 56 + 8 * 24 * 28 * 28 + 96 * (16 + 9 + 24) + 2 * 96 + 24));
+  CHECK(sweep_key(s) == "dfconv k3 s2 16->96->24 56x56 b8");
+  CHECK(sweep_record_op(s) == "depth_first");
+  SweepShape dw = s;  // without the expansion: the depthwise stage reads the input
+  dw.in_c = 96;
+  dw.expand = false;
+  CHECK(sweep_macs(dw) == 8.0 * 28 * 28 * 96 * (9 + 24));
+  CHECK(sweep_key(dw) == "dfconv k3 s2 96->24 56x56 b8");
+  CHECK(sweep_record_op(dw) == "depth_first_dw");
+  SweepShape lone = s;  // without the projection: the depthwise stage's output is the block's
+  lone.out_c = 96;
+  lone.project = false;
+  CHECK(sweep_macs(lone) == 8.0 * 56 * 56 * 16 * 96 + 8.0 * 28 * 28 * 96 * 9);
+  CHECK(sweep_key(lone) == "dfconv k3 s2 16->96 56x56 b8");
+  CHECK(sweep_record_op(lone) == "depth_first_expand");
 }
 
 TEST_CASE("sweep features: output size, MACs and bytes of a conv and a gemm", "[perfmodel][grid]") {
