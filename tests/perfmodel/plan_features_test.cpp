@@ -3,10 +3,13 @@
 // the sweep records for the same shape.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "compilers/analysis/model_stats.h"
 #include "compilers/ir/shape_inference.h"
 #include "compilers/lower/to_plan.h"
 #include "compilers/passes/pass_runner.h"
+#include "compilers/passes/pipeline.h"
 #include "kernels/engine.h"
 #include "perfmodel/microbench/kernel_sweep.h"
 #include "perfmodel/plan_features.h"
@@ -117,4 +120,59 @@ TEST_CASE("plan features of elementwise chains and of fused transcendental epilo
   double epilogue = 0;
   for (const StepFeatures& s : features_of(plan)) epilogue += s.epilogue_ops;
   CHECK(epilogue == Approx(2.0 * 32 * 14 * 14));
+}
+
+TEST_CASE("a conv's input conversion: plain float32 from the graph input, nothing from a producer in its layout",
+          "[perfmodel][predictor]") {
+  SweepShape border{SweepOp::conv, 2, 16, 32, 14, 14, 1, 1, 0};
+  border.plain_input = true;
+  const std::vector<StepFeatures> plain = features_of(compiled_sweep(border));
+  const StepFeatures* conv = nullptr;
+  for (const StepFeatures& s : plain)
+    if (s.m.op == "conv") conv = &s;
+  REQUIRE(conv != nullptr);
+  if (conv->kernel.rfind("onednn", 0) == 0 && conv->m.layout != "plain") CHECK(conv->input_conversion == "layout");
+
+  SweepShape interior = border;
+  interior.plain_input = false;
+  int convs = 0;
+  for (const StepFeatures& s : features_of(compiled_sweep(interior))) {
+    if (s.node.rfind(kSweepProducerNode, 0) == 0) continue;  // the producer reads the plain graph input
+    convs += s.m.op == "conv";
+    CHECK(s.input_conversion.empty());
+  }
+  CHECK(convs == 1);
+}
+
+TEST_CASE("plan features of fused blocks: ConcatAffine and a depth-first block in the sweep's terms", "[perfmodel][predictor]") {
+  const SweepShape joined{SweepOp::concat_affine, 2, 16, 64, 14, 14, 4};
+  bool found = false;
+  for (const StepFeatures& s : features_of(compiled_sweep(joined))) {
+    if (s.op != "ConcatAffine") continue;
+    found = true;
+    CHECK(s.m.op == "concat_affine");
+    CHECK(s.m.kernel_h == 4);  // inputs
+    CHECK(s.m.in_c == 16);
+    CHECK(s.m.macs == Approx(sweep_macs(joined)));
+    CHECK(s.m.bytes == Approx(sweep_bytes(joined, 4)));
+  }
+  CHECK(found);
+
+  // Depth-first fusion runs on AVX-512 only and needs an intermediate past the caches.
+  SweepShape block{SweepOp::depth_first, 32, 16, 24, 56, 56, 3, 2, 1};
+  block.mid_c = 96;
+  Graph g = sweep_graph(block);
+  PassRunOptions options;
+  options.check_numerics = false;
+  REQUIRE(run_passes(g, pipeline_parse("default"), options));
+  const bool fused = std::any_of(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.op == OpKind::DepthFirstConv; });
+  if (!fused) return;  // not an AVX-512 machine
+  for (const StepFeatures& s : features_of(graph_to_plan(g))) {
+    if (s.op != "DepthFirstConv") continue;
+    CHECK(s.m.op == "depth_first");
+    CHECK(s.m.stride == 2);
+    CHECK(s.m.macs == Approx(sweep_macs(block)));
+    CHECK(s.m.bytes == Approx(sweep_bytes(block, 4)));
+    CHECK(s.epilogue_ops == 0);  // ReLU costs nothing beside the kernel
+  }
 }

@@ -193,3 +193,37 @@ TEST_CASE("a GPU profile (threads 1, f32 and f16 groups) fits and predicts the G
   // f16 on tensor cores: the same steps take less time than in f32.
   CHECK(p->predict(steps_on_gpu(cpu, "f16")).total_ms < p->predict(steps_on_gpu(cpu, "f32")).total_ms);
 }
+
+TEST_CASE("border points fit the conversion and epilogue groups as their time beyond the interior kernel", "[perfmodel][predictor]") {
+  const RooflineParams conv{0.01, 40e6, 15e6};
+  std::vector<Measurement> rows = synthetic_sweep(conv, "conv", "f32", 1);
+  // The same shapes reading plain float32: 2 ns per input element more; with SiLU: 1 ns per output element more.
+  for (Measurement m : synthetic_sweep(conv, "conv", "f32", 1)) {
+    Measurement plain = m, silu = m;
+    plain.op = std::string("conv") + kFromPlainSuffix;
+    plain.median_ms += 2e-6 * static_cast<double>(m.batch * m.in_c * m.in_h * m.in_w);
+    silu.op = std::string("conv") + kSiluSuffix;
+    silu.median_ms += 1e-6 * static_cast<double>(m.batch * m.out_c * m.out_h * m.out_w);
+    rows.push_back(plain);
+    rows.push_back(silu);
+  }
+  auto p = LatencyPredictor::fit(rows, {false, 4, "roofline"});
+  REQUIRE(p);
+  CHECK(p->has_group("convert", "f32"));
+  CHECK(p->has_group("epilogue", "f32"));
+  CHECK_FALSE(p->has_group("conv_from_plain", "f32"));  // not a kernel of its own
+
+  StepFeatures step = {};
+  step.m = synthetic_sweep(conv, "conv", "f32", 1)[40];
+  const double elements = static_cast<double>(step.m.batch * step.m.in_c * step.m.in_h * step.m.in_w);
+  const double interior = p->predict({step}).total_ms;
+  step.input_conversion = "layout";
+  CHECK(p->predict({step}).total_ms == Approx(interior + 2e-6 * elements).epsilon(0.05));
+  CHECK(p->predict({step}).steps[0].how.find("input layout conversion") != std::string::npos);
+  step.input_conversion = "precision";  // no convert_precision points: a streaming pass, cheaper than the layout's
+  const double precision = p->predict({step}).total_ms;
+  CHECK(precision > interior);
+  step.input_conversion.clear();
+  step.epilogue_ops = 2.0 * elements;  // SiLU on as many outputs (in == out channels here)
+  CHECK(p->predict({step}).total_ms == Approx(interior + 1e-6 * elements).epsilon(0.05));
+}
