@@ -203,8 +203,9 @@ Result<LatencyPredictor> LatencyPredictor::fit(const std::vector<Measurement>& r
   p.summary_.points_used = static_cast<int>(kernels.size());
   for (const auto& [t, table] : p.bandwidth_) p.summary_.bandwidth_points += static_cast<int>(table.size());
 
-  // Border points (a conv reading plain float32) are not kernels of their own: what they cost
-  // beyond the interior kernel's prediction is the conversion, fitted below as group "convert".
+  // Border points (a conv reading plain float32, reading float32 into bf16/int8, or with a fused
+  // SiLU) are not kernels of their own: what they cost beyond the interior kernel's prediction is
+  // fitted below as the groups "convert", "convert_precision" and "epilogue".
   std::map<std::string, std::vector<Measurement>> by_group;
   std::vector<Measurement> border;
   for (const Measurement& m : kernels) {
