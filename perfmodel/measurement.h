@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace kiln::perf {
 
@@ -20,6 +21,9 @@ inline constexpr const char* kFromPlainSuffix = "_from_plain";
 inline constexpr const char* kFromFloatSuffix = "_from_f32";
 // The sweep's silu shapes: a conv or depthwise conv with a fused SiLU ("conv_silu").
 inline constexpr const char* kSiluSuffix = "_silu";
+// Bytes per element of a CPU compute dtype: "f32" 4, "bf16" 2, "int8" 1.
+inline double dtype_element_bytes(std::string_view dtype) { return dtype == "f32" ? 4 : dtype == "bf16" ? 2 : 1; }
+
 // A whole model as `kiln optimize` measured it (key "<model sha256> <precision> b<batch> t<threads>",
 // kernel = the model's sha256). Never fitted on: it corrects later predictions of that same model.
 inline constexpr const char* kKindModel = "model";

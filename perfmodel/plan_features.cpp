@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 #include "kernels/post_ops.h"
 #include "kernels/precision.h"
@@ -35,8 +36,6 @@ std::string dtype_of(const PlanStep& s) {
   return *p == Precision::bf16 ? "bf16" : *p == Precision::int8 ? "int8" : "f32";
 }
 
-double element_bytes(const std::string& dtype) { return dtype == "f32" ? 4 : dtype == "bf16" ? 2 : 1; }
-
 int64_t attr_int(const Attrs& a, const std::string& name, int64_t fallback) {
   auto v = a.get_int(name, fallback);
   return v ? *v : fallback;
@@ -66,7 +65,7 @@ bool conv_features(const PlanView& v, const PlanStep& s, Measurement& m, double&
   m.stride = attr_at(s.attrs, "strides", 0, 1);
   m.pad = attr_at(s.attrs, "pads", 0, 0);
   m.groups = depthwise ? x[1] : group;
-  const double e = element_bytes(m.dtype);
+  const double e = dtype_element_bytes(m.dtype);
   m.macs = static_cast<double>(shape_numel(y)) * static_cast<double>(shape_numel(w) / w[0]);
   weight_bytes = e * static_cast<double>(shape_numel(w)) + 4.0 * static_cast<double>(w[0]);
   m.bytes = e * (v.numel(input(s, 0)) + v.numel(output(s))) + weight_bytes;
@@ -85,7 +84,7 @@ bool gemm_features(const PlanView& v, const PlanStep& s, Measurement& m, double&
   m.k = k;
   m.m = shape_numel(y) / std::max<int64_t>(m.n, 1);
   m.batch = m.m;
-  const double e = element_bytes(m.dtype);
+  const double e = dtype_element_bytes(m.dtype);
   m.macs = static_cast<double>(m.m) * static_cast<double>(m.k) * static_cast<double>(m.n);
   m.bytes = e * static_cast<double>(m.m * m.k + m.k * m.n + m.m * m.n) + 4.0 * static_cast<double>(m.n);
   if (v.is_constant(input(s, 1))) weight_bytes = e * static_cast<double>(m.k * m.n) + 4.0 * static_cast<double>(m.n);
@@ -111,25 +110,22 @@ bool pool_features(const PlanView& v, const PlanStep& s, Measurement& m) {
     m.pad = attr_at(s.attrs, "pads", 0, 0);
     m.macs = static_cast<double>(shape_numel(y) * m.kernel_h * m.kernel_w);
   }
-  m.bytes = element_bytes(m.dtype) * (v.numel(input(s, 0)) + v.numel(output(s)));
+  m.bytes = dtype_element_bytes(m.dtype) * (v.numel(input(s, 0)) + v.numel(output(s)));
   return true;
 }
 
-// The ops of a fused activation's written-out form, as the sweep's eltwise counts them; 0 for the
-// ones as cheap as the sweep's fused ReLU.
-double epilogue_op_count_of(Activation activation) {
-  switch (activation) {
+// The ops of a fused activation's written-out form (attributes under `prefix`), as the sweep's
+// eltwise counts them; 0 for the ones as cheap as the sweep's fused ReLU.
+double epilogue_op_count(const Attrs& attrs, std::string_view prefix = "") {
+  auto act = post_ops_from_attrs(attrs, prefix);
+  if (!act) return 0;
+  switch (act->activation) {
     case Activation::silu: return 2;
     case Activation::sigmoid:
     case Activation::tanh: return 1;
     case Activation::gelu_erf: return 5;
     default: return 0;
   }
-}
-
-double epilogue_op_count(const Attrs& attrs) {
-  auto act = post_ops_from_attrs(attrs);
-  return act ? epilogue_op_count_of(act->activation) : 0;
 }
 
 // DepthFirstConv ([expansion 1x1 ->] depthwise [-> scale -> projection 1x1], tile by tile; inputs
@@ -140,7 +136,7 @@ double epilogue_op_count(const Attrs& attrs) {
 // (no projection).
 bool depth_first_features(const PlanView& v, const PlanStep& s, Measurement& m, double& weight_bytes, double& epilogue_ops) {
   const Shape x = v.shape(input(s, 0)), y = v.shape(output(s));
-  Shape dw = v.shape(input(s, 1));
+  const Shape dw = v.shape(input(s, 1));
   if (x.size() != 4 || y.size() != 4) return false;
   const bool expand = v.is_constant(input(s, 7)), project = v.is_constant(input(s, 4));
   if (!v.is_constant(input(s, 1))) {
@@ -156,8 +152,8 @@ bool depth_first_features(const PlanView& v, const PlanStep& s, Measurement& m, 
     m.kernel_h = m.kernel_w = 1;
     m.groups = 1;
     m.macs = static_cast<double>(shape_numel(y)) * static_cast<double>(x[1]);
-    weight_bytes = element_bytes(m.dtype) * (v.numel(input(s, 4)) + v.numel(input(s, 5)));
-    m.bytes = element_bytes(m.dtype) * (v.numel(input(s, 0)) + v.numel(output(s)) + v.numel(input(s, 6))) + weight_bytes;
+    weight_bytes = dtype_element_bytes(m.dtype) * (v.numel(input(s, 4)) + v.numel(input(s, 5)));
+    m.bytes = dtype_element_bytes(m.dtype) * (v.numel(input(s, 0)) + v.numel(output(s)) + v.numel(input(s, 6))) + weight_bytes;
     return true;
   }
   if (dw.size() != 4) return false;
@@ -182,15 +178,11 @@ bool depth_first_features(const PlanView& v, const PlanStep& s, Measurement& m, 
   double weights = 0;
   for (int i : {1, 2, 4, 5, 7, 8})
     if (v.is_constant(input(s, static_cast<size_t>(i)))) weights += v.numel(input(s, static_cast<size_t>(i)));
-  weight_bytes = element_bytes(m.dtype) * weights;
-  m.bytes = element_bytes(m.dtype) * (v.numel(input(s, 0)) + v.numel(output(s)) + v.numel(input(s, 6))) + weight_bytes;
+  weight_bytes = dtype_element_bytes(m.dtype) * weights;
+  m.bytes = dtype_element_bytes(m.dtype) * (v.numel(input(s, 0)) + v.numel(output(s)) + v.numel(input(s, 6))) + weight_bytes;
   // The sweep's blocks use ReLU (free beside the kernel); SiLU and the like cost their element-ops.
-  const auto ops = [&](const char* prefix) {
-    auto act = post_ops_from_attrs(s.attrs, prefix);
-    return act ? epilogue_op_count_of(act->activation) : 0.0;
-  };
-  epilogue_ops = (expand ? ops("ex_") * in_plane * mid : 0.0) +
-                 ops("dw_") * out_plane * mid;
+  epilogue_ops = (expand ? epilogue_op_count(s.attrs, "ex_") * in_plane * mid : 0.0) +
+                 epilogue_op_count(s.attrs, "dw_") * out_plane * mid;
   return m.macs > 0;
 }
 
@@ -293,11 +285,7 @@ std::string layout_dtype(const std::string& layout) {
 
 }  // namespace
 
-double layout_element_bytes(const std::string& layout) {
-  if (layout.find(":bf16") != std::string::npos) return 2;
-  if (layout.find(":u8") != std::string::npos || layout.find(":s8") != std::string::npos) return 1;
-  return 4;
-}
+double layout_element_bytes(const std::string& layout) { return dtype_element_bytes(layout_dtype(layout)); }
 
 std::vector<StepFeatures> plan_features(const Plan& plan, const std::vector<EngineStep>& steps, int threads) {
   const PlanView v(plan);

@@ -99,6 +99,13 @@ double share_within(const std::vector<double>& errors, double bound) {
          static_cast<double>(errors.size());
 }
 
+// The border suffix of a sweep point's op (kFromPlainSuffix, kFromFloatSuffix, kSiluSuffix), or "".
+std::string border_suffix(const std::string& op) {
+  for (const char* suffix : {kFromPlainSuffix, kFromFloatSuffix, kSiluSuffix})
+    if (op.ends_with(suffix)) return suffix;
+  return "";
+}
+
 }  // namespace
 
 Measurement conversion_features(const std::string& dtype, int threads, int64_t batch, int64_t channels, int64_t h,
@@ -113,7 +120,7 @@ Measurement conversion_features(const std::string& dtype, int threads, int64_t b
   c.in_h = c.out_h = h;
   c.in_w = c.out_w = w;
   c.macs = static_cast<double>(batch * channels * h * w);
-  c.bytes = c.macs * (4.0 + (dtype == "f32" ? 4.0 : dtype == "bf16" ? 2.0 : 1.0));
+  c.bytes = c.macs * (4.0 + dtype_element_bytes(dtype));
   c.median_ms = median_ms;
   return c;
 }
@@ -123,7 +130,7 @@ Measurement epilogue_features(const std::string& dtype, int threads, int64_t bat
   Measurement c = conversion_features(dtype, threads, batch, channels, h, w, median_ms);
   c.op = "epilogue";
   c.kernel_h = c.kernel_w = static_cast<int64_t>(ops_per_element);
-  c.bytes = c.macs * (dtype == "f32" ? 4.0 : dtype == "bf16" ? 2.0 : 1.0);
+  c.bytes = c.macs * dtype_element_bytes(dtype);
   c.macs *= ops_per_element;
   return c;
 }
@@ -209,7 +216,7 @@ Result<LatencyPredictor> LatencyPredictor::fit(const std::vector<Measurement>& r
   std::map<std::string, std::vector<Measurement>> by_group;
   std::vector<Measurement> border;
   for (const Measurement& m : kernels) {
-    if (m.op.ends_with(kFromPlainSuffix) || m.op.ends_with(kFromFloatSuffix) || m.op.ends_with(kSiluSuffix)) border.push_back(m);
+    if (!border_suffix(m.op).empty()) border.push_back(m);
     else by_group[group_key(m.op, m.dtype, m.threads)].push_back(m);
   }
 
@@ -254,9 +261,7 @@ Result<LatencyPredictor> LatencyPredictor::fit(const std::vector<Measurement>& r
   for (const auto& [key, pts] : by_group) fit_group(pts);
   std::map<std::string, std::vector<Measurement>> conversions;
   for (const Measurement& b : border) {
-    const std::string suffix = b.op.ends_with(kFromPlainSuffix) ? kFromPlainSuffix
-                               : b.op.ends_with(kFromFloatSuffix) ? kFromFloatSuffix
-                                                                  : kSiluSuffix;
+    const std::string suffix = border_suffix(b.op);
     Measurement interior = b;
     interior.op = b.op.substr(0, b.op.size() - suffix.size());
     // Floored at a small share of the point: an interior kernel predicted slightly slow must not

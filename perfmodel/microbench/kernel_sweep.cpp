@@ -71,8 +71,6 @@ ValueId producer(Builder& b, const SweepShape& s, const std::string& suffix = ""
   return b.node(OpKind::Conv, kSweepProducerNode + suffix, {x, w}, a);
 }
 
-double dtype_bytes(const std::string& dtype) { return dtype == "f32" ? 4 : dtype == "bf16" ? 2 : 1; }
-
 Status measure_shape(const SweepShape& shape, const TimingOptions& timing, Measurement& m) {
   Graph g = sweep_graph(shape);
   PassRunOptions options;
@@ -326,7 +324,7 @@ std::vector<BenchPoint> sweep_points(const TargetFingerprint& fp, const BenchPla
       if (dtype == "f32" && reduced_only) continue;
       for (int threads : options.threads) {
         BenchPoint p;
-        p.record = sweep_record(shape, dtype, threads, dtype_bytes(dtype));
+        p.record = sweep_record(shape, dtype, threads, dtype_element_bytes(dtype));
         p.measure = [shape, timing](Measurement& out) { return measure_shape(shape, timing, out); };
         points.push_back(std::move(p));
       }

@@ -5,6 +5,8 @@
 #include <random>
 #include <tuple>
 
+#include "perfmodel/measurement.h"
+
 namespace kiln::perf {
 namespace {
 
@@ -334,9 +336,9 @@ double sweep_bytes(const SweepShape& s, double element_bytes) {
 }
 
 std::string sweep_record_op(const SweepShape& s) {
-  if (s.plain_input) return sweep_op_name(s.op) + "_from_plain";
-  if (s.float_input) return sweep_op_name(s.op) + "_from_f32";
-  if (s.silu) return sweep_op_name(s.op) + "_silu";
+  if (s.plain_input) return sweep_op_name(s.op) + kFromPlainSuffix;
+  if (s.float_input) return sweep_op_name(s.op) + kFromFloatSuffix;
+  if (s.silu) return sweep_op_name(s.op) + kSiluSuffix;
   if (s.op == SweepOp::depth_first && !s.expand) return "depth_first_dw";
   if (s.op == SweepOp::depth_first && !s.project) return "depth_first_expand";
   return sweep_op_name(s.op);

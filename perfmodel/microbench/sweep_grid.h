@@ -13,7 +13,9 @@ namespace kiln::perf {
 
 // eltwise: an ElementwiseChain written out as ONNX ops, `kernel` of them: SiLU (2: Sigmoid, Mul)
 // or GELU (5: Div, Erf, Add, Mul, Mul), the transcendental epilogues and chains of EfficientNet
-// and ConvNeXt.
+// and ConvNeXt. concat_affine: `kernel` inputs of in_c channels each, joined on channels and
+// normalized (Concat -> BatchNormalization -> ReLU, fused into one ConcatAffine: DenseNet's
+// layers). depth_first: see SweepShape::mid_c; float32 on AVX-512 only (where fuse_depth_first runs).
 enum class SweepOp { conv, depthwise_conv, gemm, maxpool, avgpool, global_avgpool, add, concat, eltwise, depth_first, concat_affine };
 
 struct SweepShape {
@@ -41,7 +43,7 @@ struct SweepShape {
 };
 
 // The record's op: the sweep op's name, "depth_first_dw" (no expansion), "depth_first_expand" (no
-// projection), "<op>_from_plain" / "<op>_from_f32" for border points.
+// projection), "<op>_from_plain" / "<op>_from_f32" / "<op>_silu" for border points (measurement.h).
 std::string sweep_record_op(const SweepShape& s);
 
 std::string sweep_op_name(SweepOp op);  // "conv", "depthwise_conv", ...
@@ -53,10 +55,6 @@ double sweep_macs(const SweepShape& s);  // multiply-accumulates; window reads f
 // Inputs + weights + bias + outputs, with activations and weights of `element_bytes` each.
 double sweep_bytes(const SweepShape& s, double element_bytes);
 std::string sweep_key(const SweepShape& s);  // "conv k3 s1 64->64 56x56 b1"
-
-// concat_affine: `kernel` inputs of in_c channels each, joined on channels and normalized
-// (Concat -> BatchNormalization -> ReLU, fused into one ConcatAffine: DenseNet's layers).
-// depth_first: see SweepShape::mid_c; float32 on AVX-512 only (where fuse_depth_first runs).
 
 // The grid: `quick` is a handful of small shapes (seconds); else the sampled design.
 std::vector<SweepShape> sweep_grid(bool quick);
