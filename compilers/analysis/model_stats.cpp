@@ -25,6 +25,7 @@ int64_t node_macs(const Graph& g, const Node& node) {
       if (!out || !w || !concrete(*out) || !concrete(*w)) return -1;
       // output elements x (input channels per group x kernel volume) = numel(out) x numel(W) / M
       const Shape ws = sym_shape_concrete(w->shape);
+      if (ws.empty() || ws[0] <= 0) return -1;  // malformed weight: no MAC count rather than a division by zero
       return shape_numel(sym_shape_concrete(out->shape)) * (shape_numel(ws) / ws[0]);
     }
     case OpKind::ConvTranspose: {
@@ -33,6 +34,7 @@ int64_t node_macs(const Graph& g, const Node& node) {
       if (!x || !w || !concrete(*x) || !concrete(*w)) return -1;
       // every input element is multiplied with (M/group x kernel volume) weights
       const Shape ws = sym_shape_concrete(w->shape);
+      if (ws.empty() || ws[0] <= 0) return -1;
       return shape_numel(sym_shape_concrete(x->shape)) * (shape_numel(ws) / ws[0]);
     }
     case OpKind::Gemm:

@@ -3,6 +3,7 @@
 
 #include <sstream>
 
+#include "compilers/analysis/model_stats.h"
 #include "compilers/ir/printer.h"
 #include "compilers/ir/shape_inference.h"
 #include "compilers/ir/verify.h"
@@ -80,4 +81,21 @@ TEST_CASE("the printer shows nodes, attributes and inferred types", "[graph]") {
   REQUIRE(text.find("input  %x: float32[batch,3]") != std::string::npos);
   REQUIRE(text.find("%a = Relu(%x) {note=\"kept\"}  # relu float32[batch,3]") != std::string::npos);
   REQUIRE(text.find("output %y: float32[batch,3]") != std::string::npos);
+}
+
+// Found by fuzz_onnx_import: a Conv whose weight has zero output channels divided by zero counting MACs.
+TEST_CASE("model stats of a conv with an empty or rank-0 weight: MACs unknown, no crash", "[graph][stats]") {
+  for (const Shape& weight_shape : {Shape{0, 3, 3, 3}, Shape{}}) {
+    Graph g;
+    const ValueId x = g.add_value("x", ValueType::of(DType::f32, {1, 3, 8, 8}));
+    const ValueId w = g.add_value("w", ValueType::of(DType::f32, sym_shape_from(weight_shape)));
+    const ValueId y = g.add_value("y", ValueType::of(DType::f32, {1, 0, 6, 6}));
+    g.inputs = {x, w};
+    g.outputs = {y};
+    g.add_node(Node{"conv", OpKind::Conv, {}, {x, w}, {y}});
+    const ModelStats stats = model_stats(g);
+    REQUIRE(stats.layers.size() == 1);
+    CHECK(stats.layers[0].macs == -1);
+    CHECK_FALSE(stats.complete);
+  }
 }
