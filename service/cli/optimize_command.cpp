@@ -21,6 +21,7 @@
 #include "kernels/engine.h"
 #include "kernels/plan_file.h"
 #include "kernels/verify/verify.h"
+#include "perfmodel/deployed_timing.h"
 #include "perfmodel/fingerprint.h"
 #include "perfmodel/microbench/timing.h"
 #include "perfmodel/precision_compile.h"
@@ -81,22 +82,6 @@ std::string join(const std::vector<std::string>& v, const std::string& sep) {
   return out;
 }
 
-// The top candidates, plus the best fp32 one when none of them is fp32.
-// The CPU candidates only: GPU ones (planned from spec priors) need the GPU to be verified and
-// measured, and kiln optimize runs them here.
-std::vector<perf::Candidate> pick(const perf::PlanResult& r, int top) {
-  std::vector<perf::Candidate> out;
-  for (const perf::Candidate& c : r.candidates)
-    if (c.device == "cpu" && static_cast<int>(out.size()) < top) out.push_back(c);
-  const bool has_fp32 = std::any_of(out.begin(), out.end(), [](const perf::Candidate& c) { return c.precision == "fp32"; });
-  if (!has_fp32)
-    for (const perf::Candidate& c : r.candidates)
-      if (c.device == "cpu" && c.precision == "fp32") {
-        out.push_back(c);
-        break;
-      }
-  return out;
-}
 
 Result<CompiledModel> compile_candidate(const std::string& model, const api::ApplicationDescription& app,
                                         const perf::Candidate& c, std::string* calibration_note) {
@@ -170,30 +155,14 @@ void verify(const api::ApplicationDescription& app, const CompiledModel& model, 
   }
 }
 
-perf::Timing measure(const Plan& plan, int threads, int runs, std::string* error) {
-  auto engine = Engine::create(plan, {threads, nullptr});
-  if (!engine) {
-    *error = engine.error().message;
-    return {};
-  }
-  const VerifyData random = verify_random_data(plan, 1, 1);
-  std::vector<Tensor> inputs;
-  for (size_t i = 0; i < plan.inputs.size(); ++i) {
-    const PlanInput& in = plan.inputs[i];
-    inputs.push_back(batch_slice(random.inputs[i], sym_shape_concrete(plan.slot_types[static_cast<size_t>(in.slot)].shape),
-                                 in.type.dtype, 0, 1));
-  }
-  Status failed = Status::ok();
+// As the candidate deploys: its instances side by side, each on its threads.
+Result<perf::Timing> measure(const Plan& plan, const perf::Candidate& c, int runs) {
   perf::TimingOptions options;
   options.warmup = 3;
   options.min_runs = runs;
   options.max_runs = runs * 5;
   options.budget_ms = 500;
-  perf::Timing t = perf::time_call([&] {
-    if (auto r = (*engine)->run(inputs); !r && failed.ok()) failed = r.status();
-  }, options);
-  if (!failed.ok()) *error = failed.message();
-  return t;
+  return perf::time_deployed(plan, c.threads, std::max(1, c.instances), options);
 }
 
 void check_measured(const api::Constraints& k, Trial& t) {
@@ -271,7 +240,7 @@ int run_optimize(const OptimizeOptions& o) {
   std::vector<Trial> trials;
   std::map<std::string, Verification> verified;  // per precision
   std::string calibration_note;
-  const std::vector<perf::Candidate> picks = pick(plan, o.top);
+  const std::vector<perf::Candidate> picks = planning::candidates_to_try(plan, o.top);
   const auto gpu = std::find_if(plan.candidates.begin(), plan.candidates.end(), [](const perf::Candidate& c) { return c.device == "cuda"; });
   if (gpu != plan.candidates.end()) {
     if (picks.empty())
@@ -303,14 +272,13 @@ int run_optimize(const OptimizeOptions& o) {
     else if (!v.failure.empty()) t.blocked_by.push_back(v.failure);
     if (measuring && t.error.empty()) {
       std::fprintf(stderr, ", measuring");
-      std::string error;
-      perf::Timing timing = measure(compiled->plan, c.threads, o.runs, &error);
-      if (!error.empty()) t.error = "measure: " + error;
+      auto measured = measure(compiled->plan, c, o.runs);
+      if (!measured) t.error = "measure: " + measured.error().message;
       else {
+        const perf::Timing& timing = *measured;
         t.measured = timing;
-        t.measured_throughput = timing.median_ms > 0 ? static_cast<double>(c.instances * c.batch) * 1000.0 / timing.median_ms *
-                                                           static_cast<double>(outcome->target.nodes)
-                                                     : 0.0;
+        t.measured_throughput = perf::deployed_throughput(timing, c.batch, std::max(1, c.instances)) *
+                                static_cast<double>(outcome->target.nodes);
         check_measured(app->constraints, t);
         std::fprintf(stderr, ": %.3f ms (predicted %.3f, %+.0f%%)", timing.median_ms, c.latency_ms,
                      100.0 * (c.latency_ms / timing.median_ms - 1.0));

@@ -406,6 +406,20 @@ Result<PlanOutcome> plan_application(const PlanInputs& in) {
   return out;
 }
 
+std::vector<perf::Candidate> candidates_to_try(const perf::PlanResult& result, int top) {
+  std::vector<perf::Candidate> out;
+  for (const perf::Candidate& c : result.candidates)
+    if (c.device == "cpu" && static_cast<int>(out.size()) < top) out.push_back(c);
+  const bool has_fp32 = std::any_of(out.begin(), out.end(), [](const perf::Candidate& c) { return c.precision == "fp32"; });
+  if (!has_fp32)
+    for (const perf::Candidate& c : result.candidates)
+      if (c.device == "cpu" && c.precision == "fp32") {
+        out.push_back(c);
+        break;
+      }
+  return out;
+}
+
 nlohmann::json candidate_json(const perf::Candidate& c, bool chosen) {
   nlohmann::json j = {{"name", c.name()}, {"device", c.device}, {"precision", c.precision}, {"batch", c.batch}, {"threads", c.threads},
                       {"instances", c.instances}, {"predicted_ms", c.latency_ms}, {"predicted_p99_ms", c.latency_p99_ms}, {"throughput_per_s", c.throughput_per_s},
