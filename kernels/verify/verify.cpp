@@ -15,6 +15,7 @@
 
 #include "kernels/engine.h"
 #include "kernels/executor.h"
+#include "kernels/quantization.h"
 
 namespace kiln {
 namespace {
@@ -141,6 +142,22 @@ OutputMetrics OutputComparison::finish() const {
   return m;
 }
 
+VerifyData round_inputs_to_8_bits(const VerifyData& data) {
+  VerifyData rounded = data;
+  rounded.source = data.source + ", rounded to 8 bits";
+  for (Tensor& t : rounded.inputs) {
+    if (t.dtype() != DType::f32 || t.numel() == 0) continue;
+    t = t.clone();  // copies share their buffer: round a copy, never the caller's data
+    float* x = t.data<float>();
+    const auto [lo, hi] = std::minmax_element(x, x + t.numel());
+    const QuantParams q = quant_params_for_range(*lo, *hi);
+    const float qmin = q.type == QuantType::u8 ? 0.0f : -static_cast<float>(quant_max(q.type));
+    const float qmax = static_cast<float>(quant_max(q.type));
+    for (int64_t i = 0; i < t.numel(); ++i) x[i] = std::clamp(std::nearbyint(x[i] / q.scale), qmin, qmax) * q.scale;
+  }
+  return rounded;
+}
+
 Result<VerifyReport> verify_plans(const Plan& compiled, const Plan& reference, const VerifyData& data,
                                   const VerifyOptions& options) {
   KILN_REQUIRE(compiled.inputs.size() == reference.inputs.size() && compiled.outputs.size() == reference.outputs.size(),
@@ -182,6 +199,15 @@ Result<VerifyReport> verify_plans(const Plan& compiled, const Plan& reference, c
     shapes.push_back(shape);
   }
   KILN_REQUIRE(samples >= 1, invalid_argument, "the data has no samples");
+  if (options.compiled_data) {
+    KILN_REQUIRE(options.compiled_data->inputs.size() == data.inputs.size(), invalid_argument,
+                 "the compiled side's data has ", options.compiled_data->inputs.size(), " inputs, the reference's ", data.inputs.size());
+    for (size_t i = 0; i < data.inputs.size(); ++i)
+      KILN_REQUIRE(options.compiled_data->inputs[i].shape() == data.inputs[i].shape() &&
+                       options.compiled_data->inputs[i].dtype() == data.inputs[i].dtype(),
+                   invalid_argument, "the compiled side's data for input '", compiled.inputs[i].name, "' is ",
+                   options.compiled_data->inputs[i].describe(), ", the reference's ", data.inputs[i].describe());
+  }
   const int64_t* labels = nullptr;
   if (data.labels) {
     const Tensor& l = *data.labels;
@@ -219,12 +245,17 @@ Result<VerifyReport> verify_plans(const Plan& compiled, const Plan& reference, c
   const int64_t batches = report.batches;
   for (int64_t first = 0; first < batches; first += group) {
     const int64_t count = std::min(group, batches - first);
-    std::vector<std::vector<Tensor>> inputs(static_cast<size_t>(count));
+    std::vector<std::vector<Tensor>> inputs(static_cast<size_t>(count)), compiled_inputs(static_cast<size_t>(count));
     for (int64_t b = 0; b < count; ++b) {
       const int64_t start = (first + b) * batch;
-      for (size_t i = 0; i < shapes.size(); ++i)
+      for (size_t i = 0; i < shapes.size(); ++i) {
         inputs[static_cast<size_t>(b)].push_back(batch_slice(data.inputs[i], shapes[i], compiled.inputs[i].type.dtype,
                                                              start, std::min(batch, samples - start)));
+        if (options.compiled_data)
+          compiled_inputs[static_cast<size_t>(b)].push_back(batch_slice(options.compiled_data->inputs[i], shapes[i],
+                                                                        compiled.inputs[i].type.dtype, start,
+                                                                        std::min(batch, samples - start)));
+      }
     }
 
     auto t0 = Clock::now();
@@ -243,7 +274,7 @@ Result<VerifyReport> verify_plans(const Plan& compiled, const Plan& reference, c
       const int64_t start = (first + b) * batch;
       const int64_t rows = std::min(batch, samples - start);
       t0 = Clock::now();
-      auto got = engine->run(inputs[static_cast<size_t>(b)]);
+      auto got = engine->run(options.compiled_data ? compiled_inputs[static_cast<size_t>(b)] : inputs[static_cast<size_t>(b)]);
       if (!got) return got.status().with_context("compiled engine: ");
       report.compiled_seconds += seconds_since(t0);
       const ExecuteResult& ref = refs[static_cast<size_t>(b)]->value();
@@ -323,6 +354,15 @@ std::string verify_report_json(const VerifyReport& report) {
       {"outputs", std::move(outputs)},
   };
   nlohmann::json out = j;
+  if (!report.input_rounding.empty()) {
+    nlohmann::json rounding = nlohmann::json::array();
+    for (const OutputMetrics& m : report.input_rounding) {
+      nlohmann::json o = {{"name", m.name}, {"max_rel_error", finite_or_null(m.max_rel_error)}, {"cosine", m.cosine}};
+      if (m.classifier) o["top1_agreement"] = m.top1_agreement;
+      rounding.push_back(std::move(o));
+    }
+    out["input_rounding"] = std::move(rounding);
+  }
   if (!report.pruned_by.empty()) {
     nlohmann::json cost = nullptr;  // the first labelled classifier's accuracy drop
     for (const OutputMetrics& m : report.outputs)
@@ -362,6 +402,17 @@ void verify_report_print(std::ostream& os, const VerifyReport& report) {
            << "), compiled " << percent(m.compiled_accuracy) << " (" << m.compiled_correct << "/" << m.rows << "), drop "
            << std::setprecision(2) << 100.0 * m.accuracy_drop << " points\n";
     }
+  }
+  if (!report.input_rounding.empty()) {
+    os << "input sensitivity: the fp32 model on its inputs rounded to 8 bits (as an int8 first layer rounds them) "
+          "against the clean inputs:\n";
+    for (const OutputMetrics& m : report.input_rounding) {
+      os << "  output " << m.name << ": max rel error " << std::scientific << std::setprecision(3) << m.max_rel_error
+         << std::fixed << std::setprecision(6) << ", cosine " << m.cosine;
+      if (m.classifier) os << ", top-1 agreement " << percent(m.top1_agreement) << " (" << m.top1_agree << "/" << m.rows << ")";
+      os << '\n';
+    }
+    os << "  (int8 rounds the input of every layer so: where this rounding alone loses agreement, an int8 model is unlikely to keep it)\n";
   }
   if (!report.pruned_by.empty()) os << pruning_statement(report) << '\n';
   os.flags(flags);

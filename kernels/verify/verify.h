@@ -39,12 +39,19 @@ Tensor batch_slice(const Tensor& data, const Shape& shape, DType dtype, int64_t 
 // zero (random indices or ids would be out of range for most models).
 VerifyData verify_random_data(const Plan& plan, int64_t samples, uint32_t seed);
 
+// `data` with every float input rounded to 8 bits as int8 quantization of that input rounds it:
+// symmetric over the whole set (u8 when no value is negative, else s8), nothing clipped.
+VerifyData round_inputs_to_8_bits(const VerifyData& data);
+
 struct VerifyOptions {
   int threads = 0;            // compiled engine threads (0: the CPU quota)
   int reference_threads = 0;  // reference batches run at once (0: as many as engine threads)
   std::string reference_description;  // what the reference plan is, for the report
   DeviceKind device = DeviceKind::cpu;  // where the compiled plan runs (the reference always on the CPU)
   DeviceEngineOptions device_options;
+  // The compiled side's inputs when they are not `data`'s (same samples and shapes): the input
+  // sensitivity check runs the fp32 model on its inputs rounded to 8 bits against the clean ones.
+  const VerifyData* compiled_data = nullptr;
 };
 
 // One output's comparison, accumulated batch by batch (also usable on its own, as in the tests).
@@ -98,6 +105,10 @@ struct VerifyReport {
   // The passes that removed weights without fine-tuning (set by the caller that compiled the
   // model). The report then says so and names the accuracy drop as their cost.
   std::vector<std::string> pruned_by;
+  // The fp32 model on its inputs rounded to 8 bits against the clean inputs (kiln verify
+  // --input-sensitivity): how far the model's own outputs move under the rounding an int8 first
+  // layer applies, so a bound on agreement can be read against what the model itself allows.
+  std::vector<OutputMetrics> input_rounding;
 };
 
 // `compiled` runs on the engine, `reference` on the reference executor; both must have the same

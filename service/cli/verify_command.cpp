@@ -33,6 +33,7 @@ struct VerifyCliOptions {
   int threads = 0;
   DeviceCli device;
   bool json = false;
+  bool input_sensitivity = false;
   double max_accuracy_drop = NAN, min_cosine = NAN, min_top1 = NAN;
   CalibrationCli calibration;
   PruneCli prune;
@@ -117,6 +118,17 @@ int run_verify(VerifyCliOptions opts) {
   if (!report) return report_error(opts.model + ": " + report.error().message);
   for (const std::string& pass : pipeline)
     if (pass_prunes(pass)) report->pruned_by.push_back(pass);
+  if (opts.input_sensitivity) {
+    // The reference plan on the CPU engine, fed the rounded inputs, against the reference executor on the clean ones.
+    const VerifyData rounded = round_inputs_to_8_bits(data);
+    VerifyOptions sensitivity = options;
+    sensitivity.compiled_data = &rounded;
+    sensitivity.device = DeviceKind::cpu;
+    sensitivity.device_options = {};
+    auto moved = verify_plans(reference, reference, data, sensitivity);
+    if (!moved) return report_error(opts.model + ": input sensitivity: " + moved.error().message);
+    report->input_rounding = std::move(moved->outputs);
+  }
   if (opts.json)
     std::cout << verify_report_json(*report) << '\n';
   else
@@ -155,6 +167,9 @@ void add_verify_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--threads", opts->threads, "Engine threads (default: the CPU quota)")->check(CLI::NonNegativeNumber);
   opts->device.add_to(*cmd);
   cmd->add_flag("--json", opts->json, "Print the report as JSON");
+  cmd->add_flag("--input-sensitivity", opts->input_sensitivity,
+                "Also run the fp32 model on its inputs rounded to 8 bits and compare with the clean inputs: how much "
+                "agreement the model itself keeps under the rounding int8 applies (JSON: input_rounding)");
   cmd->add_option("--max-accuracy-drop", opts->max_accuracy_drop,
                   "Fail (exit 1) when reference minus compiled accuracy exceeds this fraction (e.g. 0.005)");
   cmd->add_option("--min-cosine", opts->min_cosine, "Fail (exit 1) when any output's cosine similarity is below this");

@@ -385,3 +385,17 @@ TEST_CASE("kiln image refuses a bad target description before any work", "[cli][
   REQUIRE(r.output.find("absent.yaml: cannot open file") != std::string::npos);
   REQUIRE_FALSE(fs::exists(out));
 }
+
+TEST_CASE("kiln verify --input-sensitivity reports the fp32 model on 8-bit-rounded inputs", "[cli]") {
+  const std::string model = std::string(KILN_EXAMPLES_DIR) + "/fashion-mnist/model.onnx";
+  Run r = run_kiln("verify " + model + " --random 16 --batch 8 --input-sensitivity");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const size_t at = r.output.find("input sensitivity: the fp32 model on its inputs rounded to 8 bits");
+  REQUIRE(at != std::string::npos);
+  const std::string section = r.output.substr(at);
+  CHECK(section.find("cosine 0.9") != std::string::npos);  // rounding moves the logits a little, not to noise
+  CHECK(section.find("top-1 agreement") != std::string::npos);
+  Run plain = run_kiln("verify " + model + " --random 16 --batch 8");
+  CHECK(plain.output.find("input sensitivity") == std::string::npos);
+}

@@ -149,3 +149,39 @@ TEST_CASE("verify_plans batches samples, pads the last batch and trims it", "[ve
     REQUIRE(report->padded_samples == 3);
   }
 }
+
+TEST_CASE("inputs rounded to 8 bits: the int8 grid of the whole set, on a copy; verify compares them with the clean ones",
+          "[verify]") {
+  VerifyData data;
+  // max |x| = 1.27: s8 with a step of 0.01; 0.004 rounds to 0, 0.006 to 0.01, -1.27 stays.
+  data.inputs.push_back(f32({2, 3}, {0.004f, 0.006f, -1.27f, 0.5f, 1.0f, 0.123f}));
+  data.source = "rows";
+  const VerifyData rounded = round_inputs_to_8_bits(data);
+  const float* r = rounded.inputs[0].data<float>();
+  CHECK(r[0] == 0.0f);
+  CHECK(r[1] == Approx(0.01f));
+  CHECK(r[2] == Approx(-1.27f));
+  CHECK(r[5] == Approx(0.12f));
+  CHECK(data.inputs[0].data<float>()[0] == 0.004f);  // the caller's data is untouched
+  CHECK(rounded.source == "rows, rounded to 8 bits");
+
+  // Non-negative data rounds on the u8 grid: max 2.55, step 0.01.
+  VerifyData positive;
+  positive.inputs.push_back(f32({1, 3}, {2.55f, 0.014f, 0.0f}));
+  CHECK(round_inputs_to_8_bits(positive).inputs[0].data<float>()[1] == Approx(0.01f));
+
+  // The compiled side fed the rounded rows: Relu of (0.004, 0.006, ...) moves, and the report shows it.
+  const Plan relu = unary_plan(OpKind::Relu, 2);
+  VerifyOptions options{1, 1, "relu"};
+  options.compiled_data = &rounded;
+  auto report = verify_plans(relu, relu, data, options);
+  REQUIRE(report);
+  CHECK(report->outputs.at(0).max_abs_error == Approx(0.004).margin(1e-6));  // |0.004 - 0| and |0.006 - 0.01|
+
+  VerifyData wrong;
+  wrong.inputs.push_back(f32({1, 3}, {0, 0, 0}));
+  options.compiled_data = &wrong;
+  auto refused = verify_plans(relu, relu, data, options);
+  REQUIRE_FALSE(refused);
+  CHECK_THAT(refused.error().message, Catch::Contains("compiled side's data"));
+}
