@@ -192,6 +192,11 @@ Result<AccuracyControlResult> reduce_precision_within_accuracy(const Graph& impo
   if (hi == 0) {
     result.met = false;
     result.kept_fp32 = most_sensitive(layers.size() - 1);
+    if (bf16_fallback) {
+      KILN_ASSIGN(r, attempt(layers));
+      say("  accuracy control: every layer in bf16, none int8: ", describe(r.second));
+      if (!holds(r.second)) result.fallback_misses = r.second;
+    }
     return result;  // the caller reports "constraint not met"
   }
   while (hi - lo > 1) {

@@ -44,6 +44,9 @@ struct AccuracyControlResult {
   int reduced_layers = 0;
   std::vector<std::string> kept_fp32;          // layers that fell back (to `fallback`), most sensitive first
   std::vector<LayerSensitivity> sensitivities; // measured only when everything reduced missed
+  // Not met with a bf16 fallback: the model with every layer in bf16 (no int8 at all) when that
+  // alone already misses the constraints, so no choice of int8 layers could meet them.
+  std::optional<OutputMetrics> fallback_misses;
   Graph graph;                                 // the compiled graph: best found (met or not)
   std::vector<PassRecord> passes;
 };

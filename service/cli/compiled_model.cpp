@@ -70,12 +70,20 @@ Result<CompiledModel> compile_model(const CompileRequest& request, std::ostream*
     if (!controlled) return controlled.status().with_context(request.model + ": ");
     const CalibrationCli& c = *request.calibration;
     std::ostringstream wanted;  // the constraints as asked
+    wanted.precision(10);        // 0.9999999, not 1
     if (c.max_accuracy_drop >= 0) wanted << "an accuracy drop of at most " << c.max_accuracy_drop * 100 << " points";
     if (c.min_cosine >= -1) wanted << (c.max_accuracy_drop >= 0 ? " and " : "") << "a cosine of at least " << c.min_cosine;
     if (!controlled->met) {
       std::string sensitive;
       for (size_t i = 0; i < controlled->sensitivities.size() && i < 5; ++i)
         sensitive += (i ? ", " : "") + controlled->sensitivities[i].layer;
+      if (const auto& bf16 = controlled->fallback_misses)
+        return make_error(ErrorCode::constraint_not_met, request.model, ": accuracy constraint not met: with every layer in ",
+                          controlled->fallback, " and none in ", controlled->precision, " the model already has an accuracy drop of ",
+                          bf16->accuracy_drop * 100, " points and a cosine of ", bf16->cosine, " (fp32 ",
+                          controlled->fp32_accuracy * 100, "% on ", controlled->samples, " samples), outside ", wanted.str(),
+                          ": the ", controlled->fallback, " fallback cannot meet it; leave mixed_precision_bf16 out of the "
+                          "passes for an fp32 fallback");
       return make_error(ErrorCode::constraint_not_met, request.model, ": accuracy constraint not met: no ",
                         controlled->precision, " layer can be kept within ", wanted.str(), " (fp32 ",
                         controlled->fp32_accuracy * 100, "% on ", controlled->samples, " samples); most sensitive: ",

@@ -357,6 +357,16 @@ TEST_CASE("bf16 accuracy control by cosine on seeded data keeps layers in fp32 a
   CHECK(missed.output.find("kiln: error:") != std::string::npos);
   CHECK(missed.output.find("accuracy constraint not met") != std::string::npos);
   CHECK_FALSE(fs::exists(missed_out));
+  // int8 with a bf16 fallback, when bf16 alone already misses: the message says so, not "no int8 layer".
+  const fs::path fallback_out = temp_dir() / "int8-bf16-missed.kiln";
+  const Run fallback = run_kiln("compile " + model + " -o " + fallback_out.string() +
+                                " --passes default+mixed_precision_bf16+quantize_int8 --calibration-random 16 "
+                                "--min-cosine 0.9999999 --accuracy-random 16");
+  INFO(fallback.output);
+  CHECK(fallback.exit_code != 0);
+  CHECK(fallback.output.find("with every layer in bf16 and none in int8 the model already has") != std::string::npos);
+  CHECK(fallback.output.find("a cosine of at least 0.9999999") != std::string::npos);
+  CHECK_FALSE(fs::exists(fallback_out));
   const std::string other = compile(temp_dir() / "b16-bad.kiln");
   require_clean_error(run_kiln(other + "--accuracy-random 16"), "needs a constraint");
   require_clean_error(run_kiln(other + "--min-cosine 0.99"), "--accuracy-random");
