@@ -11,7 +11,7 @@
 //                         [--precisions fp32,bf16,int8] [--runs N] [--top K] [--cache-dir D]
 // Two choices are scored per case: the plan's (predictions only) and kiln optimize's, which
 // closes the loop as the product does on the target machine: the plan's top K CPU candidates
-// (plus the best fp32 one) are measured again, independently of the exhaustive measurements, as
+// (plus the best one of each other precision) are measured again, independently of the exhaustive measurements, as
 // deployed, and the choice is made on those measurements; both are scored on the exhaustive ones.
 #include <algorithm>
 #include <chrono>

@@ -1,6 +1,6 @@
 // kiln optimize APP.yaml [--target TARGET.yaml]: plan (service/planning), then for the top
-// candidates (and the best fp32 one, the fallback when a reduced precision loses too much
-// accuracy): compile at the candidate's batch and precision (int8 calibrated on the description's
+// candidates (and the best one of each other precision: fp32 is the fallback when a reduced
+// precision loses too much accuracy): compile at the candidate's batch and precision (int8 calibrated on the description's
 // calibration data), verify against the fp32 reference on the description's validation data
 // (once per precision: accuracy does not depend on batch or threads), and, when the target is this
 // machine, measure. The choice uses measured numbers where there are any. Writes plan.json,
@@ -387,7 +387,7 @@ void add_optimize_command(CLI::App& app, CommandRunner& run) {
   CLI::App* cmd = app.add_subcommand("optimize", "Plan, then compile, verify and measure the best candidates and choose on measured numbers");
   opts->plan.add_to(*cmd);
   cmd->add_option("--output,-o", opts->output, "Folder for plan.json, report.json and model.kiln (default ./optimized)");
-  cmd->add_option("--top", opts->top, "Candidates compiled, verified and measured (default 3, plus the best fp32 one)")->check(CLI::PositiveNumber);
+  cmd->add_option("--top", opts->top, "Candidates compiled, verified and measured (default 3, plus the best one of each other precision)")->check(CLI::PositiveNumber);
   cmd->add_option("--runs", opts->runs, "Timed runs per candidate, at least (default 20)")->check(CLI::PositiveNumber);
   cmd->add_flag("--no-measure", opts->no_measure, "Compile and verify only; choose on predictions");
   cmd->add_flag("--json", opts->json, "Print report.json instead of the table");

@@ -410,13 +410,13 @@ std::vector<perf::Candidate> candidates_to_try(const perf::PlanResult& result, i
   std::vector<perf::Candidate> out;
   for (const perf::Candidate& c : result.candidates)
     if (c.device == "cpu" && static_cast<int>(out.size()) < top) out.push_back(c);
-  const bool has_fp32 = std::any_of(out.begin(), out.end(), [](const perf::Candidate& c) { return c.precision == "fp32"; });
-  if (!has_fp32)
-    for (const perf::Candidate& c : result.candidates)
-      if (c.device == "cpu" && c.precision == "fp32") {
-        out.push_back(c);
-        break;
-      }
+  // The best of every precision not among them: the predictions miss most across precisions (a
+  // precision's layout and type conversions), and fp32 is the fallback when accuracy rules out the rest.
+  for (const perf::Candidate& c : result.candidates) {
+    if (c.device != "cpu") continue;
+    const bool has = std::any_of(out.begin(), out.end(), [&](const perf::Candidate& o) { return o.precision == c.precision; });
+    if (!has) out.push_back(c);
+  }
   return out;
 }
 

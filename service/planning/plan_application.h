@@ -66,8 +66,8 @@ Result<PlanOutcome> plan_application(const PlanInputs& inputs);
 nlohmann::json plan_json(const PlanInputs& inputs, const PlanOutcome& outcome);
 
 // The candidates kiln optimize compiles, verifies and (on this machine) measures: the top `top`
-// CPU candidates in plan order, plus the best fp32 one when none of them is fp32 (the fallback
-// when a reduced precision loses too much accuracy). GPU candidates need the GPU to run them.
+// CPU candidates in plan order, plus the best one of each precision not among them (fp32 is the
+// fallback when a reduced precision loses too much accuracy). GPU candidates need the GPU to run them.
 std::vector<perf::Candidate> candidates_to_try(const perf::PlanResult& result, int top);
 
 // One candidate as plan.json and report.json list it.
