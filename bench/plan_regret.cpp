@@ -11,8 +11,9 @@
 //                         [--precisions fp32,bf16,int8] [--runs N] [--top K] [--cache-dir D]
 // Two choices are scored per case: the plan's (predictions only) and kiln optimize's, which
 // closes the loop as the product does on the target machine: the plan's top K CPU candidates
-// (plus the best one of each other precision) are measured again, independently of the exhaustive measurements, as
-// deployed, and the choice is made on those measurements; both are scored on the exhaustive ones.
+// (plus the best one of each other precision) are measured again as kiln optimize measures them
+// (perf::candidate_timing_options, independently of the exhaustive measurements), as deployed, and
+// the choice is made on those measurements; both are scored on the exhaustive ones.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -55,6 +56,7 @@ struct Options {
   std::vector<std::string> precisions = {"fp32", "bf16", "int8"};
   int runs = 10;
   int top = 3;  // candidates kiln optimize measures (its --top default)
+  int optimize_runs = 20;  // and its --runs default
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -105,11 +107,8 @@ Result<Graph> load_at(const std::string& path, int64_t batch) {
   return graph;
 }
 
-// `instances` engines side by side, each on `threads` threads, `runs` timed batches each.
-Result<Measured> measure(const Plan& plan, Measured m, int runs) {
-  perf::TimingOptions options;
-  options.warmup = 2;
-  options.min_runs = options.max_runs = runs;
+// `instances` engines side by side, each on `threads` threads, timed with `options`.
+Result<Measured> measure(const Plan& plan, Measured m, const perf::TimingOptions& options) {
   KILN_ASSIGN(t, perf::time_deployed(plan, m.threads, m.instances, options));
   m.latency_ms = t.median_ms;
   m.throughput = perf::deployed_throughput(t, m.batch, m.instances);
@@ -191,7 +190,10 @@ int main(int argc, char** argv) {
         if (!plan) { std::fprintf(stderr, "%s %s: %s\n", name.c_str(), precision.c_str(), plan.error().message.c_str()); return 1; }
         for (int threads : thread_counts) {
           Measured m{precision, batch, threads, std::max(1, cores / threads)};
-          auto measured = measure(*plan, m, o.runs);
+          perf::TimingOptions exhaustive;  // `runs` timed batches per instance
+          exhaustive.warmup = 2;
+          exhaustive.min_runs = exhaustive.max_runs = o.runs;
+          auto measured = measure(*plan, m, exhaustive);
           if (!measured) { std::fprintf(stderr, "%s: %s\n", m.name().c_str(), measured.error().message.c_str()); return 1; }
           std::fprintf(stderr, "  %s %s: %.3f ms, %.1f/s\n", name.c_str(), measured->name().c_str(), measured->latency_ms, measured->throughput);
           space.push_back(*measured);
@@ -249,7 +251,7 @@ int main(int argc, char** argv) {
         if (!config) continue;
         auto [it, fresh] = remeasured.try_emplace(config->name(), *config);
         if (fresh) {
-          auto again = measure(plans.at({k.precision, k.batch}), *config, o.runs);
+          auto again = measure(plans.at({k.precision, k.batch}), *config, perf::candidate_timing_options(o.optimize_runs));
           if (!again) { std::fprintf(stderr, "%s: %s\n", config->name().c_str(), again.error().message.c_str()); return 1; }
           it->second = *again;
           std::fprintf(stderr, "  %s %s again (kiln optimize): %.3f ms, %.1f/s\n", name.c_str(), again->name().c_str(),
@@ -275,6 +277,6 @@ int main(int argc, char** argv) {
   }
   std::printf("\n(! = the choice breaks the constraint when measured)\n");
   planned.print("the plan's choices (predictions only)");
-  optimized.print("kiln optimize's choices (top " + std::to_string(o.top) + " measured again)");
+  optimized.print("kiln optimize's choices (top " + std::to_string(o.top) + " + best of each precision, measured again)");
   return 0;
 }

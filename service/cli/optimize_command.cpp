@@ -157,12 +157,7 @@ void verify(const api::ApplicationDescription& app, const CompiledModel& model, 
 
 // As the candidate deploys: its instances side by side, each on its threads.
 Result<perf::Timing> measure(const Plan& plan, const perf::Candidate& c, int runs) {
-  perf::TimingOptions options;
-  options.warmup = 3;
-  options.min_runs = runs;
-  options.max_runs = runs * 5;
-  options.budget_ms = 500;
-  return perf::time_deployed(plan, c.threads, std::max(1, c.instances), options);
+  return perf::time_deployed(plan, c.threads, std::max(1, c.instances), perf::candidate_timing_options(runs));
 }
 
 void check_measured(const api::Constraints& k, Trial& t) {
