@@ -9,6 +9,9 @@
 //                            [--precisions fp32,bf16,int8] [--threads 1,2] [--runs N] [--budget-ms MS] [--window-ms MS]
 //                            [--method auto|roofline|knn] [--neighbours K]   (the fit's choices, to compare)
 //                            [--steps]   (per case, predicted vs measured time per kind of step, where the error is)
+//                            [--repeat]  (measure every case a second time after the first pass: the share of
+//                                         cases whose two measurements agree within +-10% is this machine's
+//                                         ceiling for any predictor; the prediction is scored on both passes)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -47,6 +50,9 @@ struct Options {
   std::vector<std::string> precisions = {"fp32", "bf16", "int8"};
   std::vector<int> threads = {1, 2};
   bool steps = false;        // print the per-kind breakdown of each case
+  // Measure the whole matrix again after the first pass: how often two measurements of the same
+  // case minutes apart agree within +-10% is the most any predictor can score on this machine.
+  bool repeat = false;
   int runs = 30;             // at most, after warm-up (more while under window_ms)
   double budget_ms = 2000;   // timed runs stop after this (at least 3)
   // Runs continue until they span this much (up to 300 runs): a shared VM's bursts of foreign
@@ -68,6 +74,10 @@ bool parse(int argc, char** argv, Options& o) {
     const std::string a = argv[i];
     if (a == "--steps") {
       o.steps = true;
+      continue;
+    }
+    if (a == "--repeat") {
+      o.repeat = true;
       continue;
     }
     if (i + 1 >= argc) return false;
@@ -212,7 +222,7 @@ int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) {
     std::fprintf(stderr, "usage: kiln_perfmodel_eval [--cache DIR] [--db FILE] [--target ID] [--models a,b] "
-                         "[--batches 1,8,32] [--precisions fp32,bf16,int8] [--threads 1,2] [--runs N] [--budget-ms MS] [--window-ms MS] [--method auto|roofline|knn] [--neighbours K] [--steps]\n");
+                         "[--batches 1,8,32] [--precisions fp32,bf16,int8] [--threads 1,2] [--runs N] [--budget-ms MS] [--window-ms MS] [--method auto|roofline|knn] [--neighbours K] [--steps] [--repeat]\n");
     return 2;
   }
   const std::string db = o.db.empty() ? perf::benchmark_store_default_path() : o.db;
@@ -259,54 +269,97 @@ int main(int argc, char** argv) {
 
   std::printf("%-20s %5s %5s %3s %12s %12s %8s %13s %6s\n", "model", "batch", "prec", "thr", "predicted_ms", "measured_ms", "error%",
               "p10..p90 %", "load");
-  int cases = 0, within = 0;
-  std::map<std::string, std::pair<int, int>> by_group;  // "prec t" -> within, cases
-  std::vector<double> errors;
-  for (const fs::path& path : models)
-    for (int64_t batch : o.batches)
-      for (const std::string& precision : o.precisions) {
-        auto plan = compile(path, batch, precision);
-        if (!plan) {
-          std::printf("%-20s %5lld %5s  compile failed: %s\n", path.stem().c_str(), static_cast<long long>(batch), precision.c_str(),
-                      plan.error().message.c_str());
-          continue;
-        }
-        const std::vector<Tensor> inputs = seeded_inputs(*plan);
-        for (int threads : o.threads) {
-          auto engine = Engine::create(*plan, {threads, nullptr});
-          if (!engine) {
-            std::printf("%-20s %5lld %5s %3d  engine failed: %s\n", path.stem().c_str(), static_cast<long long>(batch),
-                        precision.c_str(), threads, engine.error().message.c_str());
+  struct CaseResult {
+    std::string model, precision;
+    int64_t batch = 0;
+    int threads = 0;
+    double predicted = 0, measured = 0;
+  };
+  // One pass over the matrix; `first` (on the second pass) holds the first pass's results in order.
+  auto run_pass = [&](const std::vector<CaseResult>* first) {
+    std::vector<CaseResult> results;
+    for (const fs::path& path : models)
+      for (int64_t batch : o.batches)
+        for (const std::string& precision : o.precisions) {
+          auto plan = compile(path, batch, precision);
+          if (!plan) {
+            std::printf("%-20s %5lld %5s  compile failed: %s\n", path.stem().c_str(), static_cast<long long>(batch), precision.c_str(),
+                        plan.error().message.c_str());
             continue;
           }
-          const std::vector<perf::StepFeatures> features = perf::plan_features(*plan, (*engine)->steps(), (*engine)->threads());
-          const perf::PlanPrediction p = predictor->predict(features);
-          auto measured = measure(**engine, inputs, o);
-          if (!measured) {
-            std::printf("%-20s run failed: %s\n", path.stem().c_str(), measured.error().message.c_str());
-            continue;
+          const std::vector<Tensor> inputs = seeded_inputs(*plan);
+          for (int threads : o.threads) {
+            auto engine = Engine::create(*plan, {threads, nullptr});
+            if (!engine) {
+              std::printf("%-20s %5lld %5s %3d  engine failed: %s\n", path.stem().c_str(), static_cast<long long>(batch),
+                          precision.c_str(), threads, engine.error().message.c_str());
+              continue;
+            }
+            const std::vector<perf::StepFeatures> features = perf::plan_features(*plan, (*engine)->steps(), (*engine)->threads());
+            const perf::PlanPrediction p = predictor->predict(features);
+            auto measured = measure(**engine, inputs, o);
+            if (!measured) {
+              std::printf("%-20s run failed: %s\n", path.stem().c_str(), measured.error().message.c_str());
+              continue;
+            }
+            const double err = p.total_ms / measured->median - 1.0;
+            const CaseResult r{path.stem().string(), precision, batch, threads, p.total_ms, measured->median};
+            // The measured spread beside the error: p10 and p90 of the runs relative to their median.
+            std::printf("%-20s %5lld %5s %3d %12.3f %12.3f %+7.1f%% %+5.0f..%+4.0f%% %6.2f%s", path.stem().c_str(),
+                        static_cast<long long>(batch), precision.c_str(), threads, p.total_ms, measured->median, 100 * err,
+                        100 * (measured->p10 / measured->median - 1), 100 * (measured->p90 / measured->median - 1), load_avg(),
+                        std::abs(err) <= 0.10 ? "   " : "  *");
+            if (first) {
+              for (const CaseResult& f : *first)
+                if (f.model == r.model && f.batch == r.batch && f.precision == r.precision && f.threads == r.threads)
+                  std::printf("  first pass %12.3f (%+.1f%%)", f.measured, 100 * (r.measured / f.measured - 1));
+            }
+            std::printf("\n");
+            results.push_back(r);
+            if (o.steps) print_breakdown(**engine, inputs, features, p);
+            std::fflush(stdout);
           }
-          const double err = p.total_ms / measured->median - 1.0;
-          ++cases;
-          const bool ok = std::abs(err) <= 0.10;
-          within += ok;
-          auto& g = by_group[precision + " t" + std::to_string(threads)];
-          g.first += ok;
-          ++g.second;
-          errors.push_back(std::abs(err));
-          // The measured spread beside the error: p10 and p90 of the runs relative to their median.
-          std::printf("%-20s %5lld %5s %3d %12.3f %12.3f %+7.1f%% %+5.0f..%+4.0f%% %6.2f%s\n", path.stem().c_str(),
-                      static_cast<long long>(batch), precision.c_str(), threads, p.total_ms, measured->median, 100 * err,
-                      100 * (measured->p10 / measured->median - 1), 100 * (measured->p90 / measured->median - 1), load_avg(),
-                      ok ? "" : "  *");
-          if (o.steps) print_breakdown(**engine, inputs, features, p);
-          std::fflush(stdout);
         }
-      }
-  if (cases == 0) return 1;
-  std::sort(errors.begin(), errors.end());
-  std::printf("\nwithin +-10%%: %d of %d cases (%.0f%%); median |error| %.1f%%\n", within, cases, 100.0 * within / cases,
-              100 * errors[errors.size() / 2]);
-  for (const auto& [g, v] : by_group) std::printf("  %-10s %d of %d\n", g.c_str(), v.first, v.second);
+    return results;
+  };
+  auto summarize = [](const std::vector<CaseResult>& results, const char* what) {
+    int within = 0;
+    std::map<std::string, std::pair<int, int>> by_group;  // "prec t" -> within, cases
+    std::vector<double> errors;
+    for (const CaseResult& r : results) {
+      const double err = r.predicted / r.measured - 1.0;
+      const bool ok = std::abs(err) <= 0.10;
+      within += ok;
+      auto& g = by_group[r.precision + " t" + std::to_string(r.threads)];
+      g.first += ok;
+      ++g.second;
+      errors.push_back(std::abs(err));
+    }
+    std::sort(errors.begin(), errors.end());
+    const int cases = static_cast<int>(results.size());
+    std::printf("\n%swithin +-10%%: %d of %d cases (%.0f%%); median |error| %.1f%%\n", what, within, cases,
+                100.0 * within / cases, 100 * errors[errors.size() / 2]);
+    for (const auto& [g, v] : by_group) std::printf("  %-10s %d of %d\n", g.c_str(), v.first, v.second);
+  };
+
+  const std::vector<CaseResult> first = run_pass(nullptr);
+  if (first.empty()) return 1;
+  summarize(first, "");
+  if (o.repeat) {
+    std::printf("\nsecond pass (the same cases measured again)\n");
+    const std::vector<CaseResult> second = run_pass(&first);
+    if (second.empty()) return 1;
+    summarize(second, "second pass: ");
+    int agree = 0, paired = 0;
+    for (const CaseResult& b : second)
+      for (const CaseResult& a : first)
+        if (a.model == b.model && a.batch == b.batch && a.precision == b.precision && a.threads == b.threads) {
+          ++paired;
+          agree += std::abs(b.measured / a.measured - 1.0) <= 0.10;
+        }
+    std::printf("repeatability: the two measurements of a case agree within +-10%% in %d of %d cases (%.0f%%): "
+                "no predictor can score above about that here\n",
+                agree, paired, paired ? 100.0 * agree / paired : 0.0);
+  }
   return 0;
 }
