@@ -112,11 +112,20 @@ Result<AccuracyControlResult> reduce_precision_within_accuracy(const Graph& impo
   KILN_TRY(run_passes(fp32, fp32_pipeline, fp32_options).status());
   KILN_ASSIGN(fp32_out, run_over(fp32, data, control.threads));
   const Tensor labels = data.labels ? *data.labels : top1_labels(fp32_out);
+  std::optional<OutputMetrics> input_rounding;
+  if (target == Precision::int8) {
+    KILN_ASSIGN(rounded_out, run_over(fp32, round_inputs_to_8_bits(data), control.threads));
+    KILN_ASSIGN(m, compare(fp32_out, rounded_out, labels));
+    input_rounding = m;
+  }
 
   AccuracyControlResult result;
   result.precision = std::string(precision_name(target));
   result.fallback = bf16_fallback ? "bf16" : "fp32";
   result.samples = fp32_out.dim(0);
+  result.input_rounding = input_rounding;
+  if (input_rounding)
+    say("  accuracy control: the fp32 model on its inputs rounded to 8 bits (its own noise floor): ", describe(*input_rounding));
   // The calibration ranges do not depend on which layers stay fp32: calibrate once.
   PassRunOptions quiet = options;
   quiet.log = nullptr;

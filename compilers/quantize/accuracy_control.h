@@ -47,6 +47,10 @@ struct AccuracyControlResult {
   // Not met with a bf16 fallback: the model with every layer in bf16 (no int8 at all) when that
   // alone already misses the constraints, so no choice of int8 layers could meet them.
   std::optional<OutputMetrics> fallback_misses;
+  // int8 only: the fp32 model on the accuracy data's inputs rounded to 8 bits against the clean
+  // ones. A bound tighter than this is below the model's own noise floor: int8 rounds every
+  // layer's input at least this much, so the control can only keep layers in fp32 to meet it.
+  std::optional<OutputMetrics> input_rounding;
   Graph graph;                                 // the compiled graph: best found (met or not)
   std::vector<PassRecord> passes;
 };

@@ -84,10 +84,16 @@ Result<CompiledModel> compile_model(const CompileRequest& request, std::ostream*
                           controlled->fp32_accuracy * 100, "% on ", controlled->samples, " samples), outside ", wanted.str(),
                           ": the ", controlled->fallback, " fallback cannot meet it; leave mixed_precision_bf16 out of the "
                           "passes for an fp32 fallback");
+      std::ostringstream floor;  // the model's own sensitivity, when it explains the miss
+      if (const auto& r = controlled->input_rounding;
+          r && ((c.max_accuracy_drop >= 0 && r->accuracy_drop > c.max_accuracy_drop) || (c.min_cosine >= -1 && r->cosine < c.min_cosine)))
+        floor << "; the fp32 model itself misses it on these inputs rounded to 8 bits (drop " << r->accuracy_drop * 100
+              << " points, cosine " << r->cosine << "): the bound is below this model's own noise floor, which int8 "
+              << "(rounding every layer's input) cannot beat";
       return make_error(ErrorCode::constraint_not_met, request.model, ": accuracy constraint not met: no ",
                         controlled->precision, " layer can be kept within ", wanted.str(), " (fp32 ",
                         controlled->fp32_accuracy * 100, "% on ", controlled->samples, " samples); most sensitive: ",
-                        sensitive);
+                        sensitive, floor.str());
     }
     if (request.log) {
       *request.log << "  accuracy control: " << controlled->reduced_layers << " layers " << controlled->precision << ", "

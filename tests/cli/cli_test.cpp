@@ -357,6 +357,13 @@ TEST_CASE("bf16 accuracy control by cosine on seeded data keeps layers in fp32 a
   CHECK(missed.output.find("kiln: error:") != std::string::npos);
   CHECK(missed.output.find("accuracy constraint not met") != std::string::npos);
   CHECK_FALSE(fs::exists(missed_out));
+  // int8 with an fp32 fallback below the model's own noise floor: the message says that too.
+  const Run floor = run_kiln("compile " + model + " -o " + (temp_dir() / "int8-floor.kiln").string() +
+                             " --passes default+quantize_int8 --calibration-random 16 --min-cosine 0.9999999 --accuracy-random 16");
+  INFO(floor.output);
+  CHECK(floor.exit_code != 0);
+  CHECK(floor.output.find("accuracy control: the fp32 model on its inputs rounded to 8 bits") != std::string::npos);
+  CHECK(floor.output.find("below this model's own noise floor") != std::string::npos);
   // int8 with a bf16 fallback, when bf16 alone already misses: the message says so, not "no int8 layer".
   const fs::path fallback_out = temp_dir() / "int8-bf16-missed.kiln";
   const Run fallback = run_kiln("compile " + model + " -o " + fallback_out.string() +

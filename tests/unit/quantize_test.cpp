@@ -282,6 +282,10 @@ TEST_CASE("accuracy control: met when loose, 'not met' when only fp32 would do, 
   CHECK(met->met);
   CHECK(met->reduced_layers == 1);
   CHECK(met->fp32_accuracy == Approx(1.0));
+  // int8's noise floor: the fp32 model on its inputs rounded to 8 bits, measured beside.
+  REQUIRE(met->input_rounding);
+  CHECK(met->input_rounding->cosine > 0.99);
+  CHECK(met->input_rounding->cosine < 1.0);  // the rounding really moved the outputs
 
   AccuracyControlOptions strict;
   strict.max_accuracy_drop = 0.0;
@@ -329,6 +333,7 @@ TEST_CASE("accuracy control for bf16 by cosine; constraints and pipelines checke
   CHECK(met->reduced_layers == 1);
   CHECK(met->cosine >= 0.99);
   CHECK(met->cosine < 1.0);  // bf16 really ran
+  CHECK_FALSE(met->input_rounding);  // int8's floor: not measured for bf16
 
   AccuracyControlOptions exact;
   exact.min_cosine = 1.0;  // bf16 rounding moves the output: only fp32 would do
