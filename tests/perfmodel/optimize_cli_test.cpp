@@ -6,6 +6,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -82,12 +84,21 @@ TEST_CASE("kiln optimize compiles, verifies and measures the best candidates and
   CHECK(corrected > 0);
   CHECK(replan.at("timings_ms").at("fit_cached") == true);  // model rows never refit the predictor
 
-  // No accuracy may be lost: only fp32 passes, whatever the plan ranked first.
+  // No accuracy may be lost: whatever the plan ranked first, the choice lost none on the validation
+  // data (fp32 always qualifies; a reduced precision only if it changed no decision there), and every
+  // precision was tried (the top candidate, then the best of each other one).
   write_file(dir.file("exact.yaml"), description("{max_accuracy_drop: 0}"));
   r = run_kiln(dir, "optimize " + dir.file("exact.yaml") + common + " --top 1 --no-measure -o " + dir.file("exact"));
+  INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   const nlohmann::json exact = read_json(dir.file("exact/report.json"));
-  CHECK(exact.at("chosen").at("precision") == "fp32");
+  CHECK(exact.at("chosen").at("accuracy_drop").get<double>() == 0.0);
+  std::set<std::string> tried;
+  for (const auto& c : exact.at("candidates")) {
+    tried.insert(c.at("precision").get<std::string>());
+    if (c.at("accuracy_drop").get<double>() > 0) CHECK(c.at("passed") == false);
+  }
+  CHECK(tried == std::set<std::string>{"fp32", "bf16", "int8"});
   CHECK(exact.at("measured") == false);
   CHECK(exact.at("chosen").at("measured_ms").is_null());
 }
