@@ -390,9 +390,10 @@ StepPrediction LatencyPredictor::step_ms(const StepFeatures& f) const {
 PlanPrediction LatencyPredictor::predict(const std::vector<StepFeatures>& steps) const {
   // Weights come from wherever the run leaves them. The sweep repeats one op, so its weights stay
   // in cache; in a model every other layer passes through the caches between two reads of one
-  // layer's weights, so they come at the streaming bandwidth of the run's working set (every
-  // step's bytes): DRAM once the run outgrows the caches (the classifier of ResNet-50 at batch 1:
-  // 0.17 ms predicted from the hot sweep, 0.54 measured, 8 MB of weights at 15 GB/s).
+  // layer's weights. A step therefore takes at least its weights over the streaming bandwidth at
+  // the run's working set (every step's bytes): DRAM once the run outgrows the caches (the
+  // classifier of ResNet-50 at batch 1: 0.17 ms predicted from the hot sweep, 0.54 measured,
+  // 8 MB of weights at 15 GB/s).
   double working_set = 0;
   for (const StepFeatures& f : steps)
     if (!f.view) working_set += f.m.bytes;
@@ -431,16 +432,8 @@ PlanPrediction LatencyPredictor::predict(const std::vector<StepFeatures>& steps)
       }
     }
     if (!f.view && f.weight_bytes > 0) {
-      // The sweep had the weights at the bandwidth of its own working set; the model brings them
-      // at the bandwidth of the whole run's. The difference adds: a kernel waits for its first
-      // touch of each weight block (ResNet-50 fp32 at batch 1 measured 3.8 ms over the hot-weight
-      // sum, its 102 MB of weights at 27 GB/s).
-      const double in_model = f.weight_bytes / bandwidth_bytes_per_ms(working_set, f.m.threads);
-      const double in_sweep = f.weight_bytes / bandwidth_bytes_per_ms(f.m.bytes, f.m.threads);
-      if (in_model > in_sweep) {
-        s.ms += in_model - in_sweep;
-        s.how += " + cold weights";
-      }
+      const double cold = f.weight_bytes / bandwidth_bytes_per_ms(working_set, f.m.threads);
+      if (cold > s.ms) s = {cold, s.how + ", floor: weights streamed"};
     }
     p.steps.push_back(s);
     p.total_ms += s.ms;

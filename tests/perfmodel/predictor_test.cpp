@@ -124,8 +124,7 @@ TEST_CASE("a fused transcendental epilogue costs its element-ops; cold weights c
   step.epilogue_ops = 4e6;
   CHECK(p->predict({step}).total_ms == Approx(plain + 2.0).epsilon(0.01));
 
-  // A fully-connected layer's 8 MB of weights in a run that streams 100 MB: they come from DRAM
-  // (10 GB/s) instead of the cache the sweep had them in (150 GB/s), and the difference adds.
+  // A fully-connected layer's 8 MB of weights in a run that streams 100 MB: at least 8 MB / 10 GB/s.
   StepFeatures fc = {};
   fc.m = step.m;
   fc.m.macs = 2e6;  // little compute: the roofline alone says microseconds
@@ -135,13 +134,9 @@ TEST_CASE("a fused transcendental epilogue costs its element-ops; cold weights c
   rest.m.bytes = 100e6;
   rest.m.threads = 1;
   const PlanPrediction cold = p->predict({fc, rest});
-  const PlanPrediction alone = p->predict({fc});  // the run fits in cache: as the sweep had it
-  CHECK(alone.steps[0].how.find("cold weights") == std::string::npos);
-  CHECK(cold.steps[0].how.find("cold weights") != std::string::npos);
-  const double dram = p->bandwidth_bytes_per_ms(108.2e6, 1), cache = p->bandwidth_bytes_per_ms(8.2e6, 1);
-  CHECK(dram < 12e6);
-  CHECK(cache > 5 * dram);
-  CHECK(cold.steps[0].ms - alone.steps[0].ms == Approx(8e6 / dram - 8e6 / cache).epsilon(0.01));
+  CHECK(cold.steps[0].ms >= 0.8 - 1e-9);
+  CHECK(cold.steps[0].how.find("weights streamed") != std::string::npos);
+  CHECK(p->predict({fc}).steps[0].ms < 0.8);  // alone, the run fits in cache
 }
 
 namespace {
