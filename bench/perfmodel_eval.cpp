@@ -275,6 +275,12 @@ int main(int argc, char** argv) {
     int threads = 0;
     double predicted = 0, measured = 0;
   };
+  // The same case in another pass's results, or null.
+  auto same_case = [](const std::vector<CaseResult>& results, const CaseResult& r) -> const CaseResult* {
+    for (const CaseResult& f : results)
+      if (f.model == r.model && f.batch == r.batch && f.precision == r.precision && f.threads == r.threads) return &f;
+    return nullptr;
+  };
   // One pass over the matrix; `first` (on the second pass) holds the first pass's results in order.
   auto run_pass = [&](const std::vector<CaseResult>* first) {
     std::vector<CaseResult> results;
@@ -309,11 +315,8 @@ int main(int argc, char** argv) {
                         static_cast<long long>(batch), precision.c_str(), threads, p.total_ms, measured->median, 100 * err,
                         100 * (measured->p10 / measured->median - 1), 100 * (measured->p90 / measured->median - 1), load_avg(),
                         std::abs(err) <= 0.10 ? "   " : "  *");
-            if (first) {
-              for (const CaseResult& f : *first)
-                if (f.model == r.model && f.batch == r.batch && f.precision == r.precision && f.threads == r.threads)
-                  std::printf("  first pass %12.3f (%+.1f%%)", f.measured, 100 * (r.measured / f.measured - 1));
-            }
+            if (const CaseResult* f = first ? same_case(*first, r) : nullptr)
+              std::printf("  first pass %12.3f (%+.1f%%)", f->measured, 100 * (r.measured / f->measured - 1));
             std::printf("\n");
             results.push_back(r);
             if (o.steps) print_breakdown(**engine, inputs, features, p);
@@ -352,11 +355,10 @@ int main(int argc, char** argv) {
     summarize(second, "second pass: ");
     int agree = 0, paired = 0;
     for (const CaseResult& b : second)
-      for (const CaseResult& a : first)
-        if (a.model == b.model && a.batch == b.batch && a.precision == b.precision && a.threads == b.threads) {
-          ++paired;
-          agree += std::abs(b.measured / a.measured - 1.0) <= 0.10;
-        }
+      if (const CaseResult* a = same_case(first, b)) {
+        ++paired;
+        agree += std::abs(b.measured / a->measured - 1.0) <= 0.10;
+      }
     std::printf("repeatability: the two measurements of a case agree within +-10%% in %d of %d cases (%.0f%%): "
                 "no predictor can score above about that here\n",
                 agree, paired, paired ? 100.0 * agree / paired : 0.0);

@@ -15,20 +15,16 @@
 // (perf::candidate_timing_options, independently of the exhaustive measurements), as deployed, and
 // the choice is made on those measurements; both are scored on the exhaustive ones.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "compilers/ir/shape_inference.h"
 #include "compilers/onnx/import.h"
-#include "kernels/engine.h"
-#include "kernels/verify/verify.h"
 #include "perfmodel/deployed_timing.h"
 #include "perfmodel/fingerprint.h"
 #include "perfmodel/precision_compile.h"
@@ -43,7 +39,6 @@
 
 namespace fs = std::filesystem;
 using namespace kiln;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
@@ -126,6 +121,11 @@ bool meets(const Measured& m, const api::Constraints& k) {
 }
 
 double value(const Measured& m, api::Objective o) { return o == api::Objective::latency ? m.latency_ms : m.throughput; }
+
+// `a` serves the objective better than `b` (lower latency, or higher throughput).
+bool better(const Measured& a, const Measured& b, api::Objective o) {
+  return o == api::Objective::latency ? a.latency_ms < b.latency_ms : a.throughput > b.throughput;
+}
 
 // Regret of one way of choosing over the cases: how much worse its choice measures than the
 // exhaustive best (latency: pick/best - 1; throughput: 1 - pick/best); a choice that breaks the
@@ -231,7 +231,7 @@ int main(int argc, char** argv) {
       if (!outcome) { std::fprintf(stderr, "%s: %s\n", name.c_str(), outcome.error().message.c_str()); return 1; }
       const Measured* best = nullptr;
       for (const Measured& m : space)
-        if (meets(m, c.constraints) && (!best || (c.objective == api::Objective::latency ? m.latency_ms < best->latency_ms : m.throughput > best->throughput)))
+        if (meets(m, c.constraints) && (!best || better(m, *best, c.objective)))
           best = &m;
       auto in_space = [&](const std::string& precision, int64_t batch, int threads) -> const Measured* {
         for (const Measured& m : space)
@@ -259,9 +259,7 @@ int main(int argc, char** argv) {
         }
         const Measured& m = it->second;
         if (!meets(m, c.constraints)) continue;
-        if (!optimize_measured || (c.objective == api::Objective::latency ? m.latency_ms < optimize_measured->latency_ms
-                                                                           : m.throughput > optimize_measured->throughput))
-          optimize_measured = &m, optimize_pick = config;
+        if (!optimize_measured || better(m, *optimize_measured, c.objective)) optimize_measured = &m, optimize_pick = config;
       }
       const double plan_regret = planned.add(pick, best, c);
       const double optimize_regret = optimized.add(optimize_pick, best, c);

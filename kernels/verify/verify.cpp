@@ -151,8 +151,7 @@ VerifyData round_inputs_to_8_bits(const VerifyData& data) {
     float* x = t.data<float>();
     const auto [lo, hi] = std::minmax_element(x, x + t.numel());
     const QuantParams q = quant_params_for_range(*lo, *hi);
-    const float qmin = q.type == QuantType::u8 ? 0.0f : -static_cast<float>(quant_max(q.type));
-    const float qmax = static_cast<float>(quant_max(q.type));
+    const float qmin = static_cast<float>(quant_min(q.type)), qmax = static_cast<float>(quant_max(q.type));
     for (int64_t i = 0; i < t.numel(); ++i) x[i] = std::clamp(std::nearbyint(x[i] / q.scale), qmin, qmax) * q.scale;
   }
   return rounded;

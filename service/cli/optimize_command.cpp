@@ -1,7 +1,7 @@
 // kiln optimize APP.yaml [--target TARGET.yaml]: plan (service/planning), then for the top
 // candidates (and the best one of each other precision: fp32 is the fallback when a reduced
-// precision loses too much accuracy): compile at the candidate's batch and precision (int8 calibrated on the description's
-// calibration data), verify against the fp32 reference on the description's validation data
+// precision loses too much accuracy): compile at the candidate's batch and precision (int8
+// calibrated on the description's calibration data), verify against the fp32 reference on the description's validation data
 // (once per precision: accuracy does not depend on batch or threads), and, when the target is this
 // machine, measure. The choice uses measured numbers where there are any. Writes plan.json,
 // report.json and the chosen model.kiln; exit 3 when no candidate passes.
@@ -18,7 +18,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/engine.h"
 #include "kernels/plan_file.h"
 #include "kernels/verify/verify.h"
 #include "perfmodel/deployed_timing.h"
@@ -81,7 +80,6 @@ std::string join(const std::vector<std::string>& v, const std::string& sep) {
   for (const std::string& s : v) out += (out.empty() ? "" : sep) + s;
   return out;
 }
-
 
 Result<CompiledModel> compile_candidate(const std::string& model, const api::ApplicationDescription& app,
                                         const perf::Candidate& c, std::string* calibration_note) {
