@@ -8,8 +8,8 @@
 #           kept), exported as OUT_DIR/gpu_profile.json for `kiln bench-target --import`; the store
 #           stays in .gpu/ (SQLite's WAL files would count against OUT_DIR's 8), progress in bench.log;
 #   export  the torchvision set from that machine's PyTorch (tests/models/export_torchvision.py);
-#   verify  kiln verify --device cuda on each model in fp32, tf32 and fp16 (vs the CPU reference);
-#   bench   kiln bench --device cuda and PyTorch eager, fp16, batch 1 and 64, side by side;
+#   verify  kiln verify --device cuda on each model in fp32, tf32, fp16 and bf16 (vs the CPU reference);
+#   bench   kiln bench --device cuda and PyTorch eager, batch 1 and 64, in BENCH_PRECISIONS, side by side;
 #   profile kiln bench --profile at batch 64 in fp16 (time per op and kernel) of PROFILE_MODELS, in bench.log;
 #   compile PyTorch torch.compile(mode="reduce-overhead") on COMPILE_MODELS, while time is left.
 # Each stage logs under OUT_DIR (8 files at most: what a lent machine sends back) and the script goes on after a failure; a stage
@@ -17,7 +17,8 @@
 #
 # Usage: bench/gpu_session.sh BUNDLE.tar.xz OUT_DIR
 #   env: STAGES ("tests profile_gpu export verify bench profile compile"), BUDGET_S (380), PROFILE_GPU_S (150),
-#        MODELS_LIST (the torchvision set), VERIFY_PRECISIONS ("fp32 tf32 fp16"), BUILT_ROOT (/work/main: where the bundle was built;
+#        PROFILE_GPU_PRECISIONS (fp32,fp16), MODELS_LIST (the torchvision set), VERIFY_PRECISIONS ("fp32 tf32 fp16 bf16"),
+#        BENCH_PRECISIONS ("fp16"), BUILT_ROOT (/work/main: where the bundle was built;
 #        the test executable has its paths compiled in)
 set -u
 cd "$(dirname "$0")/.."
@@ -29,7 +30,9 @@ PROFILE_MODELS=${PROFILE_MODELS:-resnet50 convnext_tiny mobilenet_v2 squeezenet1
 COMPILE_MODELS=${COMPILE_MODELS:-resnet50 mobilenet_v2}
 BUDGET_S=${BUDGET_S:-380}
 MODELS_LIST=${MODELS_LIST:-resnet18 resnet50 mobilenet_v2 efficientnet_b0 squeezenet1_1 shufflenet_v2_x1_0 densenet121 googlenet convnext_tiny}
-VERIFY_PRECISIONS=${VERIFY_PRECISIONS:-fp32 tf32 fp16}
+VERIFY_PRECISIONS=${VERIFY_PRECISIONS:-fp32 tf32 fp16 bf16}
+BENCH_PRECISIONS=${BENCH_PRECISIONS:-fp16}
+PROFILE_GPU_PRECISIONS=${PROFILE_GPU_PRECISIONS:-fp32,fp16}
 BUILT_ROOT=${BUILT_ROOT:-/work/main}
 start=$SECONDS
 mkdir -p "$out"
@@ -97,7 +100,7 @@ if stage_on profile_gpu && [ "$(time_left)" -gt 60 ]; then
   log "profile_gpu: kiln bench-target --device cuda (at most ${limit}s; SIGINT then keeps what is measured)"
   rm -f .gpu/gpu_profile.sqlite .gpu/gpu_profile.sqlite-wal .gpu/gpu_profile.sqlite-shm
   echo "--- profile_gpu: kiln bench-target --device cuda" >>"$out/bench.log"
-  kiln_env timeout --preserve-status -s INT -k 30 "$limit" build/kiln bench-target --device cuda --db .gpu/gpu_profile.sqlite --json \
+  kiln_env timeout --preserve-status -s INT -k 30 "$limit" build/kiln bench-target --device cuda --cuda-precision "$PROFILE_GPU_PRECISIONS" --db .gpu/gpu_profile.sqlite --json \
     >.gpu/profile_gpu.json 2>>"$out/bench.log"
   log "profile_gpu exit $? (130: stopped at the time limit): $(tr -d '\n ' <.gpu/profile_gpu.json | cut -c1-300)"
   if [ -f .gpu/gpu_profile.sqlite ]; then  # no store: the GPU could not be used (the reason is in bench.log)
@@ -158,9 +161,11 @@ fi
 if stage_on bench && [ "$(time_left)" -gt 90 ]; then
   log "bench: kiln"
   (export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" OMP_WAIT_POLICY=PASSIVE
-   JSONL="$out/kiln_bench.jsonl" ITERS=50 WARMUP=10 timeout 240 bench/cuda_torchvision.sh $MODELS_LIST) >>"$out/bench.log" 2>&1
+   JSONL="$out/kiln_bench.jsonl" PRECISIONS="$BENCH_PRECISIONS" ITERS=50 WARMUP=10 timeout 240 bench/cuda_torchvision.sh $MODELS_LIST) >>"$out/bench.log" 2>&1
   log "bench: PyTorch eager"
-  timeout 240 python3 bench/pytorch_cuda.py --models "$models_csv" --batches 1,64 --precision fp16 >"$out/torch_bench.jsonl" 2>>"$out/bench.log"
+  for precision in $BENCH_PRECISIONS; do
+    timeout 240 python3 bench/pytorch_cuda.py --models "$models_csv" --batches 1,64 --precision "$precision" >>"$out/torch_bench.jsonl" 2>>"$out/bench.log"
+  done
   python3 bench/compare_cuda.py "$out/kiln_bench.jsonl" "$out/torch_bench.jsonl" >>"$out/bench.log" 2>&1
   log "bench done"
 fi

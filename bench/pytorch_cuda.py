@@ -10,7 +10,7 @@ eager convolution choice). Two times per configuration, as kiln bench --device c
                     back to the host as float32; wall clock (kiln bench's end-to-end figure).
 One JSON object per line.
 
-Usage: python3 bench/pytorch_cuda.py [--models a,b] [--batches 1,64] [--precision fp16|fp32]
+Usage: python3 bench/pytorch_cuda.py [--models a,b] [--batches 1,64] [--precision fp16|bf16|fp32]
                                      [--mode eager|compile|compile-reduce-overhead ...] [--iters 50] [--warmup 10]
 """
 
@@ -68,7 +68,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--batches", default="1,64")
-    ap.add_argument("--precision", default="fp16", choices=["fp16", "fp32"])
+    ap.add_argument("--precision", default="fp16", choices=["fp16", "bf16", "fp32"])
     ap.add_argument("--mode", action="append", choices=["eager", "compile", "compile-reduce-overhead"])
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
@@ -80,7 +80,7 @@ def main():
         print("pytorch_cuda: no CUDA device visible to PyTorch", file=sys.stderr)
         return 77
     torch.backends.cudnn.benchmark = True
-    dtype = torch.float16 if args.precision == "fp16" else torch.float32
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[args.precision]
     gpu = torch.cuda.get_device_name(0)
     for name in args.models.split(","):
         base = build(torch, torchvision, name).cuda().to(dtype)

@@ -1,4 +1,4 @@
-// Conv 2-D on cuDNN (NCHW, float32 or float16). The fused residual is written into y first
+// Conv 2-D on cuDNN (NCHW, float32, float16 or bfloat16). The fused residual is written into y first
 // (unless the engine already gave y the residual's buffer), then:
 //  - with ReLU: cudnnConvolutionBiasActivationForward, y = relu(conv(x) + y + bias), one call
 //    (a Conv without bias gets a zero bias here, at load);
@@ -11,7 +11,9 @@
 // 1.55 ms at batch 1 and 7.05 -> 7.95 ms at batch 64, since the fused bias+ReLU call is not what
 // it times.)
 // Precision: fp32 forbids tensor-op math (FMA only) so results match the CPU within 1e-4; tf32
-// allows TF32 tensor cores; fp16 stores half and accumulates in float (PSEUDO_HALF config).
+// allows TF32 tensor cores; fp16 (bf16) stores half (bfloat16) and accumulates in float (cuDNN's
+// PSEUDO_HALF / PSEUDO_BFLOAT16 configs). Where cuDNN refuses the fused call for a configuration
+// (CUDNN_STATUS_NOT_SUPPORTED on the first run), the kernel takes the second path from then on.
 #include <cstring>
 #include <vector>
 
@@ -28,7 +30,11 @@ namespace {
 
 constexpr size_t kMaxConvWorkspace = size_t{256} << 20;
 
-cudnnDataType_t cudnn_type(DType dtype) { return dtype == DType::f16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT; }
+cudnnDataType_t cudnn_type(DType dtype) {
+  if (dtype == DType::f16) return CUDNN_DATA_HALF;
+  if (dtype == DType::bf16) return CUDNN_DATA_BFLOAT16;
+  return CUDNN_DATA_FLOAT;
+}
 
 struct ConvShape {
   int64_t group = 1;
@@ -139,11 +145,20 @@ class CudnnConv final : public CudaKernel {
       KILN_CUDA_TRY(cudaMemcpyAsync(y, args.inputs[3], y_bytes_, cudaMemcpyDeviceToDevice, context_->stream));
     const float one = 1.0f, residual_scale = residual_ ? 1.0f : 0.0f;
     if (fused_relu_) {
-      KILN_CUDNN_TRY(cudnnConvolutionBiasActivationForward(
+      const cudnnStatus_t fused = cudnnConvolutionBiasActivationForward(
           context_->cudnn, &one, x_desc_.handle, args.inputs[0], w_desc_.handle, args.inputs[1], conv_desc_.handle, algorithm_,
           args.workspace, workspace_, &residual_scale, y_desc_.handle, y, bias_desc_.handle, bias, act_desc_.handle,
-          y_desc_.handle, y));
-      return Status::ok();
+          y_desc_.handle, y);
+      // cuDNN 9 reports refusals in ranges: 2000s bad parameters, 3000s not supported.
+      const bool refused = fused >= CUDNN_STATUS_BAD_PARAM && fused < CUDNN_STATUS_NOT_SUPPORTED + 1000;
+      if (!refused) {
+        KILN_CUDNN_TRY(fused);
+        return Status::ok();
+      }
+      // Refused before anything was enqueued: convolution, then bias + ReLU in kiln's pass (a
+      // parameter the plain call dislikes too fails there, with its own message).
+      fused_relu_ = false;
+      after_ = ActivationParams{DeviceActivation::relu};
     }
     KILN_CUDNN_TRY(cudnnConvolutionForward(context_->cudnn, &one, x_desc_.handle, args.inputs[0], w_desc_.handle, args.inputs[1],
                                            conv_desc_.handle, algorithm_, args.workspace, workspace_, &residual_scale,

@@ -46,8 +46,8 @@ struct DeviceStep {
 };
 
 // Host <-> device transfer of one plan input or output. `converted` holds the float32 copy on the
-// device when the device stores the value as float16. `resident` is an input's device copy for
-// device-only timing (fp32 inputs; an fp16 plan's `converted` already is one).
+// device when the device stores the value as float16 or bfloat16. `resident` is an input's device
+// copy for device-only timing (fp32 inputs; an fp16/bf16 plan's `converted` already is one).
 struct Staging {
   int value = -1;
   PinnedBuffer host;
@@ -248,10 +248,11 @@ Status CudaEngine::upload_constants() {
   for (const DeviceValue& v : values_) {
     if (v.kind != ValueKind::constant || v.bytes() == 0) continue;
     const void* src = v.constant->raw();
-    if (v.dtype != v.host_dtype) {  // float32 -> float16
+    if (v.dtype != v.host_dtype) {  // float32 -> float16 or bfloat16
       halves.resize(static_cast<size_t>(v.constant->numel()));
       const float* f = v.constant->data<float>();
-      for (size_t i = 0; i < halves.size(); ++i) halves[i] = Half::from_float(f[i]);
+      const bool bf16 = v.dtype == DType::bf16;
+      for (size_t i = 0; i < halves.size(); ++i) halves[i] = bf16 ? BFloat16::from_float(f[i]) : Half::from_float(f[i]);
       src = halves.data();
     }
     KILN_CUDA_TRY(cudaMemcpy(static_cast<char*>(weights_.data()) + v.offset, src, v.bytes(), cudaMemcpyHostToDevice));
@@ -325,7 +326,7 @@ Status CudaEngine::build(const Plan& plan, const DeviceEngineOptions& options) {
   return Status::ok();
 }
 
-// Inputs converted (fp16 plans), every step, outputs out, all on the stream, after upload_inputs;
+// Inputs converted (fp16/bf16 plans), every step, outputs out, all on the stream, after upload_inputs;
 // with `step_ms`, events around each step. `resident`: inputs from their device copies instead,
 // and outputs left on the device (device-only timing).
 Status CudaEngine::enqueue(std::vector<double>* step_ms, bool resident) {
@@ -336,7 +337,8 @@ Status CudaEngine::enqueue(std::vector<double>* step_ms, bool resident) {
     if (resident && !s.converted.data())
       KILN_CUDA_TRY(cudaMemcpyAsync(dst, s.resident.data(), v.host_bytes(), cudaMemcpyDeviceToDevice, stream));
     if (s.converted.data())
-      KILN_CUDA_TRY(launch_f32_to_f16(static_cast<const float*>(s.converted.data()), device_pointer(s.value), shape_numel(v.shape), stream));
+      KILN_CUDA_TRY(launch_from_f32(*float_type_of(v.dtype), static_cast<const float*>(s.converted.data()), device_pointer(s.value),
+                                    shape_numel(v.shape), stream));
   }
   KILN_TRY(enqueue_steps(0, steps_.size(), step_ms != nullptr));
   if (resident) return Status::ok();
@@ -344,7 +346,7 @@ Status CudaEngine::enqueue(std::vector<double>* step_ms, bool resident) {
     const DeviceValue& v = values_[static_cast<size_t>(s.value)];
     const void* src = device_pointer(s.value);
     if (s.converted.data()) {
-      KILN_CUDA_TRY(launch_f16_to_f32(src, static_cast<float*>(s.converted.data()), shape_numel(v.shape), stream));
+      KILN_CUDA_TRY(launch_to_f32(*float_type_of(v.dtype), src, static_cast<float*>(s.converted.data()), shape_numel(v.shape), stream));
       src = s.converted.data();
     }
     KILN_CUDA_TRY(cudaMemcpyAsync(s.host.data(), src, v.host_bytes(), cudaMemcpyDeviceToHost, stream));

@@ -1,6 +1,6 @@
 // The CUDA engine: the device twin of kernels/engine.cpp. At load it picks a CUDA kernel per
 // step from cuda_registry (failing with the node and op when none fits), uploads every constant
-// once (float32 weights converted to float16 in fp16 mode), places all intermediates in one
+// once (float32 weights converted to float16/bfloat16 in fp16/bf16 mode), places all intermediates in one
 // device arena with plan_buffers (in-place steps as the CPU engine grants them), and allocates
 // pinned host staging for inputs and outputs. A run copies the inputs in, enqueues every step on
 // one stream and copies the outputs back; runs of small batches are captured once as a CUDA

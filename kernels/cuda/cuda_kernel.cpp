@@ -15,7 +15,10 @@ std::string_view cuda_op_name(OpKind op) {
 }
 
 DType cuda_device_dtype(DType host, DevicePrecision precision) {
-  return host == DType::f32 && precision == DevicePrecision::fp16 ? DType::f16 : host;
+  if (host != DType::f32) return host;
+  if (precision == DevicePrecision::fp16) return DType::f16;
+  if (precision == DevicePrecision::bf16) return DType::bf16;
+  return host;
 }
 
 Result<KernelBuild> cuda_kernel_build(const Plan& plan, const PlanStep& step, const std::vector<const Tensor*>& constant_of,
@@ -55,6 +58,7 @@ Result<KernelBuild> cuda_kernel_build(const Plan& plan, const PlanStep& step, co
 std::optional<FloatType> float_type_of(DType dtype) {
   if (dtype == DType::f32) return FloatType::f32;
   if (dtype == DType::f16) return FloatType::f16;
+  if (dtype == DType::bf16) return FloatType::bf16;
   return std::nullopt;
 }
 
@@ -62,7 +66,7 @@ std::optional<std::string> require_one_float_type(const KernelBuild& build) {
   std::optional<DType> seen;
   auto check = [&](const ValueDesc& v) -> std::optional<std::string> {
     if (!v.present) return std::nullopt;
-    if (!float_type_of(v.dtype)) return "needs float32 or float16 values, got " + std::string(dtype_name(v.dtype));
+    if (!float_type_of(v.dtype)) return "needs float32, float16 or bfloat16 values, got " + std::string(dtype_name(v.dtype));
     if (seen && *seen != v.dtype) return std::string("needs one float type for all values");
     seen = v.dtype;
     return std::nullopt;

@@ -4,8 +4,8 @@
 // choice, host-side constants read then). run() only enqueues work on the engine's stream: it
 // neither allocates nor synchronizes, so a whole run can be captured as one CUDA Graph.
 //
-// The KernelBuild is the CPU one with device dtypes: in fp16 mode every float32 value is float16
-// on the device (ValueDesc::dtype says f16) while ValueDesc::constant still points at the host
+// The KernelBuild is the CPU one with device dtypes: in fp16 (bf16) mode every float32 value is
+// float16 (bfloat16) on the device (ValueDesc::dtype says f16 or bf16) while ValueDesc::constant still points at the host
 // float32 tensor. Layouts are always plain (NCHW, row-major).
 #pragma once
 
@@ -57,8 +57,8 @@ struct CudaKernelImpl {
   Result<std::unique_ptr<CudaKernel>> (*create)(const KernelBuild& build, const CudaContext& context);
 };
 
-// The KernelBuild of one plan step on the device: plan types with float32 as float16 in fp16
-// mode; `constant_of` maps slots to host constants. Slots must be in range with concrete types.
+// The KernelBuild of one plan step on the device: plan types with float32 as float16 (bfloat16)
+// in fp16 (bf16) mode; `constant_of` maps slots to host constants. Slots must be in range with concrete types.
 Result<KernelBuild> cuda_kernel_build(const Plan& plan, const PlanStep& step, const std::vector<const Tensor*>& constant_of,
                                       DevicePrecision precision);
 
@@ -68,7 +68,7 @@ DType cuda_device_dtype(DType host, DevicePrecision precision);
 // The op's name from ops.def (the plugin carries no op table: that would pull every reference kernel in).
 std::string_view cuda_op_name(OpKind op);
 
-// float32 or float16 storage on the device; nullopt for other dtypes.
+// float32, float16 or bfloat16 storage on the device; nullopt for other dtypes.
 std::optional<FloatType> float_type_of(DType dtype);
 
 // Checks every present value is a float of one storage type; the reason when not.

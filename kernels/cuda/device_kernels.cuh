@@ -14,7 +14,8 @@
 
 namespace kiln::cuda {
 
-enum class FloatType { f32, f16 };
+// Storage of float values on the device; kernels compute in float whatever the storage.
+enum class FloatType { f32, f16, bf16 };
 
 
 // y[i] = act(x[i]); x may equal y.
@@ -36,9 +37,9 @@ cudaError_t launch_channel_affine(FloatType type, const void* x, const float* sc
 cudaError_t launch_bias_activation(FloatType type, void* y, const void* bias, int64_t outer, int64_t channels, int64_t inner,
                                    const ActivationParams& act, cudaStream_t stream);
 
-// float32 <-> float16 (round to nearest even), n elements.
-cudaError_t launch_f32_to_f16(const float* src, void* dst, int64_t n, cudaStream_t stream);
-cudaError_t launch_f16_to_f32(const void* src, float* dst, int64_t n, cudaStream_t stream);
+// float32 <-> float16 or bfloat16 `type` (round to nearest even), n elements.
+cudaError_t launch_from_f32(FloatType type, const float* src, void* dst, int64_t n, cudaStream_t stream);
+cudaError_t launch_to_f32(FloatType type, const void* src, float* dst, int64_t n, cudaStream_t stream);
 
 // 2-D pooling over NCHW (pool_window.h).
 cudaError_t launch_pool2d(FloatType type, const Pool2d& p, const void* x, void* y, cudaStream_t stream);

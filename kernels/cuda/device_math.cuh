@@ -1,8 +1,10 @@
-// Device helpers shared by kiln's .cu files: float/half loads and stores, the launch geometry of
+// Device helpers shared by kiln's .cu files: float/half/bfloat16 loads and stores, the dispatch
+// from FloatType to the storage type, the launch geometry of
 // grid-stride loops and of a warp per row, the index width, and block/warp reductions (the
 // activations are in activation_math.h).
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/device_kernels.cuh"
@@ -13,6 +15,23 @@ __device__ inline float load_float(const float* p, int64_t i) { return p[i]; }
 __device__ inline float load_float(const __half* p, int64_t i) { return __half2float(p[i]); }
 __device__ inline void store_float(float* p, int64_t i, float v) { p[i] = v; }
 __device__ inline void store_float(__half* p, int64_t i, float v) { p[i] = __float2half_rn(v); }
+__device__ inline float load_float(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
+__device__ inline void store_float(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+
+// Calls body(StorageTag<T>{}) with T the storage type of `type` (float, __half, __nv_bfloat16):
+// each launcher is written once for all three.
+template <typename T>
+struct StorageTag {
+  using type = T;
+};
+template <typename Body>
+void with_storage_type(FloatType type, Body body) {
+  switch (type) {
+    case FloatType::f32: body(StorageTag<float>{}); return;
+    case FloatType::f16: body(StorageTag<__half>{}); return;
+    case FloatType::bf16: body(StorageTag<__nv_bfloat16>{}); return;
+  }
+}
 
 inline constexpr int kBlock = 256;
 

@@ -1,5 +1,5 @@
 // Elementwise CUDA kernels: activations, broadcasting binaries, the per-channel affine that runs
-// BatchNormalization, and float32 <-> float16 conversion. Grid-stride loops, float arithmetic.
+// BatchNormalization, and float32 <-> float16/bfloat16 conversion. Grid-stride loops, float arithmetic.
 #include "kernels/cuda/device_math.cuh"
 
 namespace kiln::cuda {
@@ -46,12 +46,14 @@ __global__ void bias_activation_kernel(T* y, const T* bias, Index channels, Inde
     store_float(y, i, activation_value(act, load_float(y, i) + load_float(bias, (i / inner) % channels)));
 }
 
-__global__ void f32_to_f16_kernel(const float* src, __half* dst, int64_t n) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) dst[i] = __float2half_rn(src[i]);
+template <typename T>
+__global__ void from_f32_kernel(const float* src, T* dst, int64_t n) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) store_float(dst, i, src[i]);
 }
 
-__global__ void f16_to_f32_kernel(const __half* src, float* dst, int64_t n) {
-  for (int64_t i = global_thread(); i < n; i += grid_threads()) dst[i] = __half2float(src[i]);
+template <typename T>
+__global__ void to_f32_kernel(const T* src, float* dst, int64_t n) {
+  for (int64_t i = global_thread(); i < n; i += grid_threads()) dst[i] = load_float(src, i);
 }
 
 int64_t shape_elements(const BroadcastShape& s) {
@@ -64,10 +66,10 @@ int64_t shape_elements(const BroadcastShape& s) {
 
 cudaError_t launch_activation(FloatType type, const ActivationParams& act, const void* x, void* y, int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  if (type == FloatType::f32)
-    activation_kernel<<<grid_for(n), kBlock, 0, stream>>>(act, static_cast<const float*>(x), static_cast<float*>(y), n);
-  else
-    activation_kernel<<<grid_for(n), kBlock, 0, stream>>>(act, static_cast<const __half*>(x), static_cast<__half*>(y), n);
+  with_storage_type(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    activation_kernel<<<grid_for(n), kBlock, 0, stream>>>(act, static_cast<const T*>(x), static_cast<T*>(y), n);
+  });
   return cudaGetLastError();
 }
 
@@ -93,8 +95,7 @@ cudaError_t launch_binary(FloatType type, BinaryOp op, const void* a, const void
                           cudaStream_t stream) {
   const int64_t n = shape_elements(shape);
   if (n == 0) return cudaSuccess;
-  if (type == FloatType::f32) binary<float>(op, a, b, y, shape, n, stream);
-  else binary<__half>(op, a, b, y, shape, n, stream);
+  with_storage_type(type, [&](auto tag) { binary<typename decltype(tag)::type>(op, a, b, y, shape, n, stream); });
   return cudaGetLastError();
 }
 
@@ -103,8 +104,9 @@ cudaError_t launch_channel_affine(FloatType type, const void* x, const float* sc
                                   cudaStream_t stream) {
   const int64_t n = outer * channels * inner;
   if (n == 0) return cudaSuccess;
-  if (type == FloatType::f32) channel_affine<float>(x, scale, shift, y, channels, inner, n, act, stream);
-  else channel_affine<__half>(x, scale, shift, y, channels, inner, n, act, stream);
+  with_storage_type(type, [&](auto tag) {
+    channel_affine<typename decltype(tag)::type>(x, scale, shift, y, channels, inner, n, act, stream);
+  });
   return cudaGetLastError();
 }
 
@@ -122,20 +124,25 @@ cudaError_t launch_bias_activation(FloatType type, void* y, const void* bias, in
                                    const ActivationParams& act, cudaStream_t stream) {
   const int64_t n = outer * channels * inner;
   if (n == 0) return cudaSuccess;
-  if (type == FloatType::f32) bias_activation<float>(y, bias, channels, inner, n, act, stream);
-  else bias_activation<__half>(y, bias, channels, inner, n, act, stream);
+  with_storage_type(type, [&](auto tag) { bias_activation<typename decltype(tag)::type>(y, bias, channels, inner, n, act, stream); });
   return cudaGetLastError();
 }
 
-cudaError_t launch_f32_to_f16(const float* src, void* dst, int64_t n, cudaStream_t stream) {
+cudaError_t launch_from_f32(FloatType type, const float* src, void* dst, int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  f32_to_f16_kernel<<<grid_for(n), kBlock, 0, stream>>>(src, static_cast<__half*>(dst), n);
+  with_storage_type(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    from_f32_kernel<<<grid_for(n), kBlock, 0, stream>>>(src, static_cast<T*>(dst), n);
+  });
   return cudaGetLastError();
 }
 
-cudaError_t launch_f16_to_f32(const void* src, float* dst, int64_t n, cudaStream_t stream) {
+cudaError_t launch_to_f32(FloatType type, const void* src, float* dst, int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
-  f16_to_f32_kernel<<<grid_for(n), kBlock, 0, stream>>>(static_cast<const __half*>(src), dst, n);
+  with_storage_type(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    to_f32_kernel<<<grid_for(n), kBlock, 0, stream>>>(static_cast<const T*>(src), dst, n);
+  });
   return cudaGetLastError();
 }
 

@@ -97,8 +97,7 @@ cudaError_t launch_elementwise_chain(FloatType type, const DeviceChain& c, const
   if (n == 0) return cudaSuccess;
   if (c.code_size < 1 || c.operands > kMaxChainOperands || c.first_result + c.code_size > kMaxChainRegisters)
     return cudaErrorInvalidValue;
-  if (type == FloatType::f32) chain<float>(c, x, operands, y, n, stream);
-  else chain<__half>(c, x, operands, y, n, stream);
+  with_storage_type(type, [&](auto tag) { chain<typename decltype(tag)::type>(c, x, operands, y, n, stream); });
   return cudaGetLastError();
 }
 

@@ -4,8 +4,8 @@
 // RELU_BIAS) or cuBLASLt's C matrix when it is [M, N] (times beta); a fused residual is the C
 // matrix with beta 1. Activations other than ReLU run after, in place. MatMul takes A of any rank
 // >= 2 (leading dims folded into M) times a 2-D B.
-// Precision: fp32 computes with CUBLAS_COMPUTE_32F (no TF32), tf32 with _FAST_TF32, fp16 stores
-// half and accumulates in float.
+// Precision: fp32 computes with CUBLAS_COMPUTE_32F (no TF32), tf32 with _FAST_TF32, fp16 (bf16)
+// stores half (bfloat16) and accumulates in float.
 #include "kernels/cuda/cuda_kernel_support.h"
 #include "kernels/cuda/cuda_registry.h"
 #include "kernels/cuda/cuda_status.h"
@@ -94,7 +94,7 @@ class LtGemm final : public CudaKernel {
     c_matrix_input_ = g.residual_input >= 0 ? g.residual_input : (g.c_input >= 0 && !g.c_is_bias ? g.c_input : -1);
     beta_ = g.residual_input >= 0 ? 1.0f : (c_matrix_input_ >= 0 ? g.beta : 0.0f);
 
-    const cudaDataType_t data = type_ == FloatType::f16 ? CUDA_R_16F : CUDA_R_32F;
+    const cudaDataType_t data = type_ == FloatType::f16 ? CUDA_R_16F : type_ == FloatType::bf16 ? CUDA_R_16BF : CUDA_R_32F;
     const cublasComputeType_t compute = context.precision == DevicePrecision::tf32 && type_ == FloatType::f32
                                             ? CUBLAS_COMPUTE_32F_FAST_TF32
                                             : CUBLAS_COMPUTE_32F;

@@ -53,22 +53,15 @@ __global__ void layer_norm_warp_kernel(const T* x, const float* scale, const flo
 cudaError_t launch_layer_norm(FloatType type, const void* x, const float* scale, const float* bias, void* y, int64_t rows,
                               int64_t cols, float epsilon, cudaStream_t stream) {
   if (rows == 0 || cols == 0) return cudaSuccess;
-  if (cols <= 1024) {
-    const unsigned blocks = warp_row_blocks(rows);
-    if (type == FloatType::f32)
-      layer_norm_warp_kernel<<<blocks, kBlock, 0, stream>>>(static_cast<const float*>(x), scale, bias, static_cast<float*>(y), rows,
-                                                            cols, epsilon);
+  with_storage_type(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (cols <= 1024)
+      layer_norm_warp_kernel<<<warp_row_blocks(rows), kBlock, 0, stream>>>(static_cast<const T*>(x), scale, bias, static_cast<T*>(y),
+                                                                           rows, cols, epsilon);
     else
-      layer_norm_warp_kernel<<<blocks, kBlock, 0, stream>>>(static_cast<const __half*>(x), scale, bias, static_cast<__half*>(y),
-                                                            rows, cols, epsilon);
-    return cudaGetLastError();
-  }
-  if (type == FloatType::f32)
-    layer_norm_kernel<<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(static_cast<const float*>(x), scale, bias,
-                                                                            static_cast<float*>(y), cols, epsilon);
-  else
-    layer_norm_kernel<<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(static_cast<const __half*>(x), scale, bias,
-                                                                            static_cast<__half*>(y), cols, epsilon);
+      layer_norm_kernel<<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(static_cast<const T*>(x), scale, bias,
+                                                                              static_cast<T*>(y), cols, epsilon);
+  });
   return cudaGetLastError();
 }
 

@@ -50,27 +50,20 @@ __global__ void global_pool_kernel(bool max, const T* x, T* y, int64_t plane) {
 cudaError_t launch_pool2d(FloatType type, const Pool2d& p, const void* x, void* y, cudaStream_t stream) {
   const int64_t n = p.batch_channels * p.out_h * p.out_w;
   if (n == 0) return cudaSuccess;
-  if (type == FloatType::f32) pool2d<float>(p, x, y, n, stream);
-  else pool2d<__half>(p, x, y, n, stream);
+  with_storage_type(type, [&](auto tag) { pool2d<typename decltype(tag)::type>(p, x, y, n, stream); });
   return cudaGetLastError();
 }
 
 cudaError_t launch_global_pool(FloatType type, bool max, const void* x, void* y, int64_t rows, int64_t plane,
                                cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  if (plane <= 1024) {
-    const unsigned blocks = warp_row_blocks(rows);
-    if (type == FloatType::f32)
-      global_pool_warp_kernel<<<blocks, kBlock, 0, stream>>>(max, static_cast<const float*>(x), static_cast<float*>(y), rows, plane);
+  with_storage_type(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (plane <= 1024)
+      global_pool_warp_kernel<<<warp_row_blocks(rows), kBlock, 0, stream>>>(max, static_cast<const T*>(x), static_cast<T*>(y), rows, plane);
     else
-      global_pool_warp_kernel<<<blocks, kBlock, 0, stream>>>(max, static_cast<const __half*>(x), static_cast<__half*>(y), rows, plane);
-    return cudaGetLastError();
-  }
-  const unsigned grid = static_cast<unsigned>(rows);
-  if (type == FloatType::f32)
-    global_pool_kernel<<<grid, kBlock, 0, stream>>>(max, static_cast<const float*>(x), static_cast<float*>(y), plane);
-  else
-    global_pool_kernel<<<grid, kBlock, 0, stream>>>(max, static_cast<const __half*>(x), static_cast<__half*>(y), plane);
+      global_pool_kernel<<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(max, static_cast<const T*>(x), static_cast<T*>(y), plane);
+  });
   return cudaGetLastError();
 }
 

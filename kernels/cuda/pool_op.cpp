@@ -98,7 +98,7 @@ std::optional<std::string> supports_reduce(const KernelBuild& b) {
   if (auto no = handles(b, {OpKind::ReduceMean, OpKind::ReduceMax}, "ReduceMean, ReduceMax")) return no;
   // The axes input is int64: only the data and the output need one float type.
   if (!float_type_of(b.inputs[0].dtype) || b.inputs[0].dtype != b.outputs[0].dtype)
-    return std::string("needs float32 or float16 data and output");
+    return std::string("needs float32, float16 or bfloat16 data and output");
   auto rows = reduce_rows(b);
   if (!rows) return rows.error().message;
   return std::nullopt;

@@ -31,10 +31,10 @@ cudaError_t launch_softmax(FloatType type, bool log, const void* x, void* y, int
                            cudaStream_t stream) {
   const int64_t rows = outer * inner;
   if (rows == 0 || axis == 0) return cudaSuccess;
-  if (type == FloatType::f32)
-    softmax_kernel<<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(log, static_cast<const float*>(x), static_cast<float*>(y), axis, inner);
-  else
-    softmax_kernel<<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(log, static_cast<const __half*>(x), static_cast<__half*>(y), axis, inner);
+  with_storage_type(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    softmax_kernel<<<static_cast<unsigned>(rows), kBlock, 0, stream>>>(log, static_cast<const T*>(x), static_cast<T*>(y), axis, inner);
+  });
   return cudaGetLastError();
 }
 

@@ -7,12 +7,13 @@ std::string_view device_precision_name(DevicePrecision p) {
     case DevicePrecision::fp32: return "fp32";
     case DevicePrecision::tf32: return "tf32";
     case DevicePrecision::fp16: return "fp16";
+    case DevicePrecision::bf16: return "bf16";
   }
   return "fp32";
 }
 
 std::optional<DevicePrecision> device_precision_from_name(std::string_view name) {
-  for (DevicePrecision p : {DevicePrecision::fp32, DevicePrecision::tf32, DevicePrecision::fp16})
+  for (DevicePrecision p : {DevicePrecision::fp32, DevicePrecision::tf32, DevicePrecision::fp16, DevicePrecision::bf16})
     if (device_precision_name(p) == name) return p;
   return std::nullopt;
 }

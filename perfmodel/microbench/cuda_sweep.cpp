@@ -18,7 +18,7 @@ namespace {
 // builds, fills and copies them for every point, which is most of a GPU point's cost.
 constexpr double kMaxBatch64Bytes = 256.0 * (1 << 20);
 
-double element_bytes(DevicePrecision p) { return p == DevicePrecision::fp16 ? 2 : 4; }
+double element_bytes(DevicePrecision p) { return p == DevicePrecision::fp16 || p == DevicePrecision::bf16 ? 2 : 4; }
 
 std::string size_name(int64_t bytes) {
   return bytes >= (int64_t{1} << 20) ? std::to_string(bytes >> 20) + " MiB" : std::to_string(bytes >> 10) + " KiB";
@@ -127,6 +127,7 @@ std::string cuda_precision_dtype(DevicePrecision precision) {
     case DevicePrecision::fp32: return "f32";
     case DevicePrecision::tf32: return "tf32";
     case DevicePrecision::fp16: return "f16";
+    case DevicePrecision::bf16: return "bf16";
   }
   return "f32";
 }

@@ -6,7 +6,7 @@
 //   that a sweep stopped early still covers every op;
 // - peak: a square MatMul per precision (4096, quick 1024), compute-bound;
 // - bandwidth: an Add streaming 1 MiB .. 256 MiB (two inputs and the output, in fp32), per pass.
-// Rows have threads 1 and backend "cuda"; dtype "f32", "tf32" or "f16".
+// Rows have threads 1 and backend "cuda"; dtype "f32", "tf32", "f16" or "bf16".
 #pragma once
 
 #include <string>
@@ -33,7 +33,7 @@ struct CudaBenchDevice {
 // devices, an unsupported compute capability.
 Result<CudaBenchDevice> cuda_bench_device_open(int device_index);
 
-// The dtype a device precision's rows are stored under: "f32", "tf32", "f16".
+// The dtype a device precision's rows are stored under: "f32", "tf32", "f16", "bf16".
 std::string cuda_precision_dtype(DevicePrecision precision);
 
 // The sweep's shapes on a GPU, in measuring order (see above).

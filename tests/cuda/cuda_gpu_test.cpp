@@ -1,5 +1,5 @@
 // GPU tests of the CUDA backend: every CUDA kernel against the CPU reference executor (fp32
-// within 1e-4 of max|reference|, fp16 and tf32 cosine >= 0.999), Fashion-MNIST and ResNet-18 end
+// within 1e-4 of max|reference|, tf32, fp16 and bf16 cosine >= 0.999), Fashion-MNIST and ResNet-18 end
 // to end through `kiln verify --device cuda`, and running out of device memory. The main below
 // exits 77 ("no CUDA device", ctest's SKIP_RETURN_CODE) where no GPU can be used, so ctest shows
 // these as skipped, never as passed.
@@ -305,7 +305,8 @@ nlohmann::json verify_on_gpu(const std::string& args) {
 
 TEST_CASE("every CUDA kernel matches the CPU reference", "[ops]") {
   const size_t index = GENERATE(range(size_t{0}, op_cases().size()));
-  const DevicePrecision precision = GENERATE(DevicePrecision::fp32, DevicePrecision::tf32, DevicePrecision::fp16);
+  const DevicePrecision precision = GENERATE(DevicePrecision::fp32, DevicePrecision::tf32, DevicePrecision::fp16,
+                                                     DevicePrecision::bf16);
   const OpCase& c = op_cases()[index];
   INFO(c.name << ", " << device_precision_name(precision));
   Builder b;
@@ -367,7 +368,7 @@ TEST_CASE("a range of steps is timed alone on the device, repeated within one la
   }
 }
 
-TEST_CASE("Fashion-MNIST runs end to end on the GPU in fp32 and fp16", "[models]") {
+TEST_CASE("Fashion-MNIST runs end to end on the GPU in fp32, fp16 and bf16", "[models]") {
   const std::string model = KILN_EXAMPLES_DIR "/fashion-mnist/model.onnx";
   const nlohmann::json fp32 = verify_on_gpu(model + " --random 256 --batch 64");
   CHECK(fp32["max_rel_error"].get<double>() <= 1e-4);
@@ -375,6 +376,9 @@ TEST_CASE("Fashion-MNIST runs end to end on the GPU in fp32 and fp16", "[models]
   const nlohmann::json fp16 = verify_on_gpu(model + " --random 256 --batch 64 --cuda-precision fp16");
   CHECK(fp16["cosine"].get<double>() >= 0.999);
   CHECK(fp16["top1_agreement"].get<double>() >= 0.95);
+  const nlohmann::json bf16 = verify_on_gpu(model + " --random 256 --batch 64 --cuda-precision bf16");
+  CHECK(bf16["cosine"].get<double>() >= 0.999);
+  CHECK(bf16["top1_agreement"].get<double>() >= 0.95);
   const std::string images = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz";
   const std::string labels = "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz";
   if (!std::filesystem::exists(images)) {
@@ -385,9 +389,12 @@ TEST_CASE("Fashion-MNIST runs end to end on the GPU in fp32 and fp16", "[models]
   const nlohmann::json labelled = verify_on_gpu(model + " --idx-images " + images + " --idx-labels " + labels +
                                                 " --mean 0.2860 --std 0.3530 --batch 100 --cuda-precision fp16");
   CHECK(labelled["accuracy_drop"].get<double>() <= 0.005);
+  const nlohmann::json labelled_bf16 = verify_on_gpu(model + " --idx-images " + images + " --idx-labels " + labels +
+                                                     " --mean 0.2860 --std 0.3530 --batch 100 --cuda-precision bf16");
+  CHECK(labelled_bf16["accuracy_drop"].get<double>() <= 0.005);
 }
 
-TEST_CASE("ResNet-18 runs end to end on the GPU in fp32 and fp16", "[models]") {
+TEST_CASE("ResNet-18 runs end to end on the GPU in fp32, fp16 and bf16", "[models]") {
   const std::string model = KILN_MODEL_CACHE "/resnet18.onnx";
   if (!std::filesystem::exists(model)) {
     FAIL("no " << model << ": run the models_export test (or scripts/test.sh) first");
@@ -397,6 +404,8 @@ TEST_CASE("ResNet-18 runs end to end on the GPU in fp32 and fp16", "[models]") {
   CHECK(fp32["max_rel_error"].get<double>() <= 1e-3);
   const nlohmann::json fp16 = verify_on_gpu(model + " --random 8 --batch 4 --cuda-precision fp16");
   CHECK(fp16["cosine"].get<double>() >= 0.999);
+  const nlohmann::json bf16 = verify_on_gpu(model + " --random 8 --batch 4 --cuda-precision bf16");
+  CHECK(bf16["cosine"].get<double>() >= 0.999);
 }
 
 TEST_CASE("running out of device memory is an error with the size asked for and what was free", "[oom]") {

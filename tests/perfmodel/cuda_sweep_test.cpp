@@ -75,7 +75,7 @@ TEST_CASE("every plan the GPU sweep times has a CUDA kernel for each step (no GP
   REQUIRE(bandwidth);
   plans.emplace_back("bandwidth", std::move(*bandwidth));
   for (const auto& [what, plan] : plans)
-    for (DevicePrecision precision : {DevicePrecision::fp32, DevicePrecision::tf32, DevicePrecision::fp16}) {
+    for (DevicePrecision precision : {DevicePrecision::fp32, DevicePrecision::tf32, DevicePrecision::fp16, DevicePrecision::bf16}) {
       DeviceEngineOptions options;
       options.precision = precision;
       const Status supported = cuda_plugin_check_plan(plan, options, search);

@@ -89,9 +89,9 @@ TEST_CASE("device_check names each way a GPU is missing or unusable", "[device]"
 }
 
 TEST_CASE("device precisions round-trip their names", "[device]") {
-  for (DevicePrecision p : {DevicePrecision::fp32, DevicePrecision::tf32, DevicePrecision::fp16})
+  for (DevicePrecision p : {DevicePrecision::fp32, DevicePrecision::tf32, DevicePrecision::fp16, DevicePrecision::bf16})
     CHECK(device_precision_from_name(device_precision_name(p)) == p);
-  CHECK_FALSE(device_precision_from_name("bf16"));
+  CHECK_FALSE(device_precision_from_name("int8"));
 }
 
 }  // namespace kiln

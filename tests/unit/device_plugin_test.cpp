@@ -138,7 +138,7 @@ TEST_CASE("the plugin's capability query needs no device and names the node and 
     const int f = b.op(OpKind::Flatten, {}, {g});
     const int y = b.op(OpKind::Gemm, testing::attrs({{"transB", int64_t{1}}}), {f, b.weight({10, 8}), b.weight({10})});
     b.output(b.op(OpKind::Softmax, {}, {y}));
-    for (DevicePrecision precision : {DevicePrecision::fp32, DevicePrecision::tf32, DevicePrecision::fp16}) {
+    for (DevicePrecision precision : {DevicePrecision::fp32, DevicePrecision::tf32, DevicePrecision::fp16, DevicePrecision::bf16}) {
       DeviceEngineOptions options;
       options.precision = precision;
       const Status st = (*backend)->check_plan(b.plan, options);
