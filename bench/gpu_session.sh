@@ -9,6 +9,8 @@
 #           stays in .gpu/ (SQLite's WAL files would count against OUT_DIR's 8), progress in bench.log;
 #   export  the torchvision set from that machine's PyTorch (tests/models/export_torchvision.py);
 #   verify  kiln verify --device cuda on each model in fp32, tf32, fp16 and bf16 (vs the CPU reference);
+#   precision_ref  PyTorch's own fp16/bf16 error on the same conditioned models (bench/pytorch_precision_error.py),
+#           the yardstick for verify's figures, in OUT_DIR/precision_ref.jsonl;
 #   bench   kiln bench --device cuda and PyTorch eager, batch 1 and 64, in BENCH_PRECISIONS, side by side;
 #   profile kiln bench --profile at batch 64 in fp16 (time per op and kernel) of PROFILE_MODELS, in bench.log;
 #   compile PyTorch torch.compile(mode="reduce-overhead") on COMPILE_MODELS, while time is left.
@@ -16,7 +18,7 @@
 # is not started once BUDGET_S seconds have passed.
 #
 # Usage: bench/gpu_session.sh BUNDLE.tar.xz OUT_DIR
-#   env: STAGES ("tests profile_gpu export verify bench profile compile"), BUDGET_S (380), PROFILE_GPU_S (150),
+#   env: STAGES ("tests profile_gpu export verify precision_ref bench profile compile"), BUDGET_S (380), PROFILE_GPU_S (150),
 #        PROFILE_GPU_PRECISIONS (fp32,fp16), MODELS_LIST (the torchvision set), VERIFY_PRECISIONS ("fp32 tf32 fp16 bf16"),
 #        BENCH_PRECISIONS ("fp16"), BUILT_ROOT (/work/main: where the bundle was built;
 #        the test executable has its paths compiled in)
@@ -24,7 +26,7 @@ set -u
 cd "$(dirname "$0")/.."
 bundle=$1
 out=$2
-STAGES=${STAGES:-tests profile_gpu export verify bench profile compile}
+STAGES=${STAGES:-tests profile_gpu export verify precision_ref bench profile compile}
 PROFILE_GPU_S=${PROFILE_GPU_S:-150}
 PROFILE_MODELS=${PROFILE_MODELS:-resnet50 convnext_tiny mobilenet_v2 squeezenet1_1 shufflenet_v2_x1_0}
 COMPILE_MODELS=${COMPILE_MODELS:-resnet50 mobilenet_v2}
@@ -156,6 +158,12 @@ if [ -n "$models_pid" ]; then
   wait "$models_pid"
   cat .gpu/tests_models.log >>"$out/tests.log"
   log "$(tail -1 .gpu/tests_models.log)"
+fi
+
+if stage_on precision_ref && [ "$(time_left)" -gt 60 ]; then
+  log "precision_ref: PyTorch fp16/bf16 vs fp32 on $models_csv"
+  timeout $(($(time_left) - 30)) python3 bench/pytorch_precision_error.py --models "$models_csv" >"$out/precision_ref.jsonl" 2>>"$out/bench.log"
+  log "precision_ref exit $?: $(wc -l <"$out/precision_ref.jsonl") rows"
 fi
 
 if stage_on bench && [ "$(time_left)" -gt 90 ]; then
