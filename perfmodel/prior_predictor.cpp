@@ -47,8 +47,7 @@ double PriorPredictor::step_ms(const StepFeatures& step, int threads) const {
   const double flops = 2.0 * (m.macs + step.epilogue_ops);
   const double compute_ms = compute > 0 ? flops / compute : 0;
   const double memory_ms = bandwidth > 0 ? m.bytes / bandwidth : 0;
-  const double overhead = gpu ? (m.batch <= kCudaGraphMaxBatch ? assumptions_.gpu_graph_launch_ms : assumptions_.gpu_stream_launch_ms)
-                              : assumptions_.cpu_step_overhead_ms;
+  const double overhead = gpu ? assumptions_.gpu_graph_launch_ms : assumptions_.cpu_step_overhead_ms;
   return overhead + std::max(compute_ms, memory_ms);
 }
 
@@ -69,10 +68,10 @@ std::string PriorPredictor::describe() const {
     std::snprintf(buf, sizeof buf,
                   "%s from its datasheet (prior, not measured): each kernel %.0f%% of the dense peak (%.0f%% on tensor cores) "
                   "or %.0f%% of %.0f GB/s, "
-                  "plus %.0f us per launch (%.0f us in a CUDA Graph), inputs and outputs copied at %.0f%% of %.0f GB/s",
+                  "plus %.0f us per launch in a CUDA Graph, inputs and outputs copied at %.0f%% of %.0f GB/s",
                   prior_.name.c_str(), 100 * assumptions_.compute_efficiency, 100 * assumptions_.tensor_core_efficiency,
-                  100 * assumptions_.memory_efficiency, prior_.memory_bandwidth_gbs, 1000 * assumptions_.gpu_stream_launch_ms,
-                  1000 * assumptions_.gpu_graph_launch_ms, 100 * assumptions_.host_copy_efficiency, prior_.host_link_gbs);
+                  100 * assumptions_.memory_efficiency, prior_.memory_bandwidth_gbs, 1000 * assumptions_.gpu_graph_launch_ms,
+                  100 * assumptions_.host_copy_efficiency, prior_.host_link_gbs);
   else
     std::snprintf(buf, sizeof buf,
                   "%s from its spec sheet (prior, not measured): each kernel %.0f%% of the peak of the cores it runs on or "
@@ -96,6 +95,17 @@ std::vector<StepFeatures> steps_on_gpu(const std::vector<StepFeatures>& cpu_fp32
     out.push_back(std::move(g));
   }
   return out;
+}
+
+std::string gpu_precision_dtype(const std::string& precision) {
+  return precision == "fp16" ? "f16" : precision == "bf16" ? "bf16" : "f32";
+}
+
+std::optional<std::string> gpu_precision_refusal(const std::string& precision, const PriorPredictor& prior) {
+  if (precision != "fp32" && precision != "fp16" && precision != "bf16")
+    return "kiln's CUDA backend runs fp32, TF32, fp16 and bf16 only";
+  if (precision != "fp32" && !prior.supports(gpu_precision_dtype(precision))) return prior.prior().name + " has no " + precision + " units";
+  return std::nullopt;
 }
 
 }  // namespace kiln::perf

@@ -6,6 +6,7 @@
 // this gives is marked "prior" and gives way to measurements as soon as the target has any.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,10 +24,9 @@ struct PriorAssumptions {
   double tensor_core_efficiency = 0.25;
   // Share of the datasheet's memory bandwidth a streaming kernel reaches.
   double memory_efficiency = 0.7;
-  // Per kernel: a GPU launch inside a CUDA Graph (batches up to kCudaGraphMaxBatch), a stream
-  // launch above it, and a CPU library call with its thread barrier.
+  // Per kernel: a GPU launch inside a CUDA Graph (kiln's CUDA engine replays one at every batch),
+  // and a CPU library call with its thread barrier.
   double gpu_graph_launch_ms = 0.002;
-  double gpu_stream_launch_ms = 0.005;
   double cpu_step_overhead_ms = 0.004;
   // Host <-> device copies of a run's inputs and outputs: kiln copies from pageable memory, which
   // reached ~8 GB/s of PCIe Gen5's 64 on an H100 host (docs/cuda-backend.md).
@@ -35,9 +35,6 @@ struct PriorAssumptions {
   // socket's bandwidth (a few threads cannot saturate DRAM).
   double core_bandwidth_share = 4.0;
 };
-
-// The batch up to which kiln's CUDA engine replays one CUDA Graph (kernels/cuda).
-constexpr int64_t kCudaGraphMaxBatch = 16;
 
 class PriorPredictor {
  public:
@@ -64,8 +61,14 @@ class PriorPredictor {
   PriorAssumptions assumptions_;
 };
 
-// The steps of a plan compiled for the CPU (float32) as the GPU runs them at `dtype` ("f32" or
-// "f16"): the CPU's layout conversions dropped, every stored byte at the dtype's width.
+// The steps of a plan compiled for the CPU (float32) as the GPU runs them at `dtype` ("f32",
+// "f16" or "bf16"): the CPU's layout conversions dropped, every stored byte at the dtype's width.
 std::vector<StepFeatures> steps_on_gpu(const std::vector<StepFeatures>& cpu_fp32_steps, const std::string& dtype);
+
+// The dtype a GPU precision ("fp32", "fp16", "bf16") is stored under in profiles and priors.
+std::string gpu_precision_dtype(const std::string& precision);
+
+// Why kiln cannot run `precision` on `prior`'s GPU (int8, or units the GPU lacks); nullopt when it can.
+std::optional<std::string> gpu_precision_refusal(const std::string& precision, const PriorPredictor& prior);
 
 }  // namespace kiln::perf

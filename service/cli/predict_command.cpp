@@ -71,8 +71,9 @@ int64_t plan_batch(const Plan& plan) {
 int run_predict_prior(const PredictOptions& o, const perf::TargetPrior& prior, const std::string& db) {
   const bool gpu = prior.device == "gpu";
   if (!gpu && o.precision == "fp16") return report_error("fp16 is for GPU targets: kiln has no fp16 CPU kernels");
-  if (gpu && (o.precision == "bf16" || o.precision == "int8"))
-    return report_error("precision " + o.precision + " on " + prior.name + ": kiln's CUDA backend runs fp32, TF32 and fp16 only");
+  const perf::PriorPredictor predictor(prior);
+  if (gpu)
+    if (auto why = perf::gpu_precision_refusal(o.precision, predictor)) return report_error("precision " + o.precision + " on " + prior.name + ": " + *why);
   std::string how;
   PredictOptions compile = o;
   if (gpu) compile.precision = "fp32";  // the GPU estimate reads the fp32 plan's kernels at the precision's width
@@ -82,15 +83,14 @@ int run_predict_prior(const PredictOptions& o, const perf::TargetPrior& prior, c
   if (!engine) return report_error(engine.error().message);
   const int threads = gpu ? 1 : (*engine)->threads();
   std::vector<perf::StepFeatures> features = perf::plan_features(*plan, (*engine)->steps(), threads);
-  if (gpu) features = perf::steps_on_gpu(features, o.precision == "fp16" ? "f16" : "f32");
+  if (gpu) features = perf::steps_on_gpu(features, perf::gpu_precision_dtype(o.precision));
   const double io_bytes = gpu ? static_cast<double>(perf::plan_io_bytes(*plan)) : 0.0;
-  const perf::PriorPredictor predictor(prior);
   const double device_ms = predictor.run_ms(features, threads, 0);
   const double total_ms = predictor.run_ms(features, threads, io_bytes);
   const int64_t batch = plan_batch(*plan);
   const double throughput = total_ms > 0 ? static_cast<double>(batch) * 1000.0 / total_ms : 0.0;
   const EngineMemory& mem = (*engine)->memory();
-  const double width = gpu && o.precision == "fp16" ? 0.5 : 1.0;
+  const double width = gpu && o.precision != "fp32" ? 0.5 : 1.0;
   const auto weights = static_cast<int64_t>(static_cast<double>(mem.weight_bytes) * width);
   const auto arena = static_cast<int64_t>(static_cast<double>(mem.arena_bytes) * width);
   if (o.json) {
@@ -132,8 +132,8 @@ int run_predict_prior(const PredictOptions& o, const perf::TargetPrior& prior, c
 // prices them (the sweep does not time them).
 int run_predict_gpu_profile(const PredictOptions& o, const perf::TargetProfile& profile, const std::string& db) {
   const perf::TargetFingerprint& fp = profile.target.fingerprint;
-  if (o.precision != "fp32" && o.precision != "fp16")
-    return report_error("precision " + o.precision + " on " + fp.cpu_model + ": kiln's CUDA backend runs fp32, TF32 and fp16 only");
+  if (o.precision != "fp32" && o.precision != "fp16" && o.precision != "bf16")
+    return report_error("precision " + o.precision + " on " + fp.cpu_model + ": kiln's CUDA backend runs fp32, TF32, fp16 and bf16 only");
   perf::FitOptions fit_options;
   fit_options.method = o.method;
   auto predictor = perf::LatencyPredictor::fit(profile.measurements, fit_options);
@@ -146,7 +146,7 @@ int run_predict_gpu_profile(const PredictOptions& o, const perf::TargetProfile& 
   auto engine = Engine::create(*plan, {1, nullptr});
   if (!engine) return report_error(engine.error().message);
   const std::vector<perf::StepFeatures> features =
-      perf::steps_on_gpu(perf::plan_features(*plan, (*engine)->steps(), 1), o.precision == "fp16" ? "f16" : "f32");
+      perf::steps_on_gpu(perf::plan_features(*plan, (*engine)->steps(), 1), perf::gpu_precision_dtype(o.precision));
   const perf::PlanPrediction p = predictor->predict(features);
   const perf::TargetPrior* link = perf::prior_replaced(profile.target);
   const double copies_ms = link ? perf::PriorPredictor(*link).host_copy_ms(static_cast<double>(perf::plan_io_bytes(*plan))) : 0.0;
@@ -154,7 +154,7 @@ int run_predict_gpu_profile(const PredictOptions& o, const perf::TargetProfile& 
   const int64_t batch = plan_batch(*plan);
   const double throughput = total_ms > 0 ? static_cast<double>(batch) * 1000.0 / total_ms : 0.0;
   const EngineMemory& mem = (*engine)->memory();
-  const double width = o.precision == "fp16" ? 0.5 : 1.0;
+  const double width = o.precision == "fp32" ? 1.0 : 0.5;
   const auto weights = static_cast<int64_t>(static_cast<double>(mem.weight_bytes) * width);
   const auto arena = static_cast<int64_t>(static_cast<double>(mem.arena_bytes) * width);
   const std::string copies_how = link ? "as " + link->id + "'s prior prices them" : "not priced: no prior for this GPU model";

@@ -148,18 +148,14 @@ std::vector<std::string> prior_cpu_precisions(const api::ApplicationDescription&
   return out;
 }
 
-// The GPU precisions: what kiln's CUDA backend runs (fp32, fp16) and the GPU has.
+// The GPU precisions: what kiln's CUDA backend runs (fp32, fp16, bf16) and the GPU has.
 std::vector<std::string> gpu_precisions(const api::ApplicationDescription& app, const perf::PriorPredictor& prior,
                                         std::vector<perf::ExcludedChoice>& excluded) {
   std::vector<std::string> out;
   for (api::Precision p : wanted_precisions(app)) {
     const std::string name = api::precision_name(p);
-    if (p == api::Precision::bf16 || p == api::Precision::int8)
-      excluded.push_back({"precision " + name + " on the GPUs", "kiln's CUDA backend runs fp32, TF32 and fp16 only"});
-    else if (p == api::Precision::fp16 && !prior.supports("f16"))
-      excluded.push_back({"precision fp16 on the GPUs", prior.prior().name + " has no fp16 units"});
-    else
-      out.push_back(name);
+    if (auto why = perf::gpu_precision_refusal(name, prior)) excluded.push_back({"precision " + name + " on the GPUs", *why});
+    else out.push_back(name);
   }
   return out;
 }
@@ -168,9 +164,9 @@ std::vector<std::string> gpu_precisions(const api::ApplicationDescription& app, 
 perf::ModelCosts gpu_costs(const perf::ModelCosts& fp32, const std::string& precision) {
   perf::ModelCosts c = fp32;
   c.precision = precision;
-  const std::string dtype = precision == "fp16" ? "f16" : "f32";
+  const std::string dtype = perf::gpu_precision_dtype(precision);
   c.steps = perf::steps_on_gpu(fp32.steps, dtype);
-  const int64_t divide = dtype == "f16" ? 2 : 1;  // weights and activations stored in fp16
+  const int64_t divide = dtype == "f32" ? 1 : 2;  // weights and activations stored in 16 bits
   c.constant_bytes /= divide;
   c.packed_bytes = 0;  // the device keeps one copy of the weights
   c.arena_bytes /= divide;
@@ -190,13 +186,13 @@ std::string measured_gpu_note(const perf::TargetProfile& profile, const perf::Fi
                      prior.prior().name + "'s prior: the sweep times the device alone); the GPU runs the CPU plan's kernels "
                      "at the precision's width (no GPU-specific fusion).";
   for (const std::string& p : precisions) {
-    const std::string dtype = p == "fp16" ? "f16" : "f32";
+    const std::string dtype = perf::gpu_precision_dtype(p);
     const bool swept = std::any_of(profile.measurements.begin(), profile.measurements.end(),
                                    [&](const perf::Measurement& m) { return m.kind == perf::kKindKernel && m.dtype == dtype; });
     // The predictor falls back to a group's f32 points, and without those to the streaming bandwidth.
     if (!swept)
       note += " The profile has no " + p + " kernel points: " + p + " candidates are priced from its " +
-              (p == "fp16" ? "fp32 points." : "streaming bandwidth alone.");
+              (p != "fp32" ? "fp32 points." : "streaming bandwidth alone.");
   }
   return note;
 }

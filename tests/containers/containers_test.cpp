@@ -382,6 +382,23 @@ TEST_CASE("the self-test tolerance follows the plan's precision", "[containers]"
   CHECK(selftest_compare(expected, {{"y", Tensor::from_values<float>({2}, near)}}, int8)[0].passed);
 }
 
+TEST_CASE("a self-test on a GPU widens the bundle's tolerance by the device precision's width", "[containers]") {
+  const SelftestTolerance bundle{};
+  PlanRunnerOptions options;
+  CHECK(selftest_tolerance_on_device(bundle, options).rel == Approx(bundle.rel));  // the CPU keeps the bundle's
+  options.device = DeviceKind::cuda;
+  double previous = bundle.rel;
+  // fp32 keeps it; each narrower precision is looser than the one before (tf32, fp16, bf16).
+  for (DevicePrecision p : {DevicePrecision::fp32, DevicePrecision::tf32, DevicePrecision::fp16, DevicePrecision::bf16}) {
+    options.device_options.precision = p;
+    const double rel = selftest_tolerance_on_device(bundle, options).rel;
+    INFO(device_precision_name(p));
+    if (p == DevicePrecision::fp32) CHECK(rel == Approx(bundle.rel));
+    else CHECK(rel > previous);
+    previous = rel;
+  }
+}
+
 TEST_CASE("cached layers give the same blob, and a damaged cache entry is not used", "[containers]") {
   const fs::path dir = temp_dir("cache");
   const fs::path cache = dir / "cache";

@@ -119,13 +119,13 @@ TEST_CASE("kiln plan for a remote GPU node without measurements: spec priors, ma
     if (c.at("device") == "cuda") {
       ++gpu;
       CHECK(c.at("instances") == 4);
-      CHECK((c.at("precision") == "fp32" || c.at("precision") == "fp16"));
+      CHECK((c.at("precision") == "fp32" || c.at("precision") == "fp16" || c.at("precision") == "bf16"));
     } else {
       ++cpu;
     }
   }
   CHECK(cpu > 0);
-  CHECK(gpu == 2 * 3);  // fp32, fp16 x batches 1, 8, 32
+  CHECK(gpu == 3 * 3);  // fp32, fp16, bf16 x batches 1, 8, 32
   std::string said;
   for (const auto& line : plan.at("explanation")) said += line.get<std::string>() + "\n";
   CHECK(said.find("GPU latencies are NVIDIA H100 SXM5 80GB from its datasheet (prior, not measured)") != std::string::npos);
@@ -145,6 +145,20 @@ TEST_CASE("kiln plan for a remote GPU node without measurements: spec priors, ma
   for (const auto& line : plan.at("explanation")) said += line.get<std::string>() + "\n";
   CHECK(said.find("CPUs (Imaginary CPU 9000) are not planned for") != std::string::npos);
   CHECK(plan.at("target").at("gpus").at("prior").at("id") == "nvidia-l4");
+
+  // A GPU without bf16 units (Turing): bf16 is excluded with the reason, fp16 stays.
+  write_file(dir.file("t4.yaml"),
+             "name: t4-box\nkind: cloud\nscheduler: kubernetes\ncontainer_runtime: docker\n"
+             "node: {cpu: {model: Imaginary CPU 9000, cores: 16}, memory_gb: 64, gpus: [{model: Tesla T4, count: 1, memory_gb: 16}]}\n");
+  r = run_kiln(dir, "plan " + dir.file("app.yaml") + " --target " + dir.file("t4.yaml") + common);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  plan = nlohmann::json::parse(r.out);
+  for (const auto& c : plan.at("candidates")) CHECK(c.at("precision") != "bf16");
+  said.clear();
+  for (const auto& line : plan.at("explanation")) said += line.get<std::string>() + "\n";
+  CHECK_THAT(said, Catch::Contains("precision bf16 on the GPUs"));
+  CHECK_THAT(said, Catch::Contains("NVIDIA T4 16GB has no bf16 units"));
 }
 
 TEST_CASE("kiln plan for a remote GPU node with a measured GPU profile: predicted from it, not the prior", "[perfmodel][plan]") {
@@ -191,12 +205,13 @@ TEST_CASE("kiln plan for a remote GPU node with a measured GPU profile: predicte
     CHECK(c.at("predicted_ms").get<double>() > 0);
     if (c.at("batch") == 32) (c.at("precision") == "fp16" ? fp16_b32 : fp32_b32) = c.at("predicted_ms").get<double>();
   }
-  CHECK(gpu_candidates == 2 * 3);  // fp32, fp16 x batches 1, 8, 32
+  CHECK(gpu_candidates == 3 * 3);  // fp32, fp16, bf16 x batches 1, 8, 32
   CHECK(fp16_b32 < fp32_b32);      // the profile's f16 groups are faster
   std::string said;
   for (const auto& line : plan.at("explanation")) said += line.get<std::string>() + "\n";
   CHECK_THAT(said, Catch::Contains("4 x NVIDIA H100 80GB HBM3, profile " + gpu.id + " (measured)"));
   CHECK_THAT(said, Catch::Contains("GPU latencies are predicted from profile " + gpu.id));
   CHECK_THAT(said, Catch::Contains("host copies"));
+  CHECK_THAT(said, Catch::Contains("The profile has no bf16 kernel points: bf16 candidates are priced from its fp32 points."));
   CHECK_THAT(said, !Catch::Contains("GPU latencies are NVIDIA H100 SXM5 80GB from its datasheet"));
 }

@@ -94,6 +94,16 @@ TEST_CASE("kiln predict --target PRIOR: a datasheet roofline for a device kiln c
   CHECK(fp32.at("predicted_device_ms").get<double>() > fp16.at("predicted_device_ms").get<double>());
   CHECK(fp32.at("weights_bytes").get<int64_t>() == 2 * fp16.at("weights_bytes").get<int64_t>());
   CHECK_FALSE(std::ifstream(dir.file("none.sqlite")).good());  // the store is not created
+  // bf16: the same width as fp16 on the H100's tensor cores; refused on a GPU without bf16 units.
+  r = run_predict(dir, kModel + " --target nvidia-h100-sxm --precision bf16" + common);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json bf16 = nlohmann::json::parse(r.out);
+  CHECK(bf16.at("weights_bytes") == fp16.at("weights_bytes"));
+  CHECK(bf16.at("predicted_device_ms").get<double>() == Approx(fp16.at("predicted_device_ms").get<double>()));
+  r = run_predict(dir, kModel + " --target nvidia-t4 --precision bf16" + common);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("NVIDIA T4 16GB has no bf16 units"));
 
   r = run_predict(dir, kModel + " --target amd-epyc-9654 --threads 4" + common);
   INFO(r.out << r.err);
@@ -102,7 +112,7 @@ TEST_CASE("kiln predict --target PRIOR: a datasheet roofline for a device kiln c
 
   r = run_predict(dir, kModel + " --target nvidia-h100-sxm --precision int8" + common);
   CHECK(r.exit_code == 1);
-  CHECK(r.err.find("CUDA backend runs fp32, TF32 and fp16 only") != std::string::npos);
+  CHECK(r.err.find("CUDA backend runs fp32, TF32, fp16 and bf16 only") != std::string::npos);
   r = run_predict(dir, kModel + " --precision fp16" + common);
   CHECK(r.exit_code == 1);
   CHECK(r.err.find("fp16 is for GPU targets") != std::string::npos);
@@ -133,5 +143,5 @@ TEST_CASE("kiln predict --target PRIOR with a measured GPU profile stored: predi
   CHECK(fp32.at("predicted_device_ms").get<double>() > fp16.at("predicted_device_ms").get<double>());
   r = run_predict(dir, kModel + " --target nvidia-h100-sxm --precision int8" + common);
   CHECK(r.exit_code == 1);
-  CHECK(r.err.find("CUDA backend runs fp32, TF32 and fp16 only") != std::string::npos);
+  CHECK(r.err.find("CUDA backend runs fp32, TF32, fp16 and bf16 only") != std::string::npos);
 }

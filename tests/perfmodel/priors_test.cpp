@@ -51,15 +51,15 @@ TEST_CASE("the prior predictor is a datasheet roofline with stated efficiencies"
   conv.op = "Conv";
   conv.m.op = "conv";
   conv.m.dtype = "f16";
-  conv.m.batch = 64;  // above the CUDA Graph batch: stream launches
+  conv.m.batch = 64;  // replayed in a CUDA Graph like every batch
   conv.m.macs = 1e12;
   conv.m.bytes = 1e6;
   // Compute-bound on tensor cores: launch + 2 x MACs / (989.4 TFLOP/s x tensor-core efficiency).
   const double compute_ms = 2e12 / (989.4e9 * a.tensor_core_efficiency);
-  CHECK(gpu.step_ms(conv, 1) == Approx(a.gpu_stream_launch_ms + compute_ms).epsilon(1e-9));
+  CHECK(gpu.step_ms(conv, 1) == Approx(a.gpu_graph_launch_ms + compute_ms).epsilon(1e-9));
   conv.m.dtype = "f32";  // CUDA cores, 67 TFLOP/s
-  CHECK(gpu.step_ms(conv, 1) == Approx(a.gpu_stream_launch_ms + 2e12 / (67e9 * a.compute_efficiency)).epsilon(1e-9));
-  // Memory-bound, inside a CUDA Graph.
+  CHECK(gpu.step_ms(conv, 1) == Approx(a.gpu_graph_launch_ms + 2e12 / (67e9 * a.compute_efficiency)).epsilon(1e-9));
+  // Memory-bound.
   StepFeatures copy;
   copy.op = "Transpose";
   copy.m.dtype = "f16";
