@@ -5,8 +5,8 @@
 // neither allocates nor synchronizes, so a whole run can be captured as one CUDA Graph.
 //
 // The KernelBuild is the CPU one with device dtypes: in fp16 (bf16) mode every float32 value is
-// float16 (bfloat16) on the device (ValueDesc::dtype says f16 or bf16) while ValueDesc::constant still points at the host
-// float32 tensor. Layouts are always plain (NCHW, row-major).
+// float16 (bfloat16) on the device (ValueDesc::dtype says f16 or bf16) while ValueDesc::constant
+// still points at the host float32 tensor. Layouts are always plain (NCHW, row-major).
 #pragma once
 
 #include <memory>
