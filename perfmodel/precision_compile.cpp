@@ -22,7 +22,16 @@ Result<std::vector<std::string>> precision_pipeline(const std::string& precision
                                               : "default");
 }
 
+Result<Plan> gpu_plan_compile(Graph graph) {
+  PassRunOptions options;
+  options.check_numerics = false;
+  auto records = run_passes(graph, cuda_pipeline(), options);
+  if (!records) return records.status();
+  return graph_to_plan(graph);
+}
+
 Result<Plan> precision_compile(Graph graph, const std::string& precision) {
+  if (precision == kCudaPlan) return gpu_plan_compile(std::move(graph));
   KILN_ASSIGN(passes, precision_pipeline(precision));
   PassRunOptions options;
   options.check_numerics = false;

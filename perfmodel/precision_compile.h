@@ -20,6 +20,14 @@ std::string precision_dtype(const std::string& precision);
 Result<std::vector<std::string>> precision_pipeline(const std::string& precision);
 
 // Runs the precision's pipeline on a shape-inferred graph with concrete shapes and lowers it.
+// kCudaPlan compiles the plan kiln's CUDA engine runs instead (gpu_plan_compile).
 Result<Plan> precision_compile(Graph graph, const std::string& precision);
+
+// The plan `kiln compile --device cuda` makes: the CUDA pipeline (cuda_pipeline(): no CPU-only
+// fused ops) in float32. A GPU precision changes the storage width, not the plan, so GPU costs
+// are this plan's steps at that width (steps_on_gpu). Pricing it instead of the CPU plan: 10 vs 7
+// of 36 H100 runs within 10% (docs/perfmodel-next.md).
+inline constexpr const char* kCudaPlan = "cuda";
+Result<Plan> gpu_plan_compile(Graph graph);
 
 }  // namespace kiln::perf

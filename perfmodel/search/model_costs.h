@@ -18,7 +18,7 @@
 namespace kiln::perf {
 
 struct ModelCosts {
-  std::string precision;   // "fp32", "bf16", "int8"
+  std::string precision;   // "fp32", "bf16", "int8"; kCudaPlan for the GPU's plan
   std::vector<StepFeatures> steps;  // at batch 1, threads 1
   int64_t constant_bytes = 0;  // the plan's constants (weights as imported)
   int64_t packed_bytes = 0;    // the kernels' own copies of their weights (sum of steps' weight_bytes)
@@ -38,7 +38,8 @@ std::string model_costs_cache_path(const std::string& cache_dir, const std::stri
                                    const std::string& precision, const std::string& fingerprint_id);
 
 // Compiles `graph` (shape-inferred, every dimension bound, batch 1) for `precision` through
-// precision_compile, builds the Engine (not run) and records its features and memory.
+// precision_compile (kCudaPlan: the plan the CUDA engine runs, whose costs the GPU space scales),
+// builds the Engine (not run) and records its features and memory.
 Result<ModelCosts> model_costs_compute(Graph graph, const std::string& precision);
 
 // The cached costs, or an error (missing, unreadable, another kiln version: callers recompute).

@@ -43,7 +43,7 @@ Result<Plan> plan_for(const PredictOptions& o, std::string* how) {
   KILN_ASSIGN(model, load_model(o.model, &o.dims));
   auto plan = perf::precision_compile(std::move(model.graph), o.precision);
   if (!plan) return plan.status().with_context(o.model + ": ");
-  *how = "compiled " + o.model + " for " + o.precision;
+  *how = "compiled " + o.model + (o.precision == perf::kCudaPlan ? " with the CUDA pipeline" : " for " + o.precision);
   return plan;
 }
 
@@ -76,7 +76,7 @@ int run_predict_prior(const PredictOptions& o, const perf::TargetPrior& prior, c
     if (auto why = perf::gpu_precision_refusal(o.precision, predictor)) return report_error("precision " + o.precision + " on " + prior.name + ": " + *why);
   std::string how;
   PredictOptions compile = o;
-  if (gpu) compile.precision = "fp32";  // the GPU estimate reads the fp32 plan's kernels at the precision's width
+  if (gpu) compile.precision = perf::kCudaPlan;  // the plan the GPU runs, read at the precision's width
   auto plan = plan_for(compile, &how);
   if (!plan) return report_error(plan.error().message);
   auto engine = Engine::create(*plan, {gpu ? 1 : o.threads, nullptr});
@@ -126,8 +126,8 @@ int run_predict_prior(const PredictOptions& o, const perf::TargetPrior& prior, c
   return kExitOk;
 }
 
-// The target is a GPU measured by `kiln bench-target --device cuda`: the fp32 plan's kernels as the
-// GPU runs them at the precision (as for a GPU prior), priced by a predictor fitted to the GPU's
+// The target is a GPU measured by `kiln bench-target --device cuda`: the CUDA pipeline's plan as
+// the GPU runs it at the precision (as for a GPU prior), priced by a predictor fitted to the GPU's
 // profile (device time), plus the host copies of inputs and outputs as the GPU model's prior
 // prices them (the sweep does not time them).
 int run_predict_gpu_profile(const PredictOptions& o, const perf::TargetProfile& profile, const std::string& db) {
@@ -140,7 +140,7 @@ int run_predict_gpu_profile(const PredictOptions& o, const perf::TargetProfile& 
   if (!predictor) return report_error(predictor.error().message);
   std::string how;
   PredictOptions compile = o;
-  compile.precision = "fp32";
+  compile.precision = perf::kCudaPlan;
   auto plan = plan_for(compile, &how);
   if (!plan) return report_error(plan.error().message);
   auto engine = Engine::create(*plan, {1, nullptr});

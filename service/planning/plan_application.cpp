@@ -160,12 +160,12 @@ std::vector<std::string> gpu_precisions(const api::ApplicationDescription& app, 
   return out;
 }
 
-// The fp32 costs of a plan compiled for the CPU, as the GPU runs them at `precision`.
-perf::ModelCosts gpu_costs(const perf::ModelCosts& fp32, const std::string& precision) {
-  perf::ModelCosts c = fp32;
+// The costs of the plan the CUDA engine runs (kCudaPlan), as the GPU runs them at `precision`.
+perf::ModelCosts gpu_costs(const perf::ModelCosts& cuda_plan, const std::string& precision) {
+  perf::ModelCosts c = cuda_plan;
   c.precision = precision;
   const std::string dtype = perf::gpu_precision_dtype(precision);
-  c.steps = perf::steps_on_gpu(fp32.steps, dtype);
+  c.steps = perf::steps_on_gpu(cuda_plan.steps, dtype);
   const int64_t divide = dtype == "f32" ? 1 : 2;  // weights and activations stored in 16 bits
   c.constant_bytes /= divide;
   c.packed_bytes = 0;  // the device keeps one copy of the weights
@@ -183,8 +183,8 @@ std::string measured_gpu_note(const perf::TargetProfile& profile, const perf::Fi
                 100.0 * fit.heldout_median_chosen, 100.0 * prior.assumptions().host_copy_efficiency, prior.prior().host_link_gbs);
   std::string note = "GPU latencies are predicted from profile " + gpu.id + " (" + gpu.cpu_model + ", " + profile.target.source +
                      ": " + std::to_string(fit.points_used) + " kernel points timed on the device, " + figures + " (" +
-                     prior.prior().name + "'s prior: the sweep times the device alone); the GPU runs the CPU plan's kernels "
-                     "at the precision's width (no GPU-specific fusion).";
+                     prior.prior().name + "'s prior: the sweep times the device alone); the GPU runs the plan the CUDA "
+                     "pipeline compiles, at the precision's width.";
   for (const std::string& p : precisions) {
     const std::string dtype = perf::gpu_precision_dtype(p);
     const bool swept = std::any_of(profile.measurements.begin(), profile.measurements.end(),
@@ -319,7 +319,7 @@ Result<PlanOutcome> plan_application(const PlanInputs& in) {
 
   t0 = Clock::now();
   std::vector<std::string> needed = cpu_precisions;
-  if (!gpu_precisions_planned.empty() && std::find(needed.begin(), needed.end(), "fp32") == needed.end()) needed.push_back("fp32");
+  if (!gpu_precisions_planned.empty()) needed.push_back(perf::kCudaPlan);
   std::map<std::string, perf::ModelCosts> costs;
   if (!needed.empty()) KILN_TRY(model_costs(in, root, needed, out, costs, notes));
   out.timings.costs_ms = ms_since(t0);
@@ -364,7 +364,7 @@ Result<PlanOutcome> plan_application(const PlanInputs& in) {
     }
     perf::PlanSpace space;
     space.device = "cuda";
-    for (const std::string& p : gpu_precisions_planned) space.costs.emplace(p, gpu_costs(costs.at("fp32"), p));
+    for (const std::string& p : gpu_precisions_planned) space.costs.emplace(p, gpu_costs(costs.at(perf::kCudaPlan), p));
     if (out.gpu_predictor) {
       const perf::TargetFingerprint& gpu = out.gpu_profile->target.fingerprint;
       space.what = std::to_string(out.gpus) + " x " + gpu.cpu_model + ", profile " + gpu.id + " (measured)";
@@ -386,8 +386,8 @@ Result<PlanOutcome> plan_application(const PlanInputs& in) {
       };
       space.latency_source = "prior";
       space.p99_source = "assumed: a spec prior has no measured spread";
-      notes.push_back("GPU latencies are " + gpu_prior->describe() + "; the GPU runs the CPU plan's kernels at the "
-                      "precision's width (no GPU-specific fusion), so treat them as estimates until measured there.");
+      notes.push_back("GPU latencies are " + gpu_prior->describe() + "; the GPU runs the plan the CUDA pipeline "
+                      "compiles, at the precision's width; treat them as estimates until measured there.");
     }
     space.slots = out.gpus;
     space.threads = {1};

@@ -94,6 +94,11 @@ TEST_CASE("kiln predict --target PRIOR: a datasheet roofline for a device kiln c
   CHECK(fp32.at("predicted_device_ms").get<double>() > fp16.at("predicted_device_ms").get<double>());
   CHECK(fp32.at("weights_bytes").get<int64_t>() == 2 * fp16.at("weights_bytes").get<int64_t>());
   CHECK_FALSE(std::ifstream(dir.file("none.sqlite")).good());  // the store is not created
+  // The plan priced is the one the GPU runs (the CUDA pipeline's), not the CPU's.
+  r = run_predict(dir, kModel + " --target nvidia-h100-sxm --precision fp16 --db " + dir.file("none.sqlite") + " --batch 8");
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("with the CUDA pipeline"));
   // bf16: the same width as fp16 on the H100's tensor cores; refused on a GPU without bf16 units.
   r = run_predict(dir, kModel + " --target nvidia-h100-sxm --precision bf16" + common);
   INFO(r.out << r.err);
