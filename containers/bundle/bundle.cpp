@@ -93,7 +93,8 @@ std::string metadata_json(const Bundle& b, uint64_t model_bytes) {
        {{"name", r.target.name}, {"kind", r.target.kind}, {"scheduler", r.target.scheduler},
         {"device", r.target.gpu_count > 0 ? "gpu" : "cpu"}, {"gpu", {{"model", r.target.gpu_model}, {"count", r.target.gpu_count}}},
         // A GPU target's image runs on the CPUs when it was built without the plugin (--device cpu).
-        {"runs_on", gpu ? "cuda" : "cpu"}, {"architecture", "amd64"}, {"os", "linux"}}},
+        {"runs_on", gpu ? "cuda" : "cpu"}, {"cuda_precision", gpu ? nlohmann::json(r.cuda_precision) : nlohmann::json()},
+        {"architecture", "amd64"}, {"os", "linux"}}},
       {"sbom", kBundleSbomFile}};
   return doc.dump();
 }
@@ -102,6 +103,8 @@ std::string metadata_json(const Bundle& b, uint64_t model_bytes) {
 
 Result<Bundle> bundle_assemble(const BundleRequest& request) {
   KILN_REQUIRE(request.compiled && request.reference, invalid_argument, "bundle_assemble needs the compiled and reference plans");
+  KILN_REQUIRE(device_precision_from_name(request.cuda_precision), invalid_argument, "cuda_precision '", request.cuda_precision,
+               "' is not one of fp32, tf32, fp16, bf16");
   Bundle bundle;
   bundle.request = request;
   const fs::path dir(request.dir);
@@ -222,6 +225,7 @@ oci::ImageSpec bundle_image_spec(const Bundle& bundle, const ImageOptions& optio
   if (r.threads > 0) spec.env.push_back("OMP_NUM_THREADS=" + std::to_string(r.threads));
   if (gpu) {
     spec.env.push_back("KILN_DEVICE=cuda");  // every kiln-runtime verb's default --device
+    spec.env.push_back("KILN_CUDA_PRECISION=" + r.cuda_precision);  // and --cuda-precision
     // What the NVIDIA container toolkit reads to expose the GPUs and mount the driver.
     spec.env.push_back("NVIDIA_VISIBLE_DEVICES=all");
     spec.env.push_back("NVIDIA_DRIVER_CAPABILITIES=compute,utility");

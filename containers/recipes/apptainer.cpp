@@ -69,6 +69,7 @@ std::string apptainer_definition_text(const DeploymentSpec& spec) {
   line(out, "    export KILN_THREADS=\"${KILN_THREADS:-" + std::to_string(spec.threads) + "}\"");
   if (spec.threads > 0) line(out, "    export OMP_NUM_THREADS=\"${OMP_NUM_THREADS:-" + std::to_string(spec.threads) + "}\"");
   if (gpu) line(out, "    export KILN_DEVICE=\"${KILN_DEVICE:-cuda}\"");
+  if (gpu) line(out, "    export KILN_CUDA_PRECISION=\"${KILN_CUDA_PRECISION:-" + spec.cuda_precision + "}\"");
   line(out);
 
   line(out, "%runscript");
@@ -93,7 +94,7 @@ std::string apptainer_definition_text(const DeploymentSpec& spec) {
   line(out, "    " + tool + " test" + nv + " " + sif);
   line(out, "        checks the bundled self-test vectors; non-zero exit on a mismatch.");
   line(out, std::string("    Environment: KILN_THREADS (0: the CPU quota), OMP_NUM_THREADS") +
-                (gpu ? ", KILN_DEVICE (cuda; cpu runs on the CPUs)." : "."));
+                (gpu ? ", KILN_DEVICE (cuda; cpu runs on the CPUs), KILN_CUDA_PRECISION (fp32, tf32, fp16 or bf16)." : "."));
   return out;
 }
 

@@ -128,6 +128,10 @@ Status deployment_spec_check(const DeploymentSpec& spec) {
   // A GPU image without them could not load the plugin: every run would fail on the node.
   KILN_REQUIRE(deployment_gpus(spec) == 0 || !spec.cuda_libraries.empty(), invalid_argument,
                "deployment spec: a GPU deployment needs cuda_libraries (the CUDA libraries the bundled plugin loads)");
+  // Written into shell scripts and manifests: one of the runtime's names, nothing else.
+  const std::string& p = spec.cuda_precision;
+  KILN_REQUIRE(p == "fp32" || p == "tf32" || p == "fp16" || p == "bf16", invalid_argument, "deployment spec: cuda_precision '", p,
+               "' must be fp32, tf32, fp16 or bf16");
   KILN_REQUIRE(chars_in(spec.cuda_image, "._/:@-"), invalid_argument, "deployment spec: cuda_image '", spec.cuda_image,
                "' must be an image reference (or empty)");
   KILN_REQUIRE(chars_in(spec.shell_image, "._/:@-") && !spec.shell_image.empty(), invalid_argument,

@@ -116,7 +116,9 @@ std::string dockerfile_text(const DeploymentSpec& spec) {
   if (spec.threads > 0) env += " OMP_NUM_THREADS=" + std::to_string(spec.threads);
   else line(out, "# KILN_THREADS=0: as many threads as the container's CPU quota allows, decided at run time.");
   line(out, env);
-  if (gpu) line(out, "ENV KILN_DEVICE=cuda NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility");
+  if (gpu)
+    line(out, "ENV KILN_DEVICE=cuda KILN_CUDA_PRECISION=" + spec.cuda_precision +
+                  " NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility");
   line(out, "LABEL org.opencontainers.image.title=" + dockerfile_string(resource) + " \\");
   line(out, "      org.opencontainers.image.version=" + dockerfile_string(spec.kiln_version) + " \\");
   line(out, "      org.opencontainers.image.vendor=\"kiln\" \\");

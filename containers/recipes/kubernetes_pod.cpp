@@ -22,7 +22,10 @@ std::string threads_text(const DeploymentSpec& spec) { return std::to_string(kub
 void env_write(std::string& out, int indent, const DeploymentSpec& spec) {
   line(out, indent, "env:");
   Labels env = {{"KILN_BUNDLE", "/kiln"}, {"KILN_THREADS", threads_text(spec)}, {"OMP_NUM_THREADS", threads_text(spec)}};
-  if (deployment_gpus(spec) > 0) env.emplace_back("KILN_DEVICE", "cuda");  // the image's default too; stated here
+  if (deployment_gpus(spec) > 0) {  // the image's defaults too; stated here
+    env.emplace_back("KILN_DEVICE", "cuda");
+    env.emplace_back("KILN_CUDA_PRECISION", spec.cuda_precision);
+  }
   for (const auto& [name, value] : env) {
     line(out, indent + 2, "- name: " + name);
     line(out, indent + 4, "value: " + yaml_scalar(value));

@@ -38,6 +38,7 @@ struct DeploymentSpec {
   // them from (cuda_base_image; empty: the Dockerfile asks for --build-arg CUDA_IMAGE=...).
   std::vector<std::string> cuda_libraries;
   std::string cuda_image;
+  std::string cuda_precision = "fp32";  // GPU deployments: KILN_CUDA_PRECISION, the runtime's --cuda-precision
   // The Apptainer definition: a static shell for %runscript and %test (the image has none).
   std::string shell_image = "busybox:1.36.1-musl";
   api::TargetInfrastructure target;

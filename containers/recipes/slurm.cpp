@@ -88,7 +88,10 @@ std::string slurm_script_text(const DeploymentSpec& spec) {
   line(out, "SIF=" + shell_quote(sif));
   line(out, "ARCHIVE=" + shell_quote(spec.oci_archive));
   line(out, "THREADS=\"${SLURM_CPUS_PER_TASK:-" + std::to_string(threads) + "}\"");
-  if (gpus > 0) line(out, "DEVICE=\"${KILN_DEVICE:-cuda}\"  # KILN_DEVICE=cpu sbatch ... runs the model on the CPUs");
+  if (gpus > 0) {
+    line(out, "DEVICE=\"${KILN_DEVICE:-cuda}\"  # KILN_DEVICE=cpu sbatch ... runs the model on the CPUs");
+    line(out, "PRECISION=\"${KILN_CUDA_PRECISION:-" + spec.cuda_precision + "}\"  # fp32, tf32, fp16 or bf16 on the GPU");
+  }
   line(out);
   line(out, "if [[ ! -f \"$SIF\" ]]; then");
   line(out, "  # A job-private name, then a rename: concurrent jobs never see half a SIF.");
@@ -100,7 +103,7 @@ std::string slurm_script_text(const DeploymentSpec& spec) {
   line(out, "if [[ \"$OUT_DIR\" != \"$IN_DIR\" ]]; then BINDS+=(--bind \"$OUT_DIR\"); fi");
   line(out, "# --cleanenv: the host's LD_LIBRARY_PATH and modules must not reach the image's exact closure.");
   line(out, std::string("CONTAINER=(\"$RUNTIME\" exec --cleanenv") + (gpus > 0 ? " --nv" : "") +
-                " --env \"KILN_THREADS=$THREADS,OMP_NUM_THREADS=$THREADS" + (gpus > 0 ? ",KILN_DEVICE=$DEVICE" : "") +
+                " --env \"KILN_THREADS=$THREADS,OMP_NUM_THREADS=$THREADS" + (gpus > 0 ? ",KILN_DEVICE=$DEVICE,KILN_CUDA_PRECISION=$PRECISION" : "") +
                 "\" \"${BINDS[@]}\" \"$SIF\" /kiln/bin/kiln-runtime)");
   line(out);
   line(out, "echo \"self-test on $(hostname)\"");

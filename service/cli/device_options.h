@@ -15,15 +15,17 @@ struct DeviceCli {
   std::string cuda_precision = "fp32";
   int cuda_device = 0;
 
-  // `device_env`: an environment variable giving --device's default (kiln-runtime's KILN_DEVICE).
-  void add_to(CLI::App& cmd, bool with_device_index = true, const char* device_env = nullptr) {
+  // `device_env`, `precision_env`: environment variables giving --device's and --cuda-precision's
+  // defaults (kiln-runtime's KILN_DEVICE and KILN_CUDA_PRECISION, which GPU images set).
+  void add_to(CLI::App& cmd, bool with_device_index = true, const char* device_env = nullptr, const char* precision_env = nullptr) {
     CLI::Option* option =
         cmd.add_option("--device", device, "Where the compiled plan runs: cpu (default) or cuda (loads libkiln_cuda.so)")
             ->check(CLI::IsMember({"cpu", "cuda"}));
     if (device_env) option->envname(device_env);
-    cmd.add_option("--cuda-precision", cuda_precision,
-                   "With --device cuda: fp32 (default), tf32 (TF32 tensor cores in Conv/Gemm), fp16 or bf16")
-        ->check(CLI::IsMember({"fp32", "tf32", "fp16", "bf16"}));
+    CLI::Option* precision = cmd.add_option("--cuda-precision", cuda_precision,
+                                            "With --device cuda: fp32 (default), tf32 (TF32 tensor cores in Conv/Gemm), fp16 or bf16")
+                                 ->check(CLI::IsMember({"fp32", "tf32", "fp16", "bf16"}));
+    if (precision_env) precision->envname(precision_env);
     if (with_device_index)
       cmd.add_option("--cuda-device", cuda_device, "With --device cuda: the GPU index (default 0)")->check(CLI::NonNegativeNumber);
   }

@@ -4,7 +4,8 @@
 // oci-archive DIR/image.oci.tar and the docker-archive DIR/image.docker.tar, for the target
 // (default: this machine). A target whose nodes have GPUs gets a GPU image (--device cuda): the
 // plan compiled with the CUDA pipeline, libkiln_cuda.so beside kiln-runtime with the CUDA
-// libraries it was built against, KILN_DEVICE=cuda, and recipes asking for one GPU each.
+// libraries it was built against, KILN_DEVICE=cuda and KILN_CUDA_PRECISION (--cuda-precision),
+// and recipes asking for one GPU each.
 #include <unistd.h>
 
 #include <algorithm>
@@ -44,6 +45,7 @@ struct ImageCmdOptions {
   std::string tag = "latest";
   std::string target;
   std::string device;  // "": cuda when the target's nodes have GPUs, else cpu
+  std::string cuda_precision;  // "": fp32; GPU images only
   std::string runtime;
   std::optional<int> threads;
   int model_gzip_level = 0;
@@ -81,6 +83,14 @@ std::string cache_dir(const ImageCmdOptions& opts) {
   return "";
 }
 
+// The device engine the image will build: the precision it runs at (kiln-runtime's default from
+// the image's KILN_CUDA_PRECISION).
+DeviceEngineOptions device_options(const ImageCmdOptions& opts) {
+  DeviceEngineOptions options;
+  options.precision = device_precision_from_name(opts.cuda_precision.empty() ? "fp32" : opts.cuda_precision).value_or(DevicePrecision::fp32);
+  return options;
+}
+
 struct PreparedModel {
   std::string model_file;  // the .kiln that ships
   LoadedPlan compiled;     // read back from model_file: the bytes that ship are the bytes verified
@@ -102,7 +112,7 @@ Result<PreparedModel> prepare_model(const ImageCmdOptions& opts, const fs::path&
                            {}, false, true};
     KILN_ASSIGN(compiled, compile_model(request, nullptr));
     if (gpu)
-      if (Status runs = cuda_plugin_check_plan(compiled.plan, DeviceEngineOptions{}); !runs)
+      if (Status runs = cuda_plugin_check_plan(compiled.plan, device_options(opts)); !runs)
         return runs.with_context(opts.model + " cannot run on the GPU (--device cpu builds an image for the CPUs): ");
     std::error_code ec;
     fs::create_directories(bundle_dir / "model", ec);
@@ -117,7 +127,7 @@ Result<PreparedModel> prepare_model(const ImageCmdOptions& opts, const fs::path&
   KILN_ASSIGN(loaded, plan_read_file(m.model_file));
   m.compiled = std::move(loaded);
   if (gpu && !m.reference) {
-    if (Status runs = cuda_plugin_check_plan(m.compiled.plan, DeviceEngineOptions{}); !runs)
+    if (Status runs = cuda_plugin_check_plan(m.compiled.plan, device_options(opts)); !runs)
       std::cerr << "kiln: warning: " << opts.model << " will fail on the GPU: " << runs.message()
                 << " (a .kiln ships as is; kiln image compiles an ONNX model for the GPU)\n";
   }
@@ -187,6 +197,7 @@ recipes::DeploymentSpec deployment_spec(const Bundle& bundle, const oci::BuiltIm
   spec.gpus = gpu ? 1 : 0;
   for (const SharedLibrary& lib : bundle.cuda_libraries) spec.cuda_libraries.push_back(lib.name);
   if (gpu) spec.cuda_image = recipes::cuda_base_image(bundle.cuda_major, bundle.cudnn_major);
+  spec.cuda_precision = bundle.request.cuda_precision;
   spec.threads = bundle.request.threads;
   spec.batch = bundle.request.batch;
   spec.model_bytes = model_bytes;
@@ -223,6 +234,9 @@ int run_image(const ImageCmdOptions& opts) {
       return report_error("target '" + target->name + "' has GPUs, so its image carries the CUDA backend, but " +
                           found.error().message + " (a GPU image needs kiln built where nvcc, cuBLASLt and cuDNN are found)");
     plugin = *found;
+  } else if (!opts.cuda_precision.empty()) {
+    return report_error("--cuda-precision sets a GPU image's precision, and this image runs on the CPUs" +
+                        std::string(target_gpus ? " (--device cpu)" : ": give a --target whose nodes have GPUs"));
   }
   const fs::path out(opts.output);
   if (Status usable = oci::image_layout_check((out / "oci").string()); !usable) return report_error(usable.message());
@@ -245,6 +259,7 @@ int run_image(const ImageCmdOptions& opts) {
   request.tolerance = selftest_tolerance_for(model->compiled.plan);
   request.runtime_binary = *runtime;
   request.device_plugin = plugin;
+  if (!opts.cuda_precision.empty()) request.cuda_precision = opts.cuda_precision;
   request.model_name = opts.name.empty() ? fs::path(opts.model).stem().string() : opts.name;
   request.source = opts.model;
   request.passes = model->compiled.info.passes;  // as written into the .kiln ("default for cuda")
@@ -296,6 +311,7 @@ int run_image(const ImageCmdOptions& opts) {
                                 {"docker_archive", (out / "image.docker.tar").string()}, {"docker_archive_size", *docker_size},
                                 {"image", repo_tag}, {"target", request.target.name}, {"threads", request.threads},
                                 {"device", std::string(device_kind_name(device))},
+                                {"cuda_precision", device == DeviceKind::cuda ? nlohmann::json(request.cuda_precision) : nlohmann::json()},
                                 {"recipes", *recipes},
                                 {"tag", opts.tag}, {"layers", layers}, {"selftest", checks},
                                 {"seconds", {{"compile", compile_s}, {"bundle", bundle_s}, {"image", image_s}, {"total", total_s}}}};
@@ -347,6 +363,10 @@ void add_image_command(CLI::App& app, CommandRunner& run) {
                   "Where the image runs the model: cuda (the default for a target whose nodes have GPUs: carries "
                   "libkiln_cuda.so and the CUDA libraries it needs) or cpu")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--cuda-precision", opts->cuda_precision,
+                  "A GPU image's precision (its KILN_CUDA_PRECISION, kiln-runtime's default): fp32 (default), tf32, fp16 "
+                  "or bf16; the image's self-test checks it on the GPU")
+      ->check(CLI::IsMember({"fp32", "tf32", "fp16", "bf16"}));
   cmd->add_option("--runtime", opts->runtime, "kiln-runtime binary to bundle (default: the one beside kiln)");
   cmd->add_option("--threads", opts->threads,
                   "Thread count set in the image (default: the target node's cores; without a target 0: the CPU quota)")

@@ -5,6 +5,7 @@
 #include <new>
 #include <string_view>
 
+#include "kernels/device/device_backend.h"
 #include "service/runtime/verbs.h"
 
 namespace kiln::runtime {
@@ -37,6 +38,11 @@ int main(int argc, char** argv) {
   if (const char* device = std::getenv(kDeviceEnv); device && *device && std::string_view(device) != "cpu" &&
                                                       std::string_view(device) != "cuda") {
     std::cerr << "kiln-runtime: error: " << kDeviceEnv << "=" << device << " is not a device: use cpu or cuda\n";
+    return kExitUsage;
+  }
+  if (const char* precision = std::getenv(kCudaPrecisionEnv); precision && *precision && !kiln::device_precision_from_name(precision)) {
+    std::cerr << "kiln-runtime: error: " << kCudaPrecisionEnv << "=" << precision
+              << " is not a CUDA precision: use fp32, tf32, fp16 or bf16\n";
     return kExitUsage;
   }
   VerbRunner run;

@@ -57,7 +57,7 @@ void add_run_verb(CLI::App& app, VerbRunner& run) {
   cmd->add_option("--input,-i", opts->input, ".npy (single-input models) or .npz with one entry per input name")->required();
   cmd->add_option("--output,-o", opts->output, "Where to write the outputs (.npz)")->required();
   cmd->add_option("--threads", opts->threads, "Threads (default: $KILN_THREADS, else the CPU quota)")->check(CLI::NonNegativeNumber);
-  opts->device.add_to(*cmd, /*with_device_index=*/true, kDeviceEnv);
+  opts->device.add_to(*cmd, /*with_device_index=*/true, kDeviceEnv, kCudaPrecisionEnv);
   cmd->callback([opts, &run] { run = [opts] { return run_plan(*opts); }; });
 }
 

@@ -53,7 +53,7 @@ void add_selftest_verb(CLI::App& app, VerbRunner& run) {
   CLI::App* cmd = app.add_subcommand("selftest", "Check the bundled plan against its verified self-test outputs");
   cmd->add_option("--bundle", opts->bundle, "Bundle folder holding model/, selftest/ and metadata.json (default: $KILN_BUNDLE or /kiln)");
   cmd->add_option("--threads", opts->threads, "Threads (default: $KILN_THREADS, else the CPU quota)")->check(CLI::NonNegativeNumber);
-  opts->device.add_to(*cmd, /*with_device_index=*/true, kDeviceEnv);
+  opts->device.add_to(*cmd, /*with_device_index=*/true, kDeviceEnv, kCudaPrecisionEnv);
   cmd->callback([opts, &run] { run = [opts] { return run_selftest(*opts); }; });
 }
 

@@ -181,7 +181,7 @@ void add_serve_model_verb(CLI::App& app, VerbRunner& run) {
   cmd->add_option("--max-batch-delay-ms", opts->max_batch_delay_ms,
                   "How long the first queued request waits for others to fill a batch (default 2)");
   cmd->add_option("--max-body-mb", opts->max_body_mb, "Largest request body in MiB; larger ones get 413 (default 64)");
-  opts->device.add_to(*cmd, /*with_device_index=*/true, kDeviceEnv);
+  opts->device.add_to(*cmd, /*with_device_index=*/true, kDeviceEnv, kCudaPrecisionEnv);
   cmd->callback([opts, &run] { run = [opts] { return run_serve(*opts); }; });
 }
 

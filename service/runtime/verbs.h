@@ -27,6 +27,9 @@ std::string env_bundle();
 // KILN_DEVICE (cpu|cuda; GPU images set cuda) is every verb's --device default; main refuses
 // any other value, naming the variable.
 inline constexpr const char* kDeviceEnv = "KILN_DEVICE";
+// KILN_CUDA_PRECISION (fp32|tf32|fp16|bf16; GPU images set the one they were built for) is every
+// verb's --cuda-precision default, checked the same way.
+inline constexpr const char* kCudaPrecisionEnv = "KILN_CUDA_PRECISION";
 
 // Prints "kiln-runtime: error: <message>" on stderr and returns kExitError.
 int report_error(const std::string& message);

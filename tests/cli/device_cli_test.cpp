@@ -215,6 +215,14 @@ TEST_CASE("kiln image for a GPU target carries the CUDA backend or says why it c
   const Run misuse = run_binary(KILN_BINARY, "image " + kModel + " -o " + (scratch() / "image-tpu").string() + " --device tpu");
   INFO(misuse.output);
   CHECK(misuse.exit_code == 2);
+  // A precision for the GPU on an image that runs on the CPUs is refused, not ignored.
+  const Run cpu_precision = run_binary(KILN_BINARY, "image " + kModel + " -o " + (scratch() / "image-cpu-fp16").string() +
+                                                        " --cuda-precision fp16");
+  INFO(cpu_precision.output);
+  CHECK(cpu_precision.exit_code == 1);
+  CHECK(cpu_precision.output.find("--cuda-precision sets a GPU image's precision, and this image runs on the CPUs") !=
+        std::string::npos);
+  CHECK_FALSE(fs::exists(scratch() / "image-cpu-fp16" / "oci"));
 }
 
 TEST_CASE("kiln-runtime takes --device from KILN_DEVICE, checked like the option", "[cli][device]") {
@@ -222,6 +230,11 @@ TEST_CASE("kiln-runtime takes --device from KILN_DEVICE, checked like the option
   INFO(bad.output);
   CHECK(bad.exit_code == 2);
   CHECK(bad.output.find("KILN_DEVICE") != std::string::npos);
+  // And --cuda-precision from KILN_CUDA_PRECISION (what a GPU image sets).
+  const Run bad_precision = run_binary("env KILN_CUDA_PRECISION=fp64 " KILN_RUNTIME_BINARY, "selftest --bundle " + scratch().string());
+  INFO(bad_precision.output);
+  CHECK(bad_precision.exit_code == 2);
+  CHECK(bad_precision.output.find("KILN_CUDA_PRECISION=fp64 is not a CUDA precision") != std::string::npos);
   const std::string plan = (scratch() / "env_device.kiln").string();
   REQUIRE(run_binary(KILN_BINARY, "compile " + kModel + " -o " + plan).exit_code == 0);
   // The environment asks for the GPU: the same answer as --device cuda (this machine has none, or runs it).

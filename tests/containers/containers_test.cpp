@@ -522,6 +522,10 @@ TEST_CASE("a GPU image has the CUDA layer, the plugin beside kiln-runtime and KI
   CHECK(has(runtime, "kiln/bin/libkiln_cuda.so"));
   CHECK(has(runtime, "lib/x86_64-linux-gnu/libz.so.1"));
   CHECK(has(gpu.env, "KILN_DEVICE=cuda"));
+  CHECK(has(gpu.env, "KILN_CUDA_PRECISION=fp32"));  // the exact default unless kiln image --cuda-precision
+  Bundle half = bundle_fixture(true);
+  half.request.cuda_precision = "fp16";
+  CHECK(has(bundle_image_spec(half, {}).env, "KILN_CUDA_PRECISION=fp16"));
   CHECK(has(gpu.env, "NVIDIA_VISIBLE_DEVICES=all"));
   CHECK(gpu.labels.at("kiln.device") == "cuda");
 
@@ -539,6 +543,7 @@ TEST_CASE("a GPU image has the CUDA layer, the plugin beside kiln-runtime and KI
     }
   }
   CHECK(names == std::vector<std::string>{"runtime", "model", "config"});
-  for (const std::string& e : cpu.env) CHECK((e.rfind("KILN_DEVICE=", 0) != 0 && e.rfind("NVIDIA_", 0) != 0));
+  for (const std::string& e : cpu.env)
+    CHECK((e.rfind("KILN_DEVICE=", 0) != 0 && e.rfind("KILN_CUDA_PRECISION=", 0) != 0 && e.rfind("NVIDIA_", 0) != 0));
   CHECK(cpu.labels.at("kiln.device") == "cpu");
 }

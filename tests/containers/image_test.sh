@@ -163,7 +163,7 @@ PY
     plugin="$(dirname "$kiln")/libkiln_cuda.so"
     [ -f "$plugin" ] || skip "the CUDA plugin was not built here ($plugin: no nvcc, cuBLASLt or cuDNN); the refusal without it passed"
 
-    "$kiln" image "$model" -o "$work/gpu" --target "$gpu_target" --json > "$work/gpu.json" 2> "$work/gpu.err" ||
+    "$kiln" image "$model" -o "$work/gpu" --target "$gpu_target" --cuda-precision bf16 --json > "$work/gpu.json" 2> "$work/gpu.err" ||
       { cat "$work/gpu.err"; fail "kiln image (GPU target) failed"; }
     cat "$work/gpu.err"
     "$kiln" image "$model" -o "$work/cpu" --json > "$work/cpu.json" 2> "$work/cpu.err" || { cat "$work/cpu.err"; fail "kiln image (CPU) failed"; }
@@ -197,9 +197,13 @@ assert not any("libcuda.so" in n for n in cuda), sorted(cuda)  # the driver is t
 assert "kiln/bin/libkiln_cuda.so" in layers["runtime"] and "kiln/bin/kiln-runtime" in layers["runtime"], layers["runtime"]
 env = dict(e.split("=", 1) for e in config["Env"])
 assert env["KILN_DEVICE"] == "cuda" and env["NVIDIA_VISIBLE_DEVICES"] == "all", env
+assert env["KILN_CUDA_PRECISION"] == "bf16", env  # kiln image --cuda-precision bf16
 assert config["Labels"]["kiln.device"] == "cuda" and config["Labels"]["kiln.passes"] == "default for cuda", config["Labels"]
 meta = json.load(open(w + "/gpu/bundle/metadata.json"))
 assert meta["target"]["runs_on"] == "cuda" and meta["runtime"]["device_plugin"] == "bin/libkiln_cuda.so", meta["target"]
+assert meta["target"]["cuda_precision"] == "bf16", meta["target"]
+assert "KILN_CUDA_PRECISION=bf16" in open(w + "/gpu/Dockerfile").read()
+assert "value: bf16" in open(w + "/gpu/kubernetes/deployment.yaml").read()
 assert sorted("/" + n for n in cuda) == sorted(meta["runtime"]["cuda_libraries"]), meta["runtime"]["cuda_libraries"]
 
 # The design forbids CUDA libraries in CPU images.
@@ -208,7 +212,7 @@ assert order == ["runtime", "model", "config"], order
 for names in layers.values():
     bad = [n for n in names if "libcu" in n.split("/")[-1] or "libnvrtc" in n or "libkiln_cuda" in n]
     assert not bad, bad
-assert not any(e.startswith(("KILN_DEVICE=", "NVIDIA_")) for e in config["Env"]), config["Env"]
+assert not any(e.startswith(("KILN_DEVICE=", "KILN_CUDA_PRECISION=", "NVIDIA_")) for e in config["Env"]), config["Env"]
 sizes = {k: json.load(open(w + "/" + k + ".json"))["compressed_size"] for k in ("gpu", "cpu")}
 print("GPU image: %d CUDA libraries, %.1f MB compressed; CPU image %.1f MB, no CUDA library" %
       (len(cuda), sizes["gpu"] / 1e6, sizes["cpu"] / 1e6))

@@ -585,6 +585,28 @@ TEST_CASE("hostile names are quoted in every recipe", "[recipes]") {
   }
 }
 
+TEST_CASE("a GPU deployment states its CUDA precision in every recipe, a CPU one in none", "[recipes]") {
+  for (const Case& c : all_cases()) {
+    SECTION(c.label) {
+      DeploymentSpec spec = spec_for(c.target);
+      spec.cuda_precision = "bf16";
+      const bool gpu = deployment_gpus(spec) > 0;
+      const std::string df = dockerfile_text(spec), def = apptainer_definition_text(spec), slurm = slurm_script_text(spec);
+      INFO(df << def << slurm);
+      CHECK((df.find("ENV KILN_DEVICE=cuda KILN_CUDA_PRECISION=bf16 ") != std::string::npos) == gpu);
+      CHECK((def.find("export KILN_CUDA_PRECISION=\"${KILN_CUDA_PRECISION:-bf16}\"") != std::string::npos) == gpu);
+      CHECK((slurm.find("PRECISION=\"${KILN_CUDA_PRECISION:-bf16}\"") != std::string::npos) == gpu);
+      CHECK((slurm.find(",KILN_DEVICE=$DEVICE,KILN_CUDA_PRECISION=$PRECISION\" ") != std::string::npos) == gpu);
+      for (const std::string& text : {df, def, slurm}) CHECK((text.find("KILN_CUDA_PRECISION") != std::string::npos) == gpu);
+      const YAML::Node deployment = YAML::LoadAll(kubernetes_service_yaml(spec)).at(0);
+      std::string precision;
+      for (const auto& e : deployment["spec"]["template"]["spec"]["containers"][0]["env"])
+        if (e["name"].as<std::string>() == "KILN_CUDA_PRECISION") precision = e["value"].as<std::string>();
+      CHECK(precision == (gpu ? "bf16" : ""));
+    }
+  }
+}
+
 TEST_CASE("resource sizing follows the stated formulas", "[recipes]") {
   DeploymentSpec spec = spec_for(target_example("cloud-k8s-cpu.yaml"));  // 16 cores, 2 threads each
   CHECK(deployment_memory_bytes(spec) == (512ull << 20));
@@ -646,6 +668,8 @@ TEST_CASE("deployment_spec_check names what is wrong", "[recipes]") {
       {"Debian package", [](DeploymentSpec& s) { s.debian_packages.push_back("libc6=1 && rm -rf /"); }},
       {"port", [](DeploymentSpec& s) { s.port = 0; }},
       {"batch", [](DeploymentSpec& s) { s.batch = 0; }},
+      {"cuda_precision", [](DeploymentSpec& s) { s.cuda_precision = "fp64"; }},
+      {"cuda_precision", [](DeploymentSpec& s) { s.cuda_precision = "fp16; rm -rf /"; }},
       {"slurm.partition", [](DeploymentSpec& s) { s.target.slurm->partition = "gpu queue"; }},
       {"slurm.account", [](DeploymentSpec& s) { s.target.slurm->account = "ml#x"; }},
       {"the model needs", [](DeploymentSpec& s) { s.model_bytes = 1ull << 40; }},
