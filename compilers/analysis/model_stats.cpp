@@ -13,6 +13,10 @@ int64_t value_bytes(const ValueType& t) {
 }
 
 // Multiply-accumulates of the compute-heavy ops; elementwise work is not counted as MACs.
+// node_macs' answer for a weight whose shape gives no MAC count (0 output channels, rank 0): the
+// shapes are known, so "bind them" would be the wrong advice.
+constexpr int64_t kMalformedWeight = -2;
+
 int64_t node_macs(const Graph& g, const Node& node) {
   auto type = [&](size_t i) -> const ValueType* {
     if (i >= node.inputs.size() || node.inputs[i] == kNoValue) return nullptr;
@@ -25,7 +29,7 @@ int64_t node_macs(const Graph& g, const Node& node) {
       if (!out || !w || !concrete(*out) || !concrete(*w)) return -1;
       // output elements x (input channels per group x kernel volume) = numel(out) x numel(W) / M
       const Shape ws = sym_shape_concrete(w->shape);
-      if (ws.empty() || ws[0] <= 0) return -1;  // malformed weight: no MAC count rather than a division by zero
+      if (ws.empty() || ws[0] <= 0) return kMalformedWeight;  // no MAC count rather than a division by zero
       return shape_numel(sym_shape_concrete(out->shape)) * (shape_numel(ws) / ws[0]);
     }
     case OpKind::ConvTranspose: {
@@ -34,7 +38,7 @@ int64_t node_macs(const Graph& g, const Node& node) {
       if (!x || !w || !concrete(*x) || !concrete(*w)) return -1;
       // every input element is multiplied with (M/group x kernel volume) weights
       const Shape ws = sym_shape_concrete(w->shape);
-      if (ws.empty() || ws[0] <= 0) return -1;
+      if (ws.empty() || ws[0] <= 0) return kMalformedWeight;
       return shape_numel(sym_shape_concrete(x->shape)) * (shape_numel(ws) / ws[0]);
     }
     case OpKind::Gemm:
@@ -80,6 +84,10 @@ ModelStats model_stats(const Graph& graph) {
     }
     stats.params += layer.params;
     layer.macs = node_macs(graph, node);
+    if (layer.macs == kMalformedWeight) {
+      layer.macs = -1;
+      stats.malformed.push_back(node.name);
+    }
     if (layer.macs > 0) stats.macs += layer.macs;
     if (layer.macs < 0) stats.complete = false;
 

@@ -27,7 +27,8 @@ struct ModelStats {
   int64_t macs = 0;                     // sum over layers with known MACs
   int64_t activation_bytes_total = 0;   // sum of all intermediate outputs
   int64_t activation_bytes_peak = 0;    // largest total of simultaneously live intermediates, in node order
-  bool complete = true;                 // false if some shape was unknown
+  bool complete = true;                 // false if some shape was unknown (or a weight malformed)
+  std::vector<std::string> malformed;   // layers whose weight shape allows no MAC count (a Conv with 0 output channels)
 };
 
 // Requires: graph_infer_shapes ran (bind symbolic dims first to get numbers).

@@ -1,4 +1,5 @@
 // kiln inspect MODEL: op counts, parameters, MACs and activation memory per layer and in total.
+#include <algorithm>
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
@@ -50,7 +51,8 @@ nlohmann::json to_json(const Graph& graph, const ModelStats& stats, const DimBin
                  {"macs", stats.macs},
                  {"activation_bytes_total", stats.activation_bytes_total},
                  {"activation_bytes_peak", stats.activation_bytes_peak},
-                 {"complete", stats.complete}};
+                 {"complete", stats.complete},
+                 {"malformed_layers", stats.malformed}};
   j["layers"] = nlohmann::json::array();
   for (const LayerStats& l : stats.layers)
     j["layers"].push_back({{"name", l.name}, {"op", std::string(op_name(l.op))}, {"output", l.output_type},
@@ -82,7 +84,13 @@ void print_text(const std::string& path, const Graph& graph, const ModelStats& s
             << "activations: " << human(static_cast<double>(stats.activation_bytes_total), "B")
             << " in all intermediates, peak live " << human(static_cast<double>(stats.activation_bytes_peak), "B")
             << " in this node order\n";
-  if (!stats.complete) std::cout << "note: some shapes are symbolic; bind them (--batch, --dims) for complete figures\n";
+  for (const std::string& layer : stats.malformed)
+    std::cout << "note: layer '" << layer << "' has a weight with no output channels: its MACs are not counted\n";
+  const bool symbolic = std::any_of(stats.layers.begin(), stats.layers.end(), [&](const LayerStats& l) {
+    return l.activation_bytes < 0 ||
+           (l.macs < 0 && std::find(stats.malformed.begin(), stats.malformed.end(), l.name) == stats.malformed.end());
+  });
+  if (symbolic) std::cout << "note: some shapes are symbolic; bind them (--batch, --dims) for complete figures\n";
 }
 
 int run_inspect(const InspectOptions& opts) {
