@@ -3,8 +3,10 @@
 // precision loses too much accuracy): compile at the candidate's batch and precision (int8
 // calibrated on the description's calibration data), verify against the fp32 reference on the description's validation data
 // (once per precision: accuracy does not depend on batch or threads), and, when the target is this
-// machine, measure. The choice uses measured numbers where there are any. Writes plan.json,
-// report.json and the chosen model.kiln; exit 3 when no candidate passes.
+// machine, measure. The choice uses measured numbers where there are any. GPU candidates (the best
+// of each GPU precision) are compiled for the GPU and checked against the CUDA backend's kernels,
+// but neither verified nor measured here. Writes plan.json, report.json and the chosen
+// model.kiln; exit 3 when no candidate passes.
 #include <stdlib.h>
 
 #include <algorithm>
@@ -18,6 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "compilers/passes/pipeline.h"
+#include "kernels/device/device_plugin.h"
 #include "kernels/plan_file.h"
 #include "kernels/verify/verify.h"
 #include "perfmodel/deployed_timing.h"
@@ -208,9 +212,52 @@ Status store_runs(const std::string& db, const std::string& target_id, const std
   return written;
 }
 
+// A GPU candidate as far as this machine can take it: compiled at its batch with the CUDA pipeline
+// (what `kiln image` puts in a GPU image) and checked against the CUDA backend's kernels at its
+// precision (the plugin answers without a GPU). `problem` is empty when every step has a kernel.
+struct GpuCheck {
+  perf::Candidate candidate;
+  std::string problem;
+};
+
+std::vector<GpuCheck> check_gpu_candidates(const std::string& model, const perf::PlanResult& plan) {
+  std::vector<GpuCheck> checks;
+  for (const perf::Candidate& c : plan.candidates) {
+    if (c.device != "cuda") continue;
+    if (std::any_of(checks.begin(), checks.end(), [&](const GpuCheck& k) { return k.candidate.precision == c.precision; })) continue;
+    GpuCheck check{c, {}};
+    std::fprintf(stderr, "[gpu] %s: compiling for the GPU", c.name().c_str());
+    CompileRequest request;
+    request.model = model;
+    request.dims.batch = c.batch;
+    request.passes = cuda_pipeline();
+    auto compiled = compile_model(request, nullptr);
+    DeviceEngineOptions options;
+    options.precision = device_precision_from_name(c.precision).value_or(DevicePrecision::fp32);
+    if (!compiled) check.problem = "compile: " + compiled.error().message;
+    else if (Status runs = cuda_plugin_check_plan(compiled->plan, options); !runs) check.problem = runs.message();
+    std::fprintf(stderr, "%s\n", check.problem.empty() ? ", every step has a CUDA kernel" : (": " + check.problem).c_str());
+    checks.push_back(std::move(check));
+  }
+  return checks;
+}
+
 bool better(api::Objective objective, const Trial& a, const Trial& b) {
   if (objective == api::Objective::latency) return a.latency() < b.latency();
   return a.throughput() > b.throughput();  // throughput, and cost at a fixed price per node-hour
+}
+
+nlohmann::json gpu_json(const std::vector<GpuCheck>& checks) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const GpuCheck& k : checks) {
+    nlohmann::json j = planning::candidate_json(k.candidate, false);
+    j["runs_on_gpu"] = k.problem.empty();
+    j["problem"] = k.problem;
+    j["verified"] = false;
+    j["measured"] = false;
+    out.push_back(std::move(j));
+  }
+  return out;
 }
 
 int run_optimize(const OptimizeOptions& o) {
@@ -235,13 +282,21 @@ int run_optimize(const OptimizeOptions& o) {
   std::string calibration_note;
   const std::vector<perf::Candidate> picks = planning::candidates_to_try(plan, o.top);
   const auto gpu = std::find_if(plan.candidates.begin(), plan.candidates.end(), [](const perf::Candidate& c) { return c.device == "cuda"; });
-  if (gpu != plan.candidates.end()) {
-    if (picks.empty())
-      return report_error("every candidate of this target runs on its GPUs (best planned: " + gpu->name() +
-                          "); kiln optimize verifies and measures on this machine, which cannot run them: use kiln plan, "
-                          "or run kiln optimize on the GPU node");
-    explanation.push_back("GPU candidates (best planned: " + gpu->name() + ", from spec priors) are not compiled, verified or "
-                          "measured here: this optimizes the CPU candidates; run kiln optimize on the GPU node for the others.");
+  if (gpu != plan.candidates.end() && picks.empty())
+    return report_error("every candidate of this target runs on its GPUs (best planned: " + gpu->name() +
+                        "); kiln optimize verifies and measures on this machine's CPUs, which cannot run them: use kiln plan, "
+                        "kiln image (it compiles for the GPU), and kiln verify/bench --device cuda on the GPU node");
+  const std::vector<GpuCheck> gpu_checks = check_gpu_candidates(*model_path, plan);
+  if (!gpu_checks.empty()) {
+    std::vector<std::string> runnable, not_runnable;
+    for (const GpuCheck& k : gpu_checks)
+      if (k.problem.empty()) runnable.push_back(k.candidate.name());
+      else not_runnable.push_back(k.candidate.name() + " (" + k.problem + ")");
+    explanation.push_back("GPU candidates (best planned: " + gpu->name() + ") were compiled for the GPU and checked against the CUDA "
+                          "backend's kernels" + (runnable.empty() ? "" : "; every step has a kernel in " + join(runnable, ", ")) +
+                          (not_runnable.empty() ? "" : "; not runnable: " + join(not_runnable, "; ")) +
+                          ". They are not verified or measured here (kiln verify/bench --device cuda on the GPU node): "
+                          "the choice below is among the CPU candidates.");
   }
   for (size_t i = 0; i < picks.size(); ++i) {
     Trial t;
@@ -334,7 +389,7 @@ int run_optimize(const OptimizeOptions& o) {
                                  {"model", *model_path}, {"model_sha256", outcome->model_digest},
                                  {"objective", api::objective_name(app->objective)}, {"target", plan_doc["target"]},
                                  {"measured", measuring}, {"chosen", chosen ? candidates[*chosen] : nlohmann::json(nullptr)},
-                                 {"candidates", candidates}, {"explanation", explanation}};
+                                 {"candidates", candidates}, {"gpu_candidates", gpu_json(gpu_checks)}, {"explanation", explanation}};
   for (const auto& [name, doc] : {std::pair{"plan.json", &plan_doc}, std::pair{"report.json", &report}}) {
     std::ofstream out(fs::path(o.output) / name, std::ios::trunc);
     out << doc->dump(2) << '\n';

@@ -139,9 +139,9 @@ std::vector<std::string> prior_cpu_precisions(const api::ApplicationDescription&
   for (api::Precision p : wanted_precisions(app)) {
     const std::string name = api::precision_name(p);
     if (p == api::Precision::fp16)
-      excluded.push_back({"precision fp16 on the CPUs", "kiln has no fp16 CPU kernels; fp16 is for GPU targets"});
+      excluded.push_back({"precision fp16", "kiln has no fp16 CPU kernels; fp16 is for GPU targets"});
     else if (!prior.supports(perf::precision_dtype(name)))
-      excluded.push_back({"precision " + name + " on the CPUs", prior.prior().name + " has no native " + name + " instructions"});
+      excluded.push_back({"precision " + name, prior.prior().name + " has no native " + name + " instructions"});
     else
       out.push_back(name);
   }

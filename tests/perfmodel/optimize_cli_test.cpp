@@ -114,3 +114,44 @@ TEST_CASE("kiln optimize with a latency nothing meets is infeasible and writes n
   CHECK(read_json(dir.file("out/report.json")).at("status") == "infeasible");
   CHECK_FALSE(std::filesystem::exists(dir.file("out/model.kiln")));
 }
+
+TEST_CASE("kiln optimize for a target with GPUs checks the GPU candidates against the CUDA backend; a GPU-only target is an error",
+          "[perfmodel][optimize]") {
+  TempDir dir;
+  const std::string common = " --db " + synthetic_store(dir) + " --cache-dir " + dir.file("cache") + " --top 1 --runs 3";
+  write_file(dir.file("app.yaml"), description("{max_accuracy_drop: 0.5}"));
+  const std::string hpc_gpu = std::string(KILN_EXAMPLES_DIR) + "/targets/hpc-gpu-slurm.yaml";
+  KilnRun r = run_kiln(dir, "optimize " + dir.file("app.yaml") + " --target " + hpc_gpu + common + " -o " + dir.file("out"));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json report = read_json(dir.file("out/report.json"));
+  CHECK(report.at("chosen").at("device") == "cpu");  // nothing was verified on a GPU here
+  const auto& gpu = report.at("gpu_candidates");
+  REQUIRE(gpu.size() == 3);  // the best of fp32, fp16 and bf16 on the H100s
+  std::set<std::string> precisions;
+  for (const auto& c : gpu) {
+    precisions.insert(c.at("precision").get<std::string>());
+    CHECK(c.at("device") == "cuda");
+    CHECK(c.at("verified") == false);
+#ifdef KILN_CUDA_PLUGIN_PATH
+    CHECK(c.at("runs_on_gpu") == true);  // Fashion-MNIST has a CUDA kernel for every step
+    CHECK(c.at("problem") == "");
+#else
+    CHECK(c.at("runs_on_gpu") == false);
+    CHECK_THAT(c.at("problem").get<std::string>(), Catch::Contains("the CUDA backend plugin is not installed"));
+#endif
+  }
+  CHECK(precisions == std::set<std::string>{"fp32", "fp16", "bf16"});
+  CHECK_THAT(r.out, Catch::Contains("were compiled for the GPU and checked against the CUDA backend's kernels"));
+  CHECK_THAT(r.out, !Catch::Contains("on the CPUs on the CPUs"));
+
+  // Unknown CPUs, known GPUs: nothing this machine can verify, and it says where to go instead.
+  write_file(dir.file("gpu-only.yaml"),
+             "name: gpu-box\nkind: cloud\nscheduler: kubernetes\ncontainer_runtime: docker\n"
+             "node: {cpu: {model: Imaginary CPU 9000, cores: 16}, memory_gb: 128, gpus: [{model: NVIDIA L4, count: 1, memory_gb: 24}]}\n");
+  r = run_kiln(dir, "optimize " + dir.file("app.yaml") + " --target " + dir.file("gpu-only.yaml") + common + " -o " + dir.file("gpu-out"));
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.err, Catch::Contains("every candidate of this target runs on its GPUs"));
+  CHECK_THAT(r.err, Catch::Contains("kiln verify/bench --device cuda on the GPU node"));
+}
