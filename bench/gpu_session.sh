@@ -12,7 +12,8 @@
 #   precision_ref  PyTorch's own fp16/bf16 error on the same conditioned models (bench/pytorch_precision_error.py),
 #           the yardstick for verify's figures, in OUT_DIR/precision_ref.jsonl;
 #   bench   kiln bench --device cuda and PyTorch eager, batch 1 and 64, in BENCH_PRECISIONS, side by side;
-#   profile kiln bench --profile at batch 64 in fp16 (time per op and kernel) of PROFILE_MODELS, in bench.log;
+#   profile kiln bench --profile at batch 64 in fp16 (time per op, kernel and every step: KILN_PROFILE_ALL) of
+#           PROFILE_MODELS, in bench.log (to set beside `kiln predict -v` per step);
 #   compile PyTorch torch.compile(mode="reduce-overhead") on COMPILE_MODELS, while time is left.
 # Each stage logs under OUT_DIR (8 files at most: what a lent machine sends back) and the script goes on after a failure; a stage
 # is not started once BUDGET_S seconds have passed.
@@ -181,7 +182,7 @@ fi
 if stage_on profile && [ "$(time_left)" -gt 30 ]; then
   for model in $PROFILE_MODELS; do
     [ "$(time_left)" -gt 20 ] || break
-    kiln_env timeout 60 build/kiln bench "build/model-cache/$model.onnx" --batch 64 --device cuda --cuda-precision fp16 \
+    KILN_PROFILE_ALL=1 kiln_env timeout 60 build/kiln bench "build/model-cache/$model.onnx" --batch 64 --device cuda --cuda-precision fp16 \
       --iters 20 --profile >>"$out/bench.log" 2>&1
   done
 fi
