@@ -114,3 +114,19 @@ TEST_CASE("steps_on_gpu drops the CPU's layout conversions and stores at the pre
   CHECK(half[0].m.threads == 1);
   CHECK(steps_on_gpu({conv}, "f32")[0].m.bytes == 400);
 }
+
+TEST_CASE("GPU precisions: their dtypes, and why a GPU cannot run one", "[perfmodel][priors]") {
+  CHECK(gpu_precision_dtype("fp32") == "f32");
+  CHECK(gpu_precision_dtype("fp16") == "f16");
+  CHECK(gpu_precision_dtype("bf16") == "bf16");
+  CHECK(steps_on_gpu({StepFeatures{}}, gpu_precision_dtype("bf16"))[0].m.dtype == "bf16");
+  const PriorPredictor h100(*target_prior_find("nvidia-h100-sxm"));
+  const PriorPredictor t4(*target_prior_find("nvidia-t4"));
+  const PriorPredictor v100(*target_prior_find("nvidia-v100-sxm2-32gb"));
+  for (const char* p : {"fp32", "fp16", "bf16"}) CHECK_FALSE(gpu_precision_refusal(p, h100));
+  CHECK_FALSE(gpu_precision_refusal("fp16", t4));
+  CHECK(gpu_precision_refusal("bf16", t4) == "NVIDIA T4 16GB has no bf16 units");
+  CHECK(gpu_precision_refusal("bf16", v100) == "NVIDIA V100 SXM2 32GB has no bf16 units");
+  CHECK_FALSE(gpu_precision_refusal("fp32", v100));  // every GPU runs fp32
+  CHECK(gpu_precision_refusal("int8", h100) == "kiln's CUDA backend runs fp32, TF32, fp16 and bf16 only");
+}
