@@ -405,7 +405,7 @@ TEST_CASE("Slurm script: documented directives, GPUs, bash syntax", "[recipes]")
         CHECK(script.find(" --nv") != std::string::npos);
         // The container runs on the GPU unless the submitter says KILN_DEVICE=cpu.
         CHECK(script.find("DEVICE=\"${KILN_DEVICE:-cuda}\"") != std::string::npos);
-        CHECK(script.find(",KILN_DEVICE=$DEVICE\" ") != std::string::npos);
+        CHECK(script.find(",KILN_DEVICE=$DEVICE,KILN_CUDA_PRECISION=$PRECISION\" ") != std::string::npos);
       } else {
         CHECK_FALSE(d.has("gres"));
         CHECK(script.find("--nv") == std::string::npos);
@@ -506,8 +506,8 @@ TEST_CASE("Dockerfile: stages, base for CPU or GPU, non-root, exec form", "[reci
         CHECK(arg[0].find("-cudnn-runtime-ubuntu") != std::string::npos);
         CHECK(df.find(arg[0]) < df.find("FROM "));
       }
-      CHECK((df.find("ENV KILN_DEVICE=cuda NVIDIA_VISIBLE_DEVICES=all NVIDIA_DRIVER_CAPABILITIES=compute,utility") !=
-             std::string::npos) == gpu);
+      CHECK((df.find("ENV KILN_DEVICE=cuda KILN_CUDA_PRECISION=fp32 NVIDIA_VISIBLE_DEVICES=all "
+                     "NVIDIA_DRIVER_CAPABILITIES=compute,utility") != std::string::npos) == gpu);
       // Each CUDA library from where that image keeps it (cuBLASLt with the toolkit, cuDNN from
       // its apt package), into a folder the loader searches by default; none of CUDA 12's.
       const auto copy_from = df.find("COPY --from=cuda \\\n");

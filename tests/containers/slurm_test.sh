@@ -286,7 +286,8 @@ else
   grep -q '^#SBATCH --gres=gpu:1$' "$img/job.slurm" || fail "a GPU target's job.slurm has no --gres=gpu:1"
   grep -q "^#SBATCH --cpus-per-task=1\$" "$img/job.slurm" || fail "the one-core target's job.slurm does not ask for 1 CPU"
   grep -q 'exec --cleanenv --nv ' "$img/job.slurm" || fail "a GPU target's job.slurm does not pass --nv"
-  grep -q ',KILN_DEVICE=$DEVICE" ' "$img/job.slurm" || fail "a GPU target's job.slurm does not pass KILN_DEVICE on"
+  grep -q ',KILN_DEVICE=$DEVICE,KILN_CUDA_PRECISION=$PRECISION" ' "$img/job.slurm" ||
+    fail "a GPU target's job.slurm does not pass KILN_DEVICE and KILN_CUDA_PRECISION on"
   export KILN_DEVICE=cpu
   submit "$work/io/in/inputs.npz" "$work/io/out/gpu.npz"
   unset KILN_DEVICE
@@ -295,6 +296,8 @@ else
   grep "^exec " "$APPTAINER_SHIM_LOG" | tail -2 > "$work/gpu-calls.log"
   [ "$(grep -c ' CUDA_VISIBLE_DEVICES=0$' "$work/gpu-calls.log")" = 2 ] || { cat "$work/gpu-calls.log"; fail "job 4 was not granted the GPU"; }
   [ "$(grep -c 'KILN_DEVICE=cpu' "$work/gpu-calls.log")" = 2 ] || { cat "$work/gpu-calls.log"; fail "job 4 did not pass KILN_DEVICE on"; }
+  [ "$(grep -c 'KILN_CUDA_PRECISION=fp32' "$work/gpu-calls.log")" = 2 ] ||
+    { cat "$work/gpu-calls.log"; fail "job 4 did not pass the image's KILN_CUDA_PRECISION on"; }
   check_output "$work/io/out/gpu.npz" 1  # one core: --cpus-per-task=1
 fi
 
