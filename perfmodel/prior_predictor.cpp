@@ -101,9 +101,13 @@ std::string gpu_precision_dtype(const std::string& precision) {
   return precision == "fp16" ? "f16" : precision == "bf16" ? "bf16" : "f32";
 }
 
+std::optional<std::string> cuda_precision_refusal(const std::string& precision) {
+  if (precision != "fp32" && precision != "fp16" && precision != "bf16") return "kiln's CUDA backend runs fp32, TF32, fp16 and bf16 only";
+  return std::nullopt;
+}
+
 std::optional<std::string> gpu_precision_refusal(const std::string& precision, const PriorPredictor& prior) {
-  if (precision != "fp32" && precision != "fp16" && precision != "bf16")
-    return "kiln's CUDA backend runs fp32, TF32, fp16 and bf16 only";
+  if (auto why = cuda_precision_refusal(precision)) return why;
   if (precision != "fp32" && !prior.supports(gpu_precision_dtype(precision))) return prior.prior().name + " has no " + precision + " units";
   return std::nullopt;
 }

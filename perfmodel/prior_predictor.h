@@ -68,7 +68,10 @@ std::vector<StepFeatures> steps_on_gpu(const std::vector<StepFeatures>& cpu_fp32
 // The dtype a GPU precision ("fp32", "fp16", "bf16") is stored under in profiles and priors.
 std::string gpu_precision_dtype(const std::string& precision);
 
-// Why kiln cannot run `precision` on `prior`'s GPU (int8, or units the GPU lacks); nullopt when it can.
+// Why kiln's CUDA backend cannot run `precision` on any GPU (int8); nullopt when it can.
+std::optional<std::string> cuda_precision_refusal(const std::string& precision);
+
+// Why kiln cannot run `precision` on `prior`'s GPU (as above, or units the GPU lacks); nullopt when it can.
 std::optional<std::string> gpu_precision_refusal(const std::string& precision, const PriorPredictor& prior);
 
 }  // namespace kiln::perf

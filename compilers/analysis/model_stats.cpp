@@ -87,6 +87,8 @@ ModelStats model_stats(const Graph& graph) {
     if (layer.macs == kMalformedWeight) {
       layer.macs = -1;
       stats.malformed.push_back(node.name);
+    } else if (layer.macs < 0) {
+      stats.shapes_unknown = true;
     }
     if (layer.macs > 0) stats.macs += layer.macs;
     if (layer.macs < 0) stats.complete = false;
@@ -106,6 +108,7 @@ ModelStats model_stats(const Graph& graph) {
       out_bytes += live_bytes[static_cast<size_t>(out)];
     }
     layer.activation_bytes = known ? out_bytes : -1;
+    stats.shapes_unknown = stats.shapes_unknown || !known;
     stats.complete = stats.complete && known;
     stats.activation_bytes_total += out_bytes;
     live += out_bytes;

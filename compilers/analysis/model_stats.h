@@ -28,6 +28,7 @@ struct ModelStats {
   int64_t activation_bytes_total = 0;   // sum of all intermediate outputs
   int64_t activation_bytes_peak = 0;    // largest total of simultaneously live intermediates, in node order
   bool complete = true;                 // false if some shape was unknown (or a weight malformed)
+  bool shapes_unknown = false;          // some figure is missing because a shape is symbolic or unknown
   std::vector<std::string> malformed;   // layers whose weight shape allows no MAC count (a Conv with 0 output channels)
 };
 

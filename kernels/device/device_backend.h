@@ -34,6 +34,8 @@ enum class DevicePrecision { fp32, tf32, fp16, bf16 };
 
 std::string_view device_precision_name(DevicePrecision p);  // "fp32", "tf32", "fp16", "bf16"
 std::optional<DevicePrecision> device_precision_from_name(std::string_view name);
+// Every precision's name, in enum order: what --cuda-precision options accept.
+std::vector<std::string> device_precision_names();
 
 struct DeviceEngineOptions {
   DevicePrecision precision = DevicePrecision::fp32;

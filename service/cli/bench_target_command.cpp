@@ -230,7 +230,7 @@ void add_bench_target_command(CLI::App& app, CommandRunner& run) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--cuda-precision", o->cuda_precisions, "With --device cuda: precisions to sweep, e.g. fp32,fp16 (default), tf32, bf16")
       ->delimiter(',')
-      ->check(CLI::IsMember({"fp32", "tf32", "fp16", "bf16"}));
+      ->check(CLI::IsMember(device_precision_names()));
   cmd->add_option("--cuda-device", o->cuda_device, "With --device cuda: the GPU index (default 0)")
       ->check(CLI::NonNegativeNumber);
   cmd->callback([o, &run] { run = [o] { return run_bench_target(*o); }; });

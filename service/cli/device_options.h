@@ -24,7 +24,7 @@ struct DeviceCli {
     if (device_env) option->envname(device_env);
     CLI::Option* precision = cmd.add_option("--cuda-precision", cuda_precision,
                                             "With --device cuda: fp32 (default), tf32 (TF32 tensor cores in Conv/Gemm), fp16 or bf16")
-                                 ->check(CLI::IsMember({"fp32", "tf32", "fp16", "bf16"}));
+                                 ->check(CLI::IsMember(device_precision_names()));
     if (precision_env) precision->envname(precision_env);
     if (with_device_index)
       cmd.add_option("--cuda-device", cuda_device, "With --device cuda: the GPU index (default 0)")->check(CLI::NonNegativeNumber);

@@ -87,7 +87,7 @@ std::string cache_dir(const ImageCmdOptions& opts) {
 // the image's KILN_CUDA_PRECISION).
 DeviceEngineOptions device_options(const ImageCmdOptions& opts) {
   DeviceEngineOptions options;
-  options.precision = device_precision_from_name(opts.cuda_precision.empty() ? "fp32" : opts.cuda_precision).value_or(DevicePrecision::fp32);
+  options.precision = device_precision_from_name(opts.cuda_precision).value_or(DevicePrecision::fp32);  // "": fp32
   return options;
 }
 
@@ -366,7 +366,7 @@ void add_image_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--cuda-precision", opts->cuda_precision,
                   "A GPU image's precision (its KILN_CUDA_PRECISION, kiln-runtime's default): fp32 (default), tf32, fp16 "
                   "or bf16; the image's self-test checks it on the GPU")
-      ->check(CLI::IsMember({"fp32", "tf32", "fp16", "bf16"}));
+      ->check(CLI::IsMember(device_precision_names()));
   cmd->add_option("--runtime", opts->runtime, "kiln-runtime binary to bundle (default: the one beside kiln)");
   cmd->add_option("--threads", opts->threads,
                   "Thread count set in the image (default: the target node's cores; without a target 0: the CPU quota)")

@@ -1,5 +1,4 @@
 // kiln inspect MODEL: op counts, parameters, MACs and activation memory per layer and in total.
-#include <algorithm>
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
@@ -86,11 +85,7 @@ void print_text(const std::string& path, const Graph& graph, const ModelStats& s
             << " in this node order\n";
   for (const std::string& layer : stats.malformed)
     std::cout << "note: layer '" << layer << "' has a weight with no output channels: its MACs are not counted\n";
-  const bool symbolic = std::any_of(stats.layers.begin(), stats.layers.end(), [&](const LayerStats& l) {
-    return l.activation_bytes < 0 ||
-           (l.macs < 0 && std::find(stats.malformed.begin(), stats.malformed.end(), l.name) == stats.malformed.end());
-  });
-  if (symbolic) std::cout << "note: some shapes are symbolic; bind them (--batch, --dims) for complete figures\n";
+  if (stats.shapes_unknown) std::cout << "note: some shapes are symbolic; bind them (--batch, --dims) for complete figures\n";
 }
 
 int run_inspect(const InspectOptions& opts) {

@@ -222,21 +222,27 @@ struct GpuCheck {
 
 std::vector<GpuCheck> check_gpu_candidates(const std::string& model, const perf::PlanResult& plan) {
   std::vector<GpuCheck> checks;
+  // One plan per batch: the GPU precisions share it (the precision is the engine's, not the plan's).
+  std::map<int64_t, Result<CompiledModel>> by_batch;
   for (const perf::Candidate& c : plan.candidates) {
     if (c.device != "cuda") continue;
     if (std::any_of(checks.begin(), checks.end(), [&](const GpuCheck& k) { return k.candidate.precision == c.precision; })) continue;
     GpuCheck check{c, {}};
-    std::fprintf(stderr, "[gpu] %s: compiling for the GPU", c.name().c_str());
-    CompileRequest request;
-    request.model = model;
-    request.dims.batch = c.batch;
-    request.passes = cuda_pipeline();
-    auto compiled = compile_model(request, nullptr);
+    auto found = by_batch.find(c.batch);
+    if (found == by_batch.end()) {
+      std::fprintf(stderr, "[gpu] batch %lld: compiling for the GPU\n", static_cast<long long>(c.batch));
+      CompileRequest request;
+      request.model = model;
+      request.dims.batch = c.batch;
+      request.passes = cuda_pipeline();
+      found = by_batch.emplace(c.batch, compile_model(request, nullptr)).first;
+    }
+    const Result<CompiledModel>& compiled = found->second;
     DeviceEngineOptions options;
     options.precision = device_precision_from_name(c.precision).value_or(DevicePrecision::fp32);
     if (!compiled) check.problem = "compile: " + compiled.error().message;
     else if (Status runs = cuda_plugin_check_plan(compiled->plan, options); !runs) check.problem = runs.message();
-    std::fprintf(stderr, "%s\n", check.problem.empty() ? ", every step has a CUDA kernel" : (": " + check.problem).c_str());
+    std::fprintf(stderr, "[gpu] %s: %s\n", c.name().c_str(), check.problem.empty() ? "every step has a CUDA kernel" : check.problem.c_str());
     checks.push_back(std::move(check));
   }
   return checks;

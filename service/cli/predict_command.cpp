@@ -132,8 +132,7 @@ int run_predict_prior(const PredictOptions& o, const perf::TargetPrior& prior, c
 // prices them (the sweep does not time them).
 int run_predict_gpu_profile(const PredictOptions& o, const perf::TargetProfile& profile, const std::string& db) {
   const perf::TargetFingerprint& fp = profile.target.fingerprint;
-  if (o.precision != "fp32" && o.precision != "fp16" && o.precision != "bf16")
-    return report_error("precision " + o.precision + " on " + fp.cpu_model + ": kiln's CUDA backend runs fp32, TF32, fp16 and bf16 only");
+  if (auto why = perf::cuda_precision_refusal(o.precision)) return report_error("precision " + o.precision + " on " + fp.cpu_model + ": " + *why);
   perf::FitOptions fit_options;
   fit_options.method = o.method;
   auto predictor = perf::LatencyPredictor::fit(profile.measurements, fit_options);

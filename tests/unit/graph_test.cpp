@@ -98,5 +98,17 @@ TEST_CASE("model stats of a conv with an empty or rank-0 weight: MACs unknown, n
     CHECK(stats.layers[0].macs == -1);
     CHECK_FALSE(stats.complete);
     CHECK(stats.malformed == std::vector<std::string>{"conv"});  // named, not blamed on symbolic shapes
+    CHECK_FALSE(stats.shapes_unknown);
   }
+  // A symbolic batch is what shapes_unknown says.
+  Graph g;
+  const ValueId x = g.add_value("x", ValueType::of(DType::f32, {Dim::named("batch"), 3}));
+  const ValueId y = g.add_value("y", ValueType::of(DType::f32, {Dim::named("batch"), 3}));
+  g.inputs = {x};
+  g.outputs = {y};
+  g.add_node(Node{"relu", OpKind::Relu, {}, {x}, {y}});
+  const ModelStats symbolic = model_stats(g);
+  CHECK(symbolic.shapes_unknown);
+  CHECK_FALSE(symbolic.complete);
+  CHECK(symbolic.malformed.empty());
 }
