@@ -21,8 +21,13 @@ inline constexpr const char* kFromPlainSuffix = "_from_plain";
 inline constexpr const char* kFromFloatSuffix = "_from_f32";
 // The sweep's silu shapes: a conv or depthwise conv with a fused SiLU ("conv_silu").
 inline constexpr const char* kSiluSuffix = "_silu";
-// Bytes per element of a CPU compute dtype: "f32" 4, "bf16" 2, "int8" 1.
-inline double dtype_element_bytes(std::string_view dtype) { return dtype == "f32" ? 4 : dtype == "bf16" ? 2 : 1; }
+// Bytes per element of a compute dtype: "f32" and "tf32" 4 (TF32 stores float32), "bf16" and "f16" 2,
+// "int8" 1. A GPU profile's steps carry "f16"; the CPU's never do.
+inline double dtype_element_bytes(std::string_view dtype) {
+  if (dtype == "f32" || dtype == "tf32") return 4;
+  if (dtype == "bf16" || dtype == "f16") return 2;
+  return 1;
+}
 
 // A whole model as `kiln optimize` measured it (key "<model sha256> <precision> b<batch> t<threads>",
 // kernel = the model's sha256). Never fitted on: it corrects later predictions of that same model.

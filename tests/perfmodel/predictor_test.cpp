@@ -227,3 +227,13 @@ TEST_CASE("border points fit the conversion and epilogue groups as their time be
   step.epilogue_ops = 2.0 * elements;  // SiLU on as many outputs (in == out channels here)
   CHECK(p->predict({step}).total_ms == Approx(interior + 1e-6 * elements).epsilon(0.05));
 }
+
+TEST_CASE("element sizes: a GPU step's f16 moves 2 bytes per element, TF32 4", "[perfmodel][predictor]") {
+  CHECK(dtype_element_bytes("f32") == 4);
+  CHECK(dtype_element_bytes("tf32") == 4);
+  CHECK(dtype_element_bytes("bf16") == 2);
+  CHECK(dtype_element_bytes("f16") == 2);
+  CHECK(dtype_element_bytes("int8") == 1);
+  // A conversion into f16 streams a float32 read and an f16 write: 6 bytes per element (was 5).
+  CHECK(conversion_features("f16", 1, 1, 8, 4, 4, 0).bytes == Approx(6.0 * 8 * 4 * 4));
+}
