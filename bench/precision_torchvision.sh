@@ -4,7 +4,8 @@
 # kept in fp32 until the constraints hold on one seeded data set; int8-bf16: kept in bf16
 # instead), then verified on another,
 # held-out seeded data set against the fp32 reference executor, and timed with `kiln bench`.
-# Prints one row per model and precision: layers reduced, held-out cosine and top-1 agreement,
+# Prints one row per model and precision: layers reduced (under accuracy control: reduced/all:share of
+# those layers' MACs left reduced), held-out cosine and top-1 agreement,
 # median latency. Targets (issue 4): int8 cosine >= 0.99 and agreement >= 95%; bf16 cosine >= 0.999.
 # Row fp32-8bit-input: the fp32 model itself on the held-out inputs rounded to 8 bits (the rounding
 # int8 applies to the first layer's input alone), against the clean inputs: where that row loses
@@ -38,21 +39,22 @@ held_out() {  # plan -> "cosine agreement%"
 median_ms() {
   "$KILN" bench "$1" --threads "$THREADS" --iters 20 --json | python3 -c 'import json,sys; print("%.2f" % json.load(sys.stdin)["median_ms"])'
 }
-layers() {  # compile log -> "reduced/total"
-  { grep -o 'accuracy control: [0-9]* layers [a-z0-9]*, [0-9]* kept' "$1" || true; } | awk '{print $3 "/" $3+$6}'
+layers() {  # compile log -> "reduced/total:MAC share"
+  { grep -o 'accuracy control: [0-9]* layers [a-z0-9]* ([0-9]*% of their MACs), [0-9]* kept' "$1" || true; } |
+    awk '{print $3 "/" $3+$10 ":" substr($6, 2)}'
 }
 
-printf '%-20s %-16s %9s %9s %10s %9s  %s\n' model config reduced cosine agree% ms "held-out: $SAMPLES seeded samples, batch $BATCH"
+printf '%-20s %-20s %12s %9s %10s %9s  %s\n' model config reduced cosine agree% ms "held-out: $SAMPLES seeded samples, batch $BATCH"
 for m in "${names[@]}"; do
   onnx="$MODELS/$m.onnx"
   [ -f "$onnx" ] || { echo "$m: $onnx missing (run the models tests or tests/models/export_torchvision.py)" >&2; continue; }
   common=("$onnx" --batch "$BATCH")
   "$KILN" compile "${common[@]}" -o "$work/fp32.kiln" > /dev/null
-  printf '%-20s %-16s %9s %9s %10s %9s\n' "$m" fp32 - - - "$(median_ms "$work/fp32.kiln")"
+  printf '%-20s %-20s %12s %9s %10s %9s\n' "$m" fp32 - - - "$(median_ms "$work/fp32.kiln")"
   # The model's own sensitivity: fp32 on the held-out inputs rounded to 8 bits against the clean ones.
   read -r cos agree < <("$KILN" verify "$onnx" --batch "$BATCH" --random "$SAMPLES" --seed 1 --threads "$THREADS" --input-sensitivity --json |
     python3 -c 'import json,sys; o=json.load(sys.stdin)["input_rounding"][0]; print("%.5f %.1f" % (o["cosine"], 100*o["top1_agreement"]))')
-  printf '%-20s %-16s %9s %9s %10s %9s\n' "$m" fp32-8bit-input - "$cos" "$agree" -
+  printf '%-20s %-20s %12s %9s %10s %9s\n' "$m" fp32-8bit-input - "$cos" "$agree" -
   declare -A configs=(
     [int8-all]="--passes default+quantize_int8 --calibration-random 16"
     [int8-controlled]="--passes default+quantize_int8 --calibration-random 16 --max-accuracy-drop $INT8_DROP --min-cosine $INT8_COSINE --accuracy-random $SAMPLES"
@@ -69,6 +71,6 @@ for m in "${names[@]}"; do
     reduced=$(layers "$work/$c.log")
     [ -n "$reduced" ] || reduced=$({ grep -o '[0-9]* layers in [a-z0-9]*' "$work/$c.log" || true; } | head -1 | awk '{print $1}')
     read -r cos agree < <(held_out "$work/$c.kiln")
-    printf '%-20s %-16s %9s %9s %10s %9s\n' "$m" "$c" "$reduced" "$cos" "$agree" "$(median_ms "$work/$c.kiln")"
+    printf '%-20s %-20s %12s %9s %10s %9s\n' "$m" "$c" "$reduced" "$cos" "$agree" "$(median_ms "$work/$c.kiln")"
   done
 done

@@ -7,6 +7,7 @@
 #include <optional>
 #include <sstream>
 
+#include "compilers/analysis/model_stats.h"
 #include "compilers/lower/to_plan.h"
 #include "kernels/engine.h"
 #include "kernels/precision.h"
@@ -63,6 +64,26 @@ std::vector<std::string> layers_in(const Graph& g, Precision precision) {
   return names;
 }
 
+// MACs of each named layer (-1 where a shape is unknown).
+std::map<std::string, int64_t> layer_macs(const Graph& g) {
+  std::map<std::string, int64_t> macs;
+  for (const LayerStats& l : model_stats(g).layers) macs[l.name] = l.macs;
+  return macs;
+}
+
+// The share of `layers`' MACs outside `kept` (0 when none are known).
+double reduced_share(const std::vector<std::string>& layers, const std::vector<std::string>& kept,
+                     const std::map<std::string, int64_t>& macs) {
+  double total = 0, reduced = 0;
+  for (const std::string& l : layers) {
+    auto it = macs.find(l);
+    const double m = it != macs.end() && it->second > 0 ? static_cast<double>(it->second) : 0.0;
+    total += m;
+    if (std::find(kept.begin(), kept.end(), l) == kept.end()) reduced += m;
+  }
+  return total > 0 ? reduced / total : 0.0;
+}
+
 constexpr const char* kReducingPasses[] = {"quantize_int8", "mixed_precision_bf16"};  // removed for the fp32 run
 
 bool reduces(const std::string& pass) {
@@ -70,6 +91,20 @@ bool reduces(const std::string& pass) {
 }
 
 }  // namespace
+
+std::vector<std::string> accuracy_fallback_order(const std::vector<LayerSensitivity>& by_sensitivity) {
+  std::vector<LayerSensitivity> order = by_sensitivity;
+  const bool all_known = std::all_of(order.begin(), order.end(), [](const LayerSensitivity& s) { return s.macs >= 0; });
+  if (all_known)
+    std::stable_sort(order.begin(), order.end(), [](const LayerSensitivity& a, const LayerSensitivity& b) {
+      // a.d / a.macs > b.d / b.macs, without dividing (a layer of 0 MACs gives nothing back: first).
+      return a.cosine_distance * static_cast<double>(std::max<int64_t>(b.macs, 1)) >
+             b.cosine_distance * static_cast<double>(std::max<int64_t>(a.macs, 1));
+    });
+  std::vector<std::string> names;
+  for (const LayerSensitivity& s : order) names.push_back(s.layer);
+  return names;
+}
 
 Result<AccuracyControlResult> reduce_precision_within_accuracy(const Graph& imported,
                                                                const std::vector<std::string>& pipeline,
@@ -152,6 +187,7 @@ Result<AccuracyControlResult> reduce_precision_within_accuracy(const Graph& impo
   result.fp32_accuracy = all_m.reference_accuracy;
   if (!data.labels) say("  accuracy control: no labels, the fp32 model's top-1 serve as labels (drop = lost agreement)");
   const std::vector<std::string> layers = layers_in(all, target);
+  const std::map<std::string, int64_t> macs = layer_macs(all);
   say("  accuracy control: fp32 ", all_m.reference_accuracy * 100, "%; all ", layers.size(), " layers ",
       result.precision, ": ", all_m.compiled_accuracy * 100, "%, ", describe(all_m), " (allowed: drop ",
       control.max_accuracy_drop ? std::to_string(*control.max_accuracy_drop * 100) : std::string("any"),
@@ -162,6 +198,7 @@ Result<AccuracyControlResult> reduce_precision_within_accuracy(const Graph& impo
     result.accuracy = all_m.compiled_accuracy;
     result.cosine = all_m.cosine;
     result.reduced_layers = static_cast<int>(layers.size());
+    result.reduced_macs_share = reduced_share(layers, {}, macs);
     result.graph = std::move(all);
     return result;
   }
@@ -173,22 +210,20 @@ Result<AccuracyControlResult> reduce_precision_within_accuracy(const Graph& impo
     for (const std::string& l : layers)
       if (l != layer) others.push_back(l);
     KILN_ASSIGN(one, attempt(others));
-    result.sensitivities.push_back({layer, 1.0 - one.second.cosine});
+    auto m = macs.find(layer);
+    result.sensitivities.push_back({layer, 1.0 - one.second.cosine, m != macs.end() ? m->second : -1});
   }
   std::stable_sort(result.sensitivities.begin(), result.sensitivities.end(),
                    [](const LayerSensitivity& a, const LayerSensitivity& b) { return a.cosine_distance > b.cosine_distance; });
-  auto most_sensitive = [&](size_t k) {
-    std::vector<std::string> keep;
-    for (size_t i = 0; i < k; ++i) keep.push_back(result.sensitivities[i].layer);
-    return keep;
-  };
+  const std::vector<std::string> order = accuracy_fallback_order(result.sensitivities);
+  auto first_to_fall_back = [&](size_t k) { return std::vector<std::string>(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k)); };
 
   // Double the fallback count until the constraints hold, then bisect for the fewest layers.
   size_t lo = 0, hi = 0;  // lo: known to miss; hi: known to hold (0: none found yet)
   std::optional<std::pair<Graph, OutputMetrics>> best;
   // k runs 1, 2, 4, ... up to every layer but one (all of them would be plain fp32 or bf16).
   for (size_t k = 1; k < layers.size(); k = std::min(k * 2, layers.size() - 1)) {
-    KILN_ASSIGN(r, attempt(most_sensitive(k)));
+    KILN_ASSIGN(r, attempt(first_to_fall_back(k)));
     say("  accuracy control: ", k, " layer(s) in ", result.fallback, ": ", describe(r.second));
     if (holds(r.second)) {
       hi = k;
@@ -200,7 +235,7 @@ Result<AccuracyControlResult> reduce_precision_within_accuracy(const Graph& impo
   }
   if (hi == 0) {
     result.met = false;
-    result.kept_fp32 = most_sensitive(layers.size() - 1);
+    result.kept_fp32 = first_to_fall_back(layers.size() - 1);
     if (bf16_fallback) {
       KILN_ASSIGN(r, attempt(layers));
       say("  accuracy control: every layer in bf16, none int8: ", describe(r.second));
@@ -210,7 +245,7 @@ Result<AccuracyControlResult> reduce_precision_within_accuracy(const Graph& impo
   }
   while (hi - lo > 1) {
     const size_t mid = (lo + hi) / 2;
-    KILN_ASSIGN(r, attempt(most_sensitive(mid)));
+    KILN_ASSIGN(r, attempt(first_to_fall_back(mid)));
     say("  accuracy control: ", mid, " layer(s) in ", result.fallback, ": ", describe(r.second));
     if (holds(r.second)) {
       hi = mid;
@@ -220,10 +255,11 @@ Result<AccuracyControlResult> reduce_precision_within_accuracy(const Graph& impo
     }
   }
   result.met = true;
-  result.kept_fp32 = most_sensitive(hi);
+  result.kept_fp32 = first_to_fall_back(hi);
   result.accuracy = best->second.compiled_accuracy;
   result.cosine = best->second.cosine;
   result.reduced_layers = static_cast<int>(layers.size() - hi);
+  result.reduced_macs_share = reduced_share(layers, result.kept_fp32, macs);
   result.graph = std::move(best->first);
   return result;
 }

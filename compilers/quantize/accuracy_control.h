@@ -2,8 +2,10 @@
 // mixed_precision_bf16): given the largest allowed accuracy drop and/or the smallest allowed
 // output cosine similarity against fp32, find the layers to keep in float32. Reduces every layer
 // first; when a constraint misses, measures each layer's sensitivity (the cosine distance of the
-// model's output from fp32 with only that layer reduced) and keeps the most sensitive ones in
-// fp32, doubling their number until the constraints hold and then bisecting back to the fewest.
+// model's output from fp32 with only that layer reduced) and keeps layers in fp32 in the order of
+// their sensitivity per MAC (the error a layer removes for the compute it gives back: cheap,
+// sensitive layers such as depthwise convs go first, expensive ones stay reduced longest), doubling
+// their number until the constraints hold and then bisecting back to the fewest.
 // With both passes in the pipeline (int8 after bf16) the layers left out of int8 stay bf16
 // instead of fp32: nearly bf16's accuracy at less cost than fp32.
 // A result that needs every layer in fp32 is "not met": the caller must refuse it, never ship a
@@ -31,6 +33,7 @@ struct AccuracyControlOptions {
 struct LayerSensitivity {
   std::string layer;
   double cosine_distance = 0;  // 1 - cosine(output with only this layer reduced, fp32 output)
+  int64_t macs = -1;           // per sample at the compiled batch; -1 when a shape is unknown
 };
 
 struct AccuracyControlResult {
@@ -42,8 +45,9 @@ struct AccuracyControlResult {
   double cosine = 0;    // of the returned graph's first output against fp32
   int64_t samples = 0;
   int reduced_layers = 0;
-  std::vector<std::string> kept_fp32;          // layers that fell back (to `fallback`), most sensitive first
-  std::vector<LayerSensitivity> sensitivities; // measured only when everything reduced missed
+  double reduced_macs_share = 0;               // of the reducible layers' MACs, the share left reduced (0..1)
+  std::vector<std::string> kept_fp32;          // layers that fell back (to `fallback`), in fallback order
+  std::vector<LayerSensitivity> sensitivities; // measured only when everything reduced missed; most sensitive first
   // Not met with a bf16 fallback: the model with every layer in bf16 (no int8 at all) when that
   // alone already misses the constraints, so no choice of int8 layers could meet them.
   std::optional<OutputMetrics> fallback_misses;
@@ -54,6 +58,11 @@ struct AccuracyControlResult {
   Graph graph;                                 // the compiled graph: best found (met or not)
   std::vector<PassRecord> passes;
 };
+
+// The order in which accuracy control keeps layers out of reduced precision: the most error removed
+// per MAC given back first (a layer of 0 MACs gives nothing back: first). Plain sensitivity order
+// when any layer's MACs are unknown (a ratio with a guess would be worse than none).
+std::vector<std::string> accuracy_fallback_order(const std::vector<LayerSensitivity>& by_sensitivity);
 
 // `imported` is the graph before any pass; `pipeline` contains quantize_int8 and/or
 // mixed_precision_bf16; `options.int8` has the calibration data for int8; the model's

@@ -1,6 +1,7 @@
 #include "service/cli/compiled_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -96,7 +97,8 @@ Result<CompiledModel> compile_model(const CompileRequest& request, std::ostream*
                         sensitive, floor.str());
     }
     if (request.log) {
-      *request.log << "  accuracy control: " << controlled->reduced_layers << " layers " << controlled->precision << ", "
+      *request.log << "  accuracy control: " << controlled->reduced_layers << " layers " << controlled->precision << " ("
+                   << std::lround(controlled->reduced_macs_share * 100) << "% of their MACs), "
                    << controlled->kept_fp32.size() << " kept in " << controlled->fallback;
       for (const std::string& l : controlled->kept_fp32) *request.log << ' ' << l;
       *request.log << "; accuracy " << controlled->accuracy * 100 << "% vs fp32 " << controlled->fp32_accuracy * 100

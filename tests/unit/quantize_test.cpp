@@ -281,6 +281,7 @@ TEST_CASE("accuracy control: met when loose, 'not met' when only fp32 would do, 
   REQUIRE(met);
   CHECK(met->met);
   CHECK(met->reduced_layers == 1);
+  CHECK(met->reduced_macs_share == Approx(1.0));  // the one layer's MACs, all in int8
   CHECK(met->fp32_accuracy == Approx(1.0));
   // int8's noise floor: the fp32 model on its inputs rounded to 8 bits, measured beside.
   REQUIRE(met->input_rounding);
@@ -294,6 +295,7 @@ TEST_CASE("accuracy control: met when loose, 'not met' when only fp32 would do, 
   CHECK_FALSE(missed->met);  // int8 flips some of the near ties; the one layer cannot fall back alone
   REQUIRE(missed->sensitivities.size() == 1);
   CHECK(missed->sensitivities[0].cosine_distance > 0.0);
+  CHECK(missed->sensitivities[0].macs > 0);
 
   // Without labels the fp32 top-1 are the labels: the same decisions, the same outcome.
   VerifyData unlabelled = data;
@@ -431,6 +433,20 @@ TEST_CASE("int8 after bf16: accuracy control's fallback is bf16, not fp32", "[qu
   options.int8.keep = {"nope"};
   Graph bad = two_conv_graph();
   REQUIRE_FALSE(run_passes(bad, pipeline, options));
+}
+
+}  // namespace kiln
+
+namespace kiln {
+
+TEST_CASE("accuracy control falls back the most error per MAC first; plain sensitivity when MACs are unknown", "[quantize][accuracy]") {
+  // "big" is the most sensitive but gives back 1000x the compute of "dw"; "zero" gives back nothing.
+  std::vector<LayerSensitivity> by_sensitivity{{"big", 0.010, 1'000'000}, {"dw", 0.004, 1'000}, {"mid", 0.002, 10'000}, {"zero", 0.0, 0}};
+  CHECK(accuracy_fallback_order(by_sensitivity) == std::vector<std::string>{"dw", "mid", "big", "zero"});
+  by_sensitivity[0].macs = 0;  // nothing to give back: first whatever its error
+  CHECK(accuracy_fallback_order(by_sensitivity).front() == "big");
+  by_sensitivity[2].macs = -1;  // one unknown: the order by sensitivity as measured
+  CHECK(accuracy_fallback_order(by_sensitivity) == std::vector<std::string>{"big", "dw", "mid", "zero"});
 }
 
 }  // namespace kiln
