@@ -39,7 +39,7 @@ step "configure and build build-hardening (clang, ASan+UBSan, libFuzzer): tests 
 command -v clang++ >/dev/null || { echo "hardening: clang++ not found (run scripts/setup.sh --tests)" >&2; exit 1; }
 CC=clang CXX=clang++ cmake -S . -B build-hardening -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DKILN_BUILD_TESTS=ON -DKILN_FUZZ=ON -DKILN_CUDA=OFF >/dev/null
-targets=(fuzz_onnx_import fuzz_npy fuzz_npz fuzz_plan_file fuzz_description fuzz_v2_request fuzz_profile_import fuzz_multipart fuzz_service_router)
+targets=(fuzz_onnx_import fuzz_npy fuzz_npz fuzz_idx fuzz_plan_file fuzz_description fuzz_v2_request fuzz_profile_import fuzz_multipart fuzz_service_router)
 cmake --build build-hardening -j "$jobs"
 
 step "unit and conformance tests under ASan+UBSan"
@@ -68,8 +68,8 @@ fi
 # ---- 2. libFuzzer targets (built above) ----
 # Per target: the longest input and the dictionary. ONNX and .kiln inputs must fit the fashion-mnist
 # example (104 KB model, 106 KB .kiln).
-declare -A max_len=([fuzz_onnx_import]=131072 [fuzz_npy]=4096 [fuzz_npz]=16384 [fuzz_plan_file]=131072 [fuzz_description]=4096 [fuzz_v2_request]=4096 [fuzz_profile_import]=8192 [fuzz_multipart]=16384 [fuzz_service_router]=16384)
-declare -A dict=([fuzz_onnx_import]=tests/fuzz/onnx.dict [fuzz_npy]=tests/fuzz/npy.dict [fuzz_npz]=tests/fuzz/npy.dict
+declare -A max_len=([fuzz_onnx_import]=131072 [fuzz_npy]=4096 [fuzz_npz]=16384 [fuzz_idx]=4096 [fuzz_plan_file]=131072 [fuzz_description]=4096 [fuzz_v2_request]=4096 [fuzz_profile_import]=8192 [fuzz_multipart]=16384 [fuzz_service_router]=16384)
+declare -A dict=([fuzz_onnx_import]=tests/fuzz/onnx.dict [fuzz_npy]=tests/fuzz/npy.dict [fuzz_npz]=tests/fuzz/npy.dict [fuzz_idx]=tests/fuzz/idx.dict
                 [fuzz_plan_file]=tests/fuzz/kiln.dict [fuzz_description]=tests/fuzz/description.dict
                 [fuzz_v2_request]=tests/fuzz/v2.dict [fuzz_profile_import]=tests/fuzz/profile.dict
                 [fuzz_multipart]=tests/fuzz/multipart.dict [fuzz_service_router]=tests/fuzz/service.dict)
