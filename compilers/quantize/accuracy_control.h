@@ -2,10 +2,11 @@
 // mixed_precision_bf16): given the largest allowed accuracy drop and/or the smallest allowed
 // output cosine similarity against fp32, find the layers to keep in float32. Reduces every layer
 // first; when a constraint misses, measures each layer's sensitivity (the cosine distance of the
-// model's output from fp32 with only that layer reduced) and keeps layers in fp32 in the order of
-// their sensitivity per MAC (the error a layer removes for the compute it gives back: cheap,
-// sensitive layers such as depthwise convs go first, expensive ones stay reduced longest), doubling
-// their number until the constraints hold and then bisecting back to the fewest.
+// model's output from fp32 with only that layer reduced) and the time reducing it alone saves (its
+// measured step time against fp32's, conversions at its borders included), and keeps layers in
+// fp32 in the order of error removed per millisecond given back (a layer that saves nothing goes
+// first; expensive layers that reduce well stay reduced longest), doubling their number until the
+// constraints hold and then bisecting back to the fewest.
 // With both passes in the pipeline (int8 after bf16) the layers left out of int8 stay bf16
 // instead of fp32: nearly bf16's accuracy at less cost than fp32.
 // A result that needs every layer in fp32 is "not met": the caller must refuse it, never ship a
@@ -34,6 +35,9 @@ struct LayerSensitivity {
   std::string layer;
   double cosine_distance = 0;  // 1 - cosine(output with only this layer reduced, fp32 output)
   int64_t macs = -1;           // per sample at the compiled batch; -1 when a shape is unknown
+  // Measured: the layer's fp32 step time minus its time reduced alone (with the conversions at its
+  // borders), over the accuracy data; <= 0 when reducing it alone is no faster. nullopt: not timed.
+  std::optional<double> saving_ms;
 };
 
 struct AccuracyControlResult {
@@ -59,9 +63,9 @@ struct AccuracyControlResult {
   std::vector<PassRecord> passes;
 };
 
-// The order in which accuracy control keeps layers out of reduced precision: the most error removed
-// per MAC given back first (a layer of 0 MACs gives nothing back: first). Plain sensitivity order
-// when any layer's MACs are unknown (a ratio with a guess would be worse than none).
+// The order in which accuracy control keeps layers out of reduced precision: layers whose reduction
+// saves no time first (most sensitive first), then the most error removed per millisecond given
+// back. Plain sensitivity order when any layer was not timed (a ratio with a guess is worse than none).
 std::vector<std::string> accuracy_fallback_order(const std::vector<LayerSensitivity>& by_sensitivity);
 
 // `imported` is the graph before any pass; `pipeline` contains quantize_int8 and/or

@@ -296,6 +296,7 @@ TEST_CASE("accuracy control: met when loose, 'not met' when only fp32 would do, 
   REQUIRE(missed->sensitivities.size() == 1);
   CHECK(missed->sensitivities[0].cosine_distance > 0.0);
   CHECK(missed->sensitivities[0].macs > 0);
+  REQUIRE(missed->sensitivities[0].saving_ms);  // timed: the one layer in fp32 and reduced alone
 
   // Without labels the fp32 top-1 are the labels: the same decisions, the same outcome.
   VerifyData unlabelled = data;
@@ -439,14 +440,17 @@ TEST_CASE("int8 after bf16: accuracy control's fallback is bf16, not fp32", "[qu
 
 namespace kiln {
 
-TEST_CASE("accuracy control falls back the most error per MAC first; plain sensitivity when MACs are unknown", "[quantize][accuracy]") {
-  // "big" is the most sensitive but gives back 1000x the compute of "dw"; "zero" gives back nothing.
-  std::vector<LayerSensitivity> by_sensitivity{{"big", 0.010, 1'000'000}, {"dw", 0.004, 1'000}, {"mid", 0.002, 10'000}, {"zero", 0.0, 0}};
-  CHECK(accuracy_fallback_order(by_sensitivity) == std::vector<std::string>{"dw", "mid", "big", "zero"});
-  by_sensitivity[0].macs = 0;  // nothing to give back: first whatever its error
-  CHECK(accuracy_fallback_order(by_sensitivity).front() == "big");
-  by_sensitivity[2].macs = -1;  // one unknown: the order by sensitivity as measured
-  CHECK(accuracy_fallback_order(by_sensitivity) == std::vector<std::string>{"big", "dw", "mid", "zero"});
+TEST_CASE("accuracy control falls back the most error per millisecond saved first; plain sensitivity when untimed", "[quantize][accuracy]") {
+  // "big" is the most sensitive but saves 100x the time of "dw"; "slow" is slower reduced than in fp32.
+  std::vector<LayerSensitivity> by_sensitivity{{"big", 0.010, 1'000'000, 1.0},
+                                               {"dw", 0.004, 1'000, 0.01},
+                                               {"mid", 0.002, 10'000, 0.1},
+                                               {"slow", 0.001, 500, -0.02},
+                                               {"free", 0.0005, 500, 0.0}};
+  // Saving nothing first (most sensitive first), then error per ms: dw 0.4, mid 0.02, big 0.01.
+  CHECK(accuracy_fallback_order(by_sensitivity) == std::vector<std::string>{"slow", "free", "dw", "mid", "big"});
+  by_sensitivity[2].saving_ms.reset();  // one untimed: the order by sensitivity as measured
+  CHECK(accuracy_fallback_order(by_sensitivity) == std::vector<std::string>{"big", "dw", "mid", "slow", "free"});
 }
 
 }  // namespace kiln
