@@ -235,37 +235,68 @@ Result<AccuracyControlResult> reduce_precision_within_accuracy(const Graph& impo
       if (l != layer) others.push_back(l);
     StepTimes alone;
     KILN_ASSIGN(one, attempt(others, &alone));
-    auto m = macs.find(layer);
-    result.sensitivities.push_back(
-        {layer, 1.0 - one.second.cosine, m != macs.end() ? m->second : -1, isolated_saving_ms(layer, fp32_times, alone)});
+    result.sensitivities.push_back({layer, 1.0 - one.second.cosine, isolated_saving_ms(layer, fp32_times, alone)});
   }
   std::stable_sort(result.sensitivities.begin(), result.sensitivities.end(),
                    [](const LayerSensitivity& a, const LayerSensitivity& b) { return a.cosine_distance > b.cosine_distance; });
-  const std::vector<std::string> order = accuracy_fallback_order(result.sensitivities);
+  std::vector<std::string> by_sensitivity;
+  for (const LayerSensitivity& l : result.sensitivities) by_sensitivity.push_back(l.layer);
+  const std::vector<std::string> by_saving = accuracy_fallback_order(result.sensitivities);
   double saving = 0;
   for (const LayerSensitivity& l : result.sensitivities) saving += l.saving_ms.value_or(0.0);
   say("  accuracy control: reducing the layers one at a time saves ", saving / static_cast<double>(result.samples),
       " ms per sample in sum (measured); falling back the most error per millisecond saved first");
-  auto first_to_fall_back = [&](size_t k) { return std::vector<std::string>(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k)); };
-
-  // Double the fallback count until the constraints hold, then bisect for the fewest layers.
-  size_t lo = 0, hi = 0;  // lo: known to miss; hi: known to hold (0: none found yet)
-  std::optional<std::pair<Graph, OutputMetrics>> best;
-  // k runs 1, 2, 4, ... up to every layer but one (all of them would be plain fp32 or bf16).
-  for (size_t k = 1; k < layers.size(); k = std::min(k * 2, layers.size() - 1)) {
-    KILN_ASSIGN(r, attempt(first_to_fall_back(k)));
-    say("  accuracy control: ", k, " layer(s) in ", result.fallback, ": ", describe(r.second));
-    if (holds(r.second)) {
-      hi = k;
-      best = std::move(r);
-      break;
+  auto prefix = [](const std::vector<std::string>& order, size_t k) {
+    return std::vector<std::string>(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k));
+  };
+  struct Found {
+    size_t fallbacks;
+    std::pair<Graph, OutputMetrics> run;
+  };
+  // Doubles the fallback count along `order` until the constraints hold, then bisects for the fewest.
+  auto search = [&](const std::vector<std::string>& order) -> Result<std::optional<Found>> {
+    size_t lo = 0, hi = 0;  // lo: known to miss; hi: known to hold (0: none found yet)
+    std::optional<std::pair<Graph, OutputMetrics>> best;
+    // k runs 1, 2, 4, ... up to every layer but one (all of them would be plain fp32 or bf16).
+    for (size_t k = 1; k < layers.size(); k = std::min(k * 2, layers.size() - 1)) {
+      KILN_ASSIGN(r, attempt(prefix(order, k)));
+      say("  accuracy control: ", k, " layer(s) in ", result.fallback, ": ", describe(r.second));
+      if (holds(r.second)) {
+        hi = k;
+        best = std::move(r);
+        break;
+      }
+      lo = k;
+      if (k == layers.size() - 1) break;
     }
-    lo = k;
-    if (k == layers.size() - 1) break;
+    if (hi == 0) return std::optional<Found>();
+    while (hi - lo > 1) {
+      const size_t mid = (lo + hi) / 2;
+      KILN_ASSIGN(r, attempt(prefix(order, mid)));
+      say("  accuracy control: ", mid, " layer(s) in ", result.fallback, ": ", describe(r.second));
+      if (holds(r.second)) {
+        hi = mid;
+        best = std::move(r);
+      } else {
+        lo = mid;
+      }
+    }
+    return std::optional<Found>(Found{hi, std::move(*best)});
+  };
+
+  const std::vector<std::string>* order = &by_saving;
+  KILN_ASSIGN(found, search(by_saving));
+  // The time order leaves the layers that save most for last, however sensitive: when even one of
+  // them alone misses (GoogLeNet: 3 of 128 decisions), the least sensitive layer alone may not.
+  if (!found && by_saving != by_sensitivity) {
+    say("  accuracy control: no layer kept by time saved meets the constraints; again by sensitivity alone");
+    order = &by_sensitivity;
+    KILN_ASSIGN(again, search(by_sensitivity));
+    found = std::move(again);
   }
-  if (hi == 0) {
+  if (!found) {
     result.met = false;
-    result.kept_fp32 = first_to_fall_back(layers.size() - 1);
+    result.kept_fp32 = prefix(by_sensitivity, layers.size() - 1);
     if (bf16_fallback) {
       KILN_ASSIGN(r, attempt(layers));
       say("  accuracy control: every layer in bf16, none int8: ", describe(r.second));
@@ -273,24 +304,13 @@ Result<AccuracyControlResult> reduce_precision_within_accuracy(const Graph& impo
     }
     return result;  // the caller reports "constraint not met"
   }
-  while (hi - lo > 1) {
-    const size_t mid = (lo + hi) / 2;
-    KILN_ASSIGN(r, attempt(first_to_fall_back(mid)));
-    say("  accuracy control: ", mid, " layer(s) in ", result.fallback, ": ", describe(r.second));
-    if (holds(r.second)) {
-      hi = mid;
-      best = std::move(r);
-    } else {
-      lo = mid;
-    }
-  }
   result.met = true;
-  result.kept_fp32 = first_to_fall_back(hi);
-  result.accuracy = best->second.compiled_accuracy;
-  result.cosine = best->second.cosine;
-  result.reduced_layers = static_cast<int>(layers.size() - hi);
+  result.kept_fp32 = prefix(*order, found->fallbacks);
+  result.accuracy = found->run.second.compiled_accuracy;
+  result.cosine = found->run.second.cosine;
+  result.reduced_layers = static_cast<int>(layers.size() - found->fallbacks);
   result.reduced_macs_share = reduced_share(layers, result.kept_fp32, macs);
-  result.graph = std::move(best->first);
+  result.graph = std::move(found->run.first);
   return result;
 }
 

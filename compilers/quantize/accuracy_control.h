@@ -6,7 +6,8 @@
 // measured step time against fp32's, conversions at its borders included), and keeps layers in
 // fp32 in the order of error removed per millisecond given back (a layer that saves nothing goes
 // first; expensive layers that reduce well stay reduced longest), doubling their number until the
-// constraints hold and then bisecting back to the fewest.
+// constraints hold and then bisecting back to the fewest. When that order meets nothing short of
+// every layer, the search runs again in plain sensitivity order (most sensitive first).
 // With both passes in the pipeline (int8 after bf16) the layers left out of int8 stay bf16
 // instead of fp32: nearly bf16's accuracy at less cost than fp32.
 // A result that needs every layer in fp32 is "not met": the caller must refuse it, never ship a
@@ -34,7 +35,6 @@ struct AccuracyControlOptions {
 struct LayerSensitivity {
   std::string layer;
   double cosine_distance = 0;  // 1 - cosine(output with only this layer reduced, fp32 output)
-  int64_t macs = -1;           // per sample at the compiled batch; -1 when a shape is unknown
   // Measured: the layer's fp32 step time minus its time reduced alone (with the conversions at its
   // borders), over the accuracy data; <= 0 when reducing it alone is no faster. nullopt: not timed.
   std::optional<double> saving_ms;
