@@ -198,14 +198,14 @@ Result<VerifyReport> verify_plans(const Plan& compiled, const Plan& reference, c
     shapes.push_back(shape);
   }
   KILN_REQUIRE(samples >= 1, invalid_argument, "the data has no samples");
-  if (options.compiled_data) {
-    KILN_REQUIRE(options.compiled_data->inputs.size() == data.inputs.size(), invalid_argument,
-                 "the compiled side's data has ", options.compiled_data->inputs.size(), " inputs, the reference's ", data.inputs.size());
+  if (options.sensitivity_data) {
+    KILN_REQUIRE(options.sensitivity_data->inputs.size() == data.inputs.size(), invalid_argument,
+                 "the sensitivity data has ", options.sensitivity_data->inputs.size(), " inputs, the reference's ", data.inputs.size());
     for (size_t i = 0; i < data.inputs.size(); ++i)
-      KILN_REQUIRE(options.compiled_data->inputs[i].shape() == data.inputs[i].shape() &&
-                       options.compiled_data->inputs[i].dtype() == data.inputs[i].dtype(),
-                   invalid_argument, "the compiled side's data for input '", compiled.inputs[i].name, "' is ",
-                   options.compiled_data->inputs[i].describe(), ", the reference's ", data.inputs[i].describe());
+      KILN_REQUIRE(options.sensitivity_data->inputs[i].shape() == data.inputs[i].shape() &&
+                       options.sensitivity_data->inputs[i].dtype() == data.inputs[i].dtype(),
+                   invalid_argument, "the sensitivity data for input '", compiled.inputs[i].name, "' is ",
+                   options.sensitivity_data->inputs[i].describe(), ", the reference's ", data.inputs[i].describe());
   }
   const int64_t* labels = nullptr;
   if (data.labels) {
@@ -220,6 +220,13 @@ Result<VerifyReport> verify_plans(const Plan& compiled, const Plan& reference, c
   runner_options.threads = options.threads;
   runner_options.device_options = options.device_options;
   KILN_ASSIGN(engine, PlanRunner::create(compiled, runner_options));
+  std::unique_ptr<PlanRunner> sensitivity_engine;  // the reference plan, compiled for the CPU, on the sensitivity data
+  if (options.sensitivity_data) {
+    PlanRunnerOptions cpu;
+    cpu.threads = options.threads;
+    KILN_ASSIGN(e, PlanRunner::create(reference, cpu));
+    sensitivity_engine = std::move(e);
+  }
   VerifyReport report;
   report.data_source = data.source;
   report.random_data = data.random;
@@ -234,6 +241,9 @@ Result<VerifyReport> verify_plans(const Plan& compiled, const Plan& reference, c
 
   std::vector<OutputComparison> comparisons;
   for (const auto& [slot, name] : compiled.outputs) comparisons.emplace_back(name);
+  std::vector<OutputComparison> rounding;
+  if (sensitivity_engine)
+    for (const auto& [slot, name] : compiled.outputs) rounding.emplace_back(name);
   // The reference executor is single-threaded and by far the slower side: a group of batches runs
   // on it concurrently (one per thread), then on the engine, then is compared; memory stays
   // bounded by one group's outputs.
@@ -244,16 +254,16 @@ Result<VerifyReport> verify_plans(const Plan& compiled, const Plan& reference, c
   const int64_t batches = report.batches;
   for (int64_t first = 0; first < batches; first += group) {
     const int64_t count = std::min(group, batches - first);
-    std::vector<std::vector<Tensor>> inputs(static_cast<size_t>(count)), compiled_inputs(static_cast<size_t>(count));
+    std::vector<std::vector<Tensor>> inputs(static_cast<size_t>(count)), sensitivity_inputs(static_cast<size_t>(count));
     for (int64_t b = 0; b < count; ++b) {
       const int64_t start = (first + b) * batch;
       for (size_t i = 0; i < shapes.size(); ++i) {
         inputs[static_cast<size_t>(b)].push_back(batch_slice(data.inputs[i], shapes[i], compiled.inputs[i].type.dtype,
                                                              start, std::min(batch, samples - start)));
-        if (options.compiled_data)
-          compiled_inputs[static_cast<size_t>(b)].push_back(batch_slice(options.compiled_data->inputs[i], shapes[i],
-                                                                        compiled.inputs[i].type.dtype, start,
-                                                                        std::min(batch, samples - start)));
+        if (options.sensitivity_data)
+          sensitivity_inputs[static_cast<size_t>(b)].push_back(batch_slice(options.sensitivity_data->inputs[i], shapes[i],
+                                                                           compiled.inputs[i].type.dtype, start,
+                                                                           std::min(batch, samples - start)));
       }
     }
 
@@ -273,10 +283,19 @@ Result<VerifyReport> verify_plans(const Plan& compiled, const Plan& reference, c
       const int64_t start = (first + b) * batch;
       const int64_t rows = std::min(batch, samples - start);
       t0 = Clock::now();
-      auto got = engine->run(options.compiled_data ? compiled_inputs[static_cast<size_t>(b)] : inputs[static_cast<size_t>(b)]);
+      auto got = engine->run(inputs[static_cast<size_t>(b)]);
       if (!got) return got.status().with_context("compiled engine: ");
       report.compiled_seconds += seconds_since(t0);
       const ExecuteResult& ref = refs[static_cast<size_t>(b)]->value();
+      if (sensitivity_engine) {
+        auto moved = sensitivity_engine->run(sensitivity_inputs[static_cast<size_t>(b)]);
+        if (!moved) return moved.status().with_context("input sensitivity: ");
+        for (size_t o = 0; o < rounding.size(); ++o) {
+          const Tensor& r = ref.outputs[o];
+          const int64_t out_rows = r.rank() >= 1 && r.dim(0) == batch ? rows : (r.rank() == 0 ? 1 : r.dim(0));
+          KILN_TRY(rounding[o].add(r, (*moved)[o], out_rows, labels ? labels + start : nullptr));
+        }
+      }
       for (size_t o = 0; o < comparisons.size(); ++o) {
         const Tensor& r = ref.outputs[o];
         KILN_REQUIRE(rows == batch || (r.rank() >= 1 && r.dim(0) == batch), invalid_argument, "output '",
@@ -288,6 +307,7 @@ Result<VerifyReport> verify_plans(const Plan& compiled, const Plan& reference, c
     }
   }
   for (const OutputComparison& c : comparisons) report.outputs.push_back(c.finish());
+  for (const OutputComparison& c : rounding) report.input_rounding.push_back(c.finish());
   return report;
 }
 

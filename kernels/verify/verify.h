@@ -49,9 +49,10 @@ struct VerifyOptions {
   std::string reference_description;  // what the reference plan is, for the report
   DeviceKind device = DeviceKind::cpu;  // where the compiled plan runs (the reference always on the CPU)
   DeviceEngineOptions device_options;
-  // The compiled side's inputs when they are not `data`'s (same samples and shapes): the input
-  // sensitivity check runs the fp32 model on its inputs rounded to 8 bits against the clean ones.
-  const VerifyData* compiled_data = nullptr;
+  // The input sensitivity check: when set (the same samples and shapes as `data`, e.g. rounded to
+  // 8 bits), the reference plan also runs on the CPU engine over these inputs and is compared with
+  // the same reference outputs (report.input_rounding): the reference executor runs once for both.
+  const VerifyData* sensitivity_data = nullptr;
 };
 
 // One output's comparison, accumulated batch by batch (also usable on its own, as in the tests).

@@ -170,18 +170,21 @@ TEST_CASE("inputs rounded to 8 bits: the int8 grid of the whole set, on a copy; 
   positive.inputs.push_back(f32({1, 3}, {2.55f, 0.014f, 0.0f}));
   CHECK(round_inputs_to_8_bits(positive).inputs[0].data<float>()[1] == Approx(0.01f));
 
-  // The compiled side fed the rounded rows: Relu of (0.004, 0.006, ...) moves, and the report shows it.
+  // The reference plan fed the rounded rows beside the compiled side: Relu of (0.004, 0.006, ...)
+  // moves there, and the report shows it as input_rounding; the compiled side itself is exact.
   const Plan relu = unary_plan(OpKind::Relu, 2);
   VerifyOptions options{1, 1, "relu"};
-  options.compiled_data = &rounded;
+  options.sensitivity_data = &rounded;
   auto report = verify_plans(relu, relu, data, options);
   REQUIRE(report);
-  CHECK(report->outputs.at(0).max_abs_error == Approx(0.004).margin(1e-6));  // |0.004 - 0| and |0.006 - 0.01|
+  CHECK(report->outputs.at(0).max_abs_error == 0.0);
+  REQUIRE(report->input_rounding.size() == 1);
+  CHECK(report->input_rounding.at(0).max_abs_error == Approx(0.004).margin(1e-6));  // |0.004 - 0| and |0.006 - 0.01|
 
   VerifyData wrong;
   wrong.inputs.push_back(f32({1, 3}, {0, 0, 0}));
-  options.compiled_data = &wrong;
+  options.sensitivity_data = &wrong;
   auto refused = verify_plans(relu, relu, data, options);
   REQUIRE_FALSE(refused);
-  CHECK_THAT(refused.error().message, Catch::Contains("compiled side's data"));
+  CHECK_THAT(refused.error().message, Catch::Contains("sensitivity data"));
 }
