@@ -44,11 +44,11 @@ DatasetOptions CalibrationCli::dataset_from_file(const std::string& path, const 
 
 void CalibrationCli::add_accuracy_control_to(CLI::App& cmd) {
   cmd.add_option("--max-accuracy-drop", max_accuracy_drop,
-                 "Accuracy control (int8 or bf16): keep the most sensitive layers in fp32 until the accuracy drop on "
+                 "Accuracy control (int8 or bf16): keep layers in fp32 (most error per millisecond saved first) until the accuracy drop on "
                  "the accuracy data is at most this fraction (0.005 = half a point); fails when it cannot be met")
       ->check(CLI::Range(0.0, 1.0));
   cmd.add_option("--min-cosine", min_cosine,
-                 "Accuracy control: keep the most sensitive layers in fp32 until the output's cosine similarity "
+                 "Accuracy control: keep layers in fp32 (most error per millisecond saved first) until the output's cosine similarity "
                  "with fp32 on the accuracy data is at least this (e.g. 0.99); int8 or bf16")
       ->check(CLI::Range(-1.0, 1.0));
   cmd.add_option("--accuracy-random", accuracy_random,
