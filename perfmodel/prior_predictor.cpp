@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "perfmodel/measurement.h"
+
 namespace kiln::perf {
 namespace {
 
@@ -82,7 +84,7 @@ std::string PriorPredictor::describe() const {
 }
 
 std::vector<StepFeatures> steps_on_gpu(const std::vector<StepFeatures>& cpu_fp32_steps, const std::string& dtype) {
-  const double scale = dtype == "f16" || dtype == "bf16" ? 0.5 : dtype == "int8" ? 0.25 : 1.0;
+  const double scale = dtype_element_bytes(dtype) / 4.0;  // the CPU fp32 plan's bytes at the GPU dtype's width
   std::vector<StepFeatures> out;
   out.reserve(cpu_fp32_steps.size());
   for (const StepFeatures& s : cpu_fp32_steps) {

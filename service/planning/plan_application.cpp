@@ -13,6 +13,7 @@
 #include "compilers/onnx/import.h"
 #include "containers/oci/digest.h"
 #include "perfmodel/cache_file.h"
+#include "perfmodel/measurement.h"
 #include "perfmodel/precision_compile.h"
 #include "perfmodel/predictor_cache.h"
 #include "perfmodel/prior_predictor.h"
@@ -166,7 +167,7 @@ perf::ModelCosts gpu_costs(const perf::ModelCosts& cuda_plan, const std::string&
   c.precision = precision;
   const std::string dtype = perf::gpu_precision_dtype(precision);
   c.steps = perf::steps_on_gpu(cuda_plan.steps, dtype);
-  const int64_t divide = dtype == "f32" ? 1 : 2;  // weights and activations stored in 16 bits
+  const auto divide = static_cast<int64_t>(4 / perf::dtype_element_bytes(dtype));  // weights and activations at the dtype's width
   c.constant_bytes /= divide;
   c.packed_bytes = 0;  // the device keeps one copy of the weights
   c.arena_bytes /= divide;
