@@ -78,16 +78,16 @@ std::map<std::string, int64_t> layer_macs(const Graph& g) {
   return macs;
 }
 
-// What reducing `layer` alone saved: its fp32 step time minus, in the run with only it reduced,
-// its step and every step the fp32 run does not have (conversions at its borders). nullopt when
-// the fp32 run has no step of that name.
-std::optional<double> isolated_saving_ms(const std::string& layer, const StepTimes& fp32, const StepTimes& alone) {
-  auto before = fp32.find(layer);
+// What reducing `layer` alone saved: its step time in the fallback run (every layer fp32, or bf16)
+// minus, in the run with only it reduced, its step and every step the fallback run does not have
+// (conversions at its borders). nullopt when the fallback run has no step of that name.
+std::optional<double> isolated_saving_ms(const std::string& layer, const StepTimes& fallback, const StepTimes& alone) {
+  auto before = fallback.find(layer);
   auto after = alone.find(layer);
-  if (before == fp32.end() || after == alone.end()) return std::nullopt;
+  if (before == fallback.end() || after == alone.end()) return std::nullopt;
   double cost = after->second;
   for (const auto& [step, ms] : alone)
-    if (step != layer && !fp32.contains(step)) cost += ms;
+    if (step != layer && !fallback.contains(step)) cost += ms;
   return before->second - cost;
 }
 
@@ -227,6 +227,13 @@ Result<AccuracyControlResult> reduce_precision_within_accuracy(const Graph& impo
     return result;
   }
 
+  // Savings are against the fallback: fp32's step times, or with a bf16 fallback those of the model
+  // with every layer in bf16 (none int8).
+  StepTimes fallback_times = fp32_times;
+  if (bf16_fallback) {
+    fallback_times.clear();
+    KILN_TRY(attempt(layers, &fallback_times).status());
+  }
   // Sensitivity: each layer alone reduced.
   say("  accuracy control: measuring the sensitivity of ", layers.size(), " layers");
   for (const std::string& layer : layers) {
@@ -235,7 +242,7 @@ Result<AccuracyControlResult> reduce_precision_within_accuracy(const Graph& impo
       if (l != layer) others.push_back(l);
     StepTimes alone;
     KILN_ASSIGN(one, attempt(others, &alone));
-    result.sensitivities.push_back({layer, 1.0 - one.second.cosine, isolated_saving_ms(layer, fp32_times, alone)});
+    result.sensitivities.push_back({layer, 1.0 - one.second.cosine, isolated_saving_ms(layer, fallback_times, alone)});
   }
   std::stable_sort(result.sensitivities.begin(), result.sensitivities.end(),
                    [](const LayerSensitivity& a, const LayerSensitivity& b) { return a.cosine_distance > b.cosine_distance; });

@@ -3,13 +3,13 @@
 // output cosine similarity against fp32, find the layers to keep in float32. Reduces every layer
 // first; when a constraint misses, measures each layer's sensitivity (the cosine distance of the
 // model's output from fp32 with only that layer reduced) and the time reducing it alone saves (its
-// measured step time against fp32's, conversions at its borders included), and keeps layers in
+// measured step time against the fallback's, conversions at its borders included), and keeps layers in
 // fp32 in the order of error removed per millisecond given back (a layer that saves nothing goes
 // first; expensive layers that reduce well stay reduced longest), doubling their number until the
 // constraints hold and then bisecting back to the fewest. When that order meets nothing short of
 // every layer, the search runs again in plain sensitivity order (most sensitive first).
 // With both passes in the pipeline (int8 after bf16) the layers left out of int8 stay bf16
-// instead of fp32: nearly bf16's accuracy at less cost than fp32.
+// instead of fp32 (and savings are measured against bf16): nearly bf16's accuracy at less cost.
 // A result that needs every layer in fp32 is "not met": the caller must refuse it, never ship a
 // silently worse model. Without labels the fp32 model's own top-1 decisions are the labels, so
 // the drop is the top-1 agreement lost.
@@ -35,8 +35,9 @@ struct AccuracyControlOptions {
 struct LayerSensitivity {
   std::string layer;
   double cosine_distance = 0;  // 1 - cosine(output with only this layer reduced, fp32 output)
-  // Measured: the layer's fp32 step time minus its time reduced alone (with the conversions at its
-  // borders), over the accuracy data; <= 0 when reducing it alone is no faster. nullopt: not timed.
+  // Measured: the layer's step time in the fallback precision (fp32, or bf16 under int8 after bf16)
+  // minus its time reduced alone (with the conversions at its borders), over the accuracy data;
+  // <= 0 when reducing it alone is no faster. nullopt: not timed.
   std::optional<double> saving_ms;
 };
 
