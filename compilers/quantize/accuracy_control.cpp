@@ -229,11 +229,9 @@ Result<AccuracyControlResult> reduce_precision_within_accuracy(const Graph& impo
 
   // Savings are against the fallback: fp32's step times, or with a bf16 fallback those of the model
   // with every layer in bf16 (none int8).
-  StepTimes fallback_times = fp32_times;
-  if (bf16_fallback) {
-    fallback_times.clear();
-    KILN_TRY(attempt(layers, &fallback_times).status());
-  }
+  StepTimes bf16_times;
+  if (bf16_fallback) KILN_TRY(attempt(layers, &bf16_times).status());
+  const StepTimes& fallback_times = bf16_fallback ? bf16_times : fp32_times;
   // Sensitivity: each layer alone reduced.
   say("  accuracy control: measuring the sensitivity of ", layers.size(), " layers");
   for (const std::string& layer : layers) {

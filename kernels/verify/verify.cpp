@@ -287,14 +287,11 @@ Result<VerifyReport> verify_plans(const Plan& compiled, const Plan& reference, c
       if (!got) return got.status().with_context("compiled engine: ");
       report.compiled_seconds += seconds_since(t0);
       const ExecuteResult& ref = refs[static_cast<size_t>(b)]->value();
+      std::vector<Tensor> moved;  // the reference plan on the sensitivity data, when asked for
       if (sensitivity_engine) {
-        auto moved = sensitivity_engine->run(sensitivity_inputs[static_cast<size_t>(b)]);
-        if (!moved) return moved.status().with_context("input sensitivity: ");
-        for (size_t o = 0; o < rounding.size(); ++o) {
-          const Tensor& r = ref.outputs[o];
-          const int64_t out_rows = r.rank() >= 1 && r.dim(0) == batch ? rows : (r.rank() == 0 ? 1 : r.dim(0));
-          KILN_TRY(rounding[o].add(r, (*moved)[o], out_rows, labels ? labels + start : nullptr));
-        }
+        auto ran = sensitivity_engine->run(sensitivity_inputs[static_cast<size_t>(b)]);
+        if (!ran) return ran.status().with_context("input sensitivity: ");
+        moved = std::move(*ran);
       }
       for (size_t o = 0; o < comparisons.size(); ++o) {
         const Tensor& r = ref.outputs[o];
@@ -303,6 +300,7 @@ Result<VerifyReport> verify_plans(const Plan& compiled, const Plan& reference, c
                      " needs the batch as dim 0 of every output (or a sample count divisible by the batch)");
         const int64_t out_rows = r.rank() >= 1 && r.dim(0) == batch ? rows : (r.rank() == 0 ? 1 : r.dim(0));
         KILN_TRY(comparisons[o].add(r, (*got)[o], out_rows, labels ? labels + start : nullptr));
+        if (sensitivity_engine) KILN_TRY(rounding[o].add(r, moved[o], out_rows, labels ? labels + start : nullptr));
       }
     }
   }
