@@ -65,10 +65,11 @@ void CalibrationCli::add_accuracy_control_to(CLI::App& cmd) {
 Result<VerifyData> CalibrationCli::load_accuracy_data(const Plan& plan) const {
   KILN_REQUIRE(max_accuracy_drop >= 0 || min_cosine >= -1, invalid_argument,
                "accuracy control needs a constraint: --max-accuracy-drop and/or --min-cosine");
-  KILN_REQUIRE(accuracy_data.empty() != (accuracy_random == 0), invalid_argument,
+  const int sources = !accuracy_data.empty() + (accuracy_random > 0) + accuracy_dataset.has_value();
+  KILN_REQUIRE(sources == 1, invalid_argument,
                "accuracy control needs data: give --accuracy-data FILE or --accuracy-random N (one of them)");
   if (accuracy_random > 0) return verify_random_data(plan, accuracy_random, accuracy_seed);
-  auto loaded = load_dataset(dataset_from_file(accuracy_data, accuracy_labels, 0), plan);
+  auto loaded = load_dataset(accuracy_dataset ? *accuracy_dataset : dataset_from_file(accuracy_data, accuracy_labels, 0), plan);
   if (!loaded) return loaded.status().with_context("accuracy data: ");
   return std::move(*loaded);
 }

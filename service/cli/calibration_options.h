@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@ struct CalibrationCli {
   // Accuracy control (compile, export): data (labelled or not) and the constraints.
   std::string accuracy_data, accuracy_labels;
   int64_t accuracy_random = 0;     // seeded random samples instead of a file (no labels)
+  std::optional<DatasetOptions> accuracy_dataset;  // instead of a file: a description's data set (kiln optimize)
   uint32_t accuracy_seed = 11;     // differs from calibration's and verify's defaults
   double max_accuracy_drop = -1;   // < 0: not asked for
   double min_cosine = -2;          // < -1: not asked for
@@ -36,7 +38,8 @@ struct CalibrationCli {
   void add_accuracy_control_to(CLI::App& cmd);
   bool given() const { return !file.empty() || random > 0; }
   bool accuracy_control() const {
-    return max_accuracy_drop >= 0 || min_cosine >= -1 || !accuracy_data.empty() || accuracy_random > 0;
+    return max_accuracy_drop >= 0 || min_cosine >= -1 || !accuracy_data.empty() || accuracy_random > 0 ||
+           accuracy_dataset.has_value();
   }
   Result<VerifyData> load_accuracy_data(const Plan& plan) const;
   // The samples for `plan`'s inputs, and the policy, as the quantize_int8 pass takes them.

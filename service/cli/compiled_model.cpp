@@ -105,6 +105,10 @@ Result<CompiledModel> compile_model(const CompileRequest& request, std::ostream*
                    << "%, cosine " << controlled->cosine << " on " << controlled->samples << " samples (asked: "
                    << wanted.str() << ")\n";
     }
+    compiled.accuracy_control = AccuracyControlled{controlled->precision, controlled->fallback, controlled->reduced_layers,
+                                                   controlled->reduced_macs_share, controlled->kept_fp32,
+                                                   controlled->accuracy, controlled->fp32_accuracy, controlled->cosine,
+                                                   controlled->samples};
     model.graph = std::move(controlled->graph);
     records = std::move(controlled->passes);
   } else {

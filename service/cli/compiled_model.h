@@ -28,12 +28,24 @@ struct CompileRequest {
   bool quantize_every_output = false;           // Int8Options::quantize_every_output (QDQ export for peers)
 };
 
+// What accuracy control chose, when it ran (the layers it kept out of reduced precision).
+struct AccuracyControlled {
+  std::string precision;  // of the reduced layers: "int8" or "bf16"
+  std::string fallback;   // of the kept ones: "fp32" or "bf16"
+  int reduced_layers = 0;
+  double reduced_macs_share = 0;  // of the reducible layers' MACs (0..1)
+  std::vector<std::string> kept;  // in fallback order
+  double accuracy = 0, fp32_accuracy = 0, cosine = 0;  // on the accuracy data
+  int64_t samples = 0;
+};
+
 struct CompiledModel {
   Plan plan;
   std::vector<PassRecord> passes;
   std::string bindings_text;  // "batch=1"
   std::optional<Plan> reference_plan;  // the uncompiled plan, when asked for
   Graph graph;                         // the graph after the passes (what the plan was lowered from)
+  std::optional<AccuracyControlled> accuracy_control;
 };
 
 // Imports, binds dims, runs the passes (IR dumps go to `dump`) and lowers to a Plan.

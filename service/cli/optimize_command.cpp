@@ -3,7 +3,9 @@
 // precision loses too much accuracy): compile at the candidate's batch and precision (int8
 // calibrated on the description's calibration data), verify against the fp32 reference on the description's validation data
 // (once per precision: accuracy does not depend on batch or threads), and, when the target is this
-// machine, measure. The choice uses measured numbers where there are any. GPU candidates (the best
+// machine, measure. A reduced precision that misses max_accuracy_drop with every layer reduced gets
+// accuracy control on the same data (the layers that cost most accuracy per millisecond saved stay
+// fp32); its later candidates keep the same layers. The choice uses measured numbers where there are any. GPU candidates (the best
 // of each GPU precision) are compiled for the GPU and checked against the CUDA backend's kernels,
 // but neither verified nor measured here. Writes plan.json, report.json and the chosen
 // model.kiln; exit 3 when no candidate passes.
@@ -58,6 +60,10 @@ struct Verification {
   double accuracy_drop = NAN, top1_agreement = NAN, cosine = NAN;
   std::string accuracy_basis;  // what the accuracy check compared
   std::string failure;         // the accuracy constraint missed, with its numbers
+  // Accuracy control ran because every layer reduced missed the limit (`every_layer_failure`):
+  // `control->kept` stay fp32 in this precision's candidates.
+  std::optional<AccuracyControlled> control;
+  std::string every_layer_failure;
 };
 
 struct Trial {
@@ -85,8 +91,18 @@ std::string join(const std::vector<std::string>& v, const std::string& sep) {
   return out;
 }
 
+// Verification data: the validation set, else the calibration set, else seeded random inputs.
+const std::optional<api::Dataset>& verification_set(const api::ApplicationDescription& app) {
+  return app.validation ? app.validation : app.calibration;
+}
+constexpr int64_t kRandomVerifySamples = 64;
+constexpr uint32_t kRandomVerifySeed = 1;
+
+// `v.control`: keep the layers an earlier accuracy control kept; `control`: run accuracy control
+// against max_accuracy_drop on the verification data (progress on stderr).
 Result<CompiledModel> compile_candidate(const std::string& model, const api::ApplicationDescription& app,
-                                        const perf::Candidate& c, std::string* calibration_note) {
+                                        const perf::Candidate& c, const Verification& v, bool control,
+                                        std::string* calibration_note) {
   CompileRequest request;
   request.model = model;
   request.dims.batch = c.batch;
@@ -103,15 +119,26 @@ Result<CompiledModel> compile_candidate(const std::string& model, const api::App
       *calibration_note = "int8 was calibrated on 16 seeded random samples (the description has no data.calibration): "
                           "its accuracy on real inputs may differ";
     }
-    request.calibration = &calibration;
   }
+  if (v.control) calibration.keep_fp32 = v.control->kept;
+  if (control) {
+    calibration.max_accuracy_drop = *app.constraints.max_accuracy_drop;
+    if (const std::optional<api::Dataset>& set = verification_set(app)) {
+      KILN_ASSIGN(data, description_dataset(*set, app.source));
+      calibration.accuracy_dataset = std::move(data);
+    } else {
+      calibration.accuracy_random = kRandomVerifySamples;
+      calibration.accuracy_seed = kRandomVerifySeed;
+    }
+    request.log = &std::cerr;
+  }
+  if (c.precision != "fp32") request.calibration = &calibration;  // keep_fp32 and accuracy control live there too
   return compile_model(request, nullptr);
 }
 
-// Verification data: the validation set, else the calibration set, else seeded random inputs.
 Result<VerifyData> verification_data(const api::ApplicationDescription& app, const Plan& plan) {
-  const std::optional<api::Dataset>& set = app.validation ? app.validation : app.calibration;
-  if (!set) return verify_random_data(plan, 64, 1);
+  const std::optional<api::Dataset>& set = verification_set(app);
+  if (!set) return verify_random_data(plan, kRandomVerifySamples, kRandomVerifySeed);
   KILN_ASSIGN(options, description_dataset(*set, app.source));
   return load_dataset(options, plan);
 }
@@ -155,6 +182,13 @@ void verify(const api::ApplicationDescription& app, const CompiledModel& model, 
     v.accuracy_basis = "cosine similarity (no classifier output)";
     if (v.cosine < 0.99) v.failure = "cosine " + fmt("%.5f", v.cosine) + " < 0.99 (no classifier output to measure a drop)";
   }
+}
+
+// Accuracy control keeps layers out of a reduced precision that missed the limit with every layer
+// reduced; it decides on a classifier's output (top-1 on labels, or fp32's top-1 without them).
+bool accuracy_control_may_help(const api::ApplicationDescription& app, const perf::Candidate& c, const Verification& v) {
+  return app.constraints.max_accuracy_drop && c.precision != "fp32" && v.error.empty() && !v.failure.empty() &&
+         !std::isnan(v.top1_agreement);
 }
 
 // As the candidate deploys: its instances side by side, each on its threads.
@@ -309,19 +343,35 @@ int run_optimize(const OptimizeOptions& o) {
     t.candidate = picks[i];
     const perf::Candidate& c = t.candidate;
     std::fprintf(stderr, "[%zu/%zu] %s: compiling", i + 1, picks.size(), c.name().c_str());
-    auto compiled = compile_candidate(*model_path, *app, c, &calibration_note);
+    Verification& v = verified[c.precision];
+    auto compiled = compile_candidate(*model_path, *app, c, v, /*control=*/false, &calibration_note);
     if (!compiled) {
       t.error = "compile: " + compiled.error().message;
       std::fprintf(stderr, " failed: %s\n", t.error.c_str());
       trials.push_back(std::move(t));
       continue;
     }
-    t.passes = join(perf::precision_pipeline(c.precision).value(), ",");
-    Verification& v = verified[c.precision];
     if (!v.ran) {
       std::fprintf(stderr, ", verifying");
       verify(*app, *compiled, v);
+      if (accuracy_control_may_help(*app, c, v)) {
+        std::fprintf(stderr, ": every layer %s: %s; accuracy control\n", c.precision.c_str(), v.failure.c_str());
+        auto controlled = compile_candidate(*model_path, *app, c, v, /*control=*/true, &calibration_note);
+        if (!controlled) {
+          v.failure += "; accuracy control: " + controlled.error().message;
+        } else {
+          Verification again;
+          verify(*app, *controlled, again);
+          again.every_layer_failure = v.failure;
+          again.control = controlled->accuracy_control;
+          v = std::move(again);
+          compiled = std::move(controlled);
+        }
+        std::fprintf(stderr, "[%zu/%zu] %s", i + 1, picks.size(), c.name().c_str());
+      }
     }
+    t.passes = join(perf::precision_pipeline(c.precision).value(), ",");
+    if (v.control && !v.control->kept.empty()) t.passes += " (kept " + v.control->fallback + ": " + join(v.control->kept, ",") + ")";
     if (!v.error.empty()) t.error = v.error;
     else if (!v.failure.empty()) t.blocked_by.push_back(v.failure);
     if (measuring && t.error.empty()) {
@@ -343,6 +393,15 @@ int run_optimize(const OptimizeOptions& o) {
     trials.push_back(std::move(t));
   }
   if (!calibration_note.empty()) explanation.push_back(calibration_note);
+  for (const auto& [precision, v] : verified) {
+    if (!v.control) continue;
+    const AccuracyControlled& k = *v.control;
+    explanation.push_back(precision + " with every layer reduced missed the accuracy limit (" + v.every_layer_failure +
+                          "): accuracy control kept " + std::to_string(k.kept.size()) + " layers in " + k.fallback +
+                          (k.kept.empty() ? "" : " (" + join(k.kept, ", ") + ")") + " and left " + std::to_string(k.reduced_layers) +
+                          " in " + k.precision + " (" + fmt("%.0f", 100 * k.reduced_macs_share) + "% of their MACs). The layers were chosen on " +
+                          v.data_source + ", the data verified on: its figures are not held out.");
+  }
 
   if (measuring) {
     const std::string db = o.plan.db.empty() ? perf::benchmark_store_default_path() : o.plan.db;
@@ -373,6 +432,12 @@ int run_optimize(const OptimizeOptions& o) {
     j["cosine"] = std::isnan(v.cosine) ? nlohmann::json(nullptr) : nlohmann::json(v.cosine);
     j["verification_data"] = v.data_source;
     j["accuracy_basis"] = v.accuracy_basis;
+    if (v.control)
+      j["accuracy_control"] = {{"every_layer_reduced", v.every_layer_failure}, {"kept", v.control->kept},
+                               {"fallback", v.control->fallback}, {"reduced_layers", v.control->reduced_layers},
+                               {"reduced_macs_share", v.control->reduced_macs_share}};
+    else
+      j["accuracy_control"] = nullptr;
     j["error"] = t.error;
     j["blocked_by"] = t.blocked_by;
     j["passed"] = t.ok();
@@ -419,6 +484,7 @@ int run_optimize(const OptimizeOptions& o) {
       const Trial& t = trials[i];
       const Verification& v = verified[t.candidate.precision];
       std::string result = chosen && *chosen == i ? "chosen" : t.ok() ? "passed" : "";
+      if (v.control) result += (result.empty() ? "" : ", ") + std::to_string(v.control->kept.size()) + " layers kept " + v.control->fallback;
       if (!t.error.empty()) result = t.error;
       for (const std::string& b : t.blocked_by) result += (result.empty() ? "" : "; ") + b;
       std::printf("%-18s %12.3f %12s %8s %12.1f %10s %10s  %s\n", t.candidate.name().c_str(), t.candidate.latency_ms,
