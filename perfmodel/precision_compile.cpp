@@ -30,11 +30,12 @@ Result<Plan> gpu_plan_compile(Graph graph) {
   return graph_to_plan(graph);
 }
 
-Result<Plan> precision_compile(Graph graph, const std::string& precision) {
+Result<Plan> precision_compile(Graph graph, const std::string& precision, const std::vector<std::string>& keep_fp32) {
   if (precision == kCudaPlan) return gpu_plan_compile(std::move(graph));
   KILN_ASSIGN(passes, precision_pipeline(precision));
   PassRunOptions options;
   options.check_numerics = false;
+  options.keep_fp32 = keep_fp32;
   CalibrationSet calibration;
   if (precision == "int8") {
     std::mt19937 rng(7);

@@ -21,7 +21,8 @@ Result<std::vector<std::string>> precision_pipeline(const std::string& precision
 
 // Runs the precision's pipeline on a shape-inferred graph with concrete shapes and lowers it.
 // kCudaPlan compiles the plan kiln's CUDA engine runs instead (gpu_plan_compile).
-Result<Plan> precision_compile(Graph graph, const std::string& precision);
+// `keep_fp32`: layers left in float32 by the precision pass (what accuracy control kept).
+Result<Plan> precision_compile(Graph graph, const std::string& precision, const std::vector<std::string>& keep_fp32 = {});
 
 // The plan `kiln compile --device cuda` makes: the CUDA pipeline (cuda_pipeline(): no CPU-only
 // fused ops) in float32. A GPU precision changes the storage width, not the plan, so GPU costs

@@ -40,7 +40,8 @@ std::string model_costs_cache_path(const std::string& cache_dir, const std::stri
 // Compiles `graph` (shape-inferred, every dimension bound, batch 1) for `precision` through
 // precision_compile (kCudaPlan: the plan the CUDA engine runs, whose costs the GPU space scales),
 // builds the Engine (not run) and records its features and memory.
-Result<ModelCosts> model_costs_compute(Graph graph, const std::string& precision);
+// `keep_fp32`: layers the precision pass leaves in float32 (accuracy control's choice).
+Result<ModelCosts> model_costs_compute(Graph graph, const std::string& precision, const std::vector<std::string>& keep_fp32 = {});
 
 // The cached costs, or an error (missing, unreadable, another kiln version: callers recompute).
 Result<ModelCosts> model_costs_read(const std::string& path);

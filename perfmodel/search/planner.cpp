@@ -28,42 +28,6 @@ std::string describe(const Candidate& c) {
          (c.threads == 1 ? " thread" : " threads");
 }
 
-// Checks one candidate against the constraints; records what blocks it and by how much.
-void check_constraints(const api::Constraints& k, const PlanTarget& target, const PlanSpace& space, Candidate& c) {
-  auto miss = [&c](double value, double limit, bool above, const std::string& text) {
-    c.blocked_by.push_back(text);
-    c.violation += above ? (value - limit) / limit : (limit - value) / limit;
-  };
-  const double latency = k.latency_p99 ? c.latency_p99_ms : c.latency_ms;
-  if (k.max_latency_ms && latency > *k.max_latency_ms)
-    miss(latency, *k.max_latency_ms, true,
-         std::string(k.latency_p99 ? "p99 latency " : "latency ") + fmt("%.2f", latency) + " ms > max_latency_ms " +
-             fmt("%g", *k.max_latency_ms));
-  if (k.min_throughput_per_s && c.throughput_per_s < *k.min_throughput_per_s)
-    miss(c.throughput_per_s, *k.min_throughput_per_s, false,
-         "throughput " + fmt("%.1f", c.throughput_per_s) + "/s < min_throughput_per_s " + fmt("%g", *k.min_throughput_per_s));
-  const double memory_mib = static_cast<double>(c.memory_bytes) / kMiB;
-  if (k.max_memory_mb && memory_mib > *k.max_memory_mb)
-    miss(memory_mib, *k.max_memory_mb, true, "memory " + mib(c.memory_bytes) + " > max_memory_mb " + fmt("%g", *k.max_memory_mb));
-  if (space.instance_memory_bytes > 0) {  // a GPU: each instance in its own device memory
-    const int64_t per_instance = c.memory_bytes / std::max(c.instances, 1);
-    if (per_instance > space.instance_memory_bytes)
-      miss(static_cast<double>(per_instance), static_cast<double>(space.instance_memory_bytes), true,
-           "memory " + mib(per_instance) + " per GPU > its " + mib(space.instance_memory_bytes));
-  } else if (target.memory_bytes > 0 && c.memory_bytes > target.memory_bytes) {
-    miss(static_cast<double>(c.memory_bytes), static_cast<double>(target.memory_bytes), true,
-         "memory " + mib(c.memory_bytes) + " > the node's " + mib(target.memory_bytes));
-  }
-  if (k.max_cost_per_million && c.cost_per_million && *c.cost_per_million > *k.max_cost_per_million)
-    miss(*c.cost_per_million, *k.max_cost_per_million, true,
-         "cost " + fmt("%.4f", *c.cost_per_million) + " " + target.currency + " per million > max_cost_per_million " +
-             fmt("%g", *k.max_cost_per_million));
-  if (k.max_accuracy_drop && *k.max_accuracy_drop == 0 && c.precision != "fp32") {
-    c.blocked_by.push_back("max_accuracy_drop 0 allows only fp32");
-    c.violation += 1;
-  }
-}
-
 // True when `a` is better than `b` for the objective (ties broken by the other figures).
 bool better(api::Objective objective, const Candidate& a, const Candidate& b) {
   auto close = [](double x, double y) { return std::abs(x - y) <= 0.01 * std::max(std::abs(x), std::abs(y)); };
@@ -201,6 +165,41 @@ void apply_model_runs(const PlanSpace& space, const ModelCosts& model, Candidate
 
 }  // namespace
 
+void candidate_check_constraints(const api::Constraints& k, const PlanTarget& target, const PlanSpace& space, Candidate& c) {
+  auto miss = [&c](double value, double limit, bool above, const std::string& text) {
+    c.blocked_by.push_back(text);
+    c.violation += above ? (value - limit) / limit : (limit - value) / limit;
+  };
+  const double latency = k.latency_p99 ? c.latency_p99_ms : c.latency_ms;
+  if (k.max_latency_ms && latency > *k.max_latency_ms)
+    miss(latency, *k.max_latency_ms, true,
+         std::string(k.latency_p99 ? "p99 latency " : "latency ") + fmt("%.2f", latency) + " ms > max_latency_ms " +
+             fmt("%g", *k.max_latency_ms));
+  if (k.min_throughput_per_s && c.throughput_per_s < *k.min_throughput_per_s)
+    miss(c.throughput_per_s, *k.min_throughput_per_s, false,
+         "throughput " + fmt("%.1f", c.throughput_per_s) + "/s < min_throughput_per_s " + fmt("%g", *k.min_throughput_per_s));
+  const double memory_mib = static_cast<double>(c.memory_bytes) / kMiB;
+  if (k.max_memory_mb && memory_mib > *k.max_memory_mb)
+    miss(memory_mib, *k.max_memory_mb, true, "memory " + mib(c.memory_bytes) + " > max_memory_mb " + fmt("%g", *k.max_memory_mb));
+  if (space.instance_memory_bytes > 0) {  // a GPU: each instance in its own device memory
+    const int64_t per_instance = c.memory_bytes / std::max(c.instances, 1);
+    if (per_instance > space.instance_memory_bytes)
+      miss(static_cast<double>(per_instance), static_cast<double>(space.instance_memory_bytes), true,
+           "memory " + mib(per_instance) + " per GPU > its " + mib(space.instance_memory_bytes));
+  } else if (target.memory_bytes > 0 && c.memory_bytes > target.memory_bytes) {
+    miss(static_cast<double>(c.memory_bytes), static_cast<double>(target.memory_bytes), true,
+         "memory " + mib(c.memory_bytes) + " > the node's " + mib(target.memory_bytes));
+  }
+  if (k.max_cost_per_million && c.cost_per_million && *c.cost_per_million > *k.max_cost_per_million)
+    miss(*c.cost_per_million, *k.max_cost_per_million, true,
+         "cost " + fmt("%.4f", *c.cost_per_million) + " " + target.currency + " per million > max_cost_per_million " +
+             fmt("%g", *k.max_cost_per_million));
+  if (k.max_accuracy_drop && *k.max_accuracy_drop == 0 && c.precision != "fp32") {
+    c.blocked_by.push_back("max_accuracy_drop 0 allows only fp32");
+    c.violation += 1;
+  }
+}
+
 std::string Candidate::name() const {
   if (device == "cuda") return precision + " b" + std::to_string(batch) + " cuda x" + std::to_string(instances);
   return precision + " b" + std::to_string(batch) + " t" + std::to_string(threads) + "x" + std::to_string(instances);
@@ -275,7 +274,7 @@ Result<PlanResult> plan_search(const api::ApplicationDescription& app, const Pla
           c.memory_bytes = c.instances * model_costs_memory_at(model, batch);
           if (target.price_per_node_hour && per_node > 0) c.cost_per_million = *target.price_per_node_hour * 1e6 / (per_node * 3600.0);
           c.accuracy = precision == "fp32" ? "reference" : "unverified";
-          check_constraints(app.constraints, target, space, c);
+          candidate_check_constraints(app.constraints, target, space, c);
           r.candidates.push_back(std::move(c));
         }
   }

@@ -115,6 +115,9 @@ struct PlanSpace {
   std::vector<ModelRun> runs;   // earlier whole-model measurements on this device
 };
 
+// Adds to `c.blocked_by` (and `c.violation`) each constraint its predicted figures miss.
+void candidate_check_constraints(const api::Constraints& k, const PlanTarget& target, const PlanSpace& space, Candidate& c);
+
 // Searches every space. Fails only when the objective needs something the target does not give
 // (cost without a price) or no space has a precision left.
 Result<PlanResult> plan_search(const api::ApplicationDescription& app, const PlanTarget& target,

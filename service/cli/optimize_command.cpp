@@ -64,10 +64,13 @@ struct Verification {
   // `control->kept` stay fp32 in this precision's candidates.
   std::optional<AccuracyControlled> control;
   std::string every_layer_failure;
+  std::optional<perf::ModelCosts> kept_costs;  // the precision's costs with control's layers kept (for pricing)
 };
 
 struct Trial {
   perf::Candidate candidate;
+  double every_layer_predicted_ms = NAN;  // the plan's price before accuracy control kept layers out
+  size_t kept_layers = 0;                 // by accuracy control
   std::string error;
   std::optional<perf::Timing> measured;
   double measured_throughput = 0;
@@ -191,9 +194,45 @@ bool accuracy_control_may_help(const api::ApplicationDescription& app, const per
          !std::isnan(v.top1_agreement);
 }
 
+// The costs of `precision` with the layers accuracy control kept, as the planner computes them.
+Result<perf::ModelCosts> kept_layer_costs(const std::string& model, const std::string& precision, const std::vector<std::string>& kept) {
+  KILN_ASSIGN(graph, planning::load_graph_at_batch_1(model));
+  return perf::model_costs_compute(std::move(graph), precision, kept);
+}
+
+// The plan priced every layer reduced; a candidate whose layers accuracy control kept is priced
+// again by the same predictor, scaled by the ratio of the two predictions (which keeps whatever
+// the plan applied on top: stored runs, instances, the node count).
+void reprice(const planning::PlanOutcome& outcome, const perf::ModelCosts& kept, Trial& t) {
+  perf::Candidate& c = t.candidate;
+  const auto every = outcome.costs.find(c.precision);
+  if (!outcome.predictor || c.device != "cpu" || every == outcome.costs.end() || !(c.latency_ms > 0)) return;
+  const double before = outcome.predictor->predict(perf::model_costs_steps_at(every->second, c.batch, c.threads)).total_ms;
+  const double after = outcome.predictor->predict(perf::model_costs_steps_at(kept, c.batch, c.threads)).total_ms;
+  if (!(before > 0) || !(after > 0)) return;
+  const double scale = after / before;
+  t.every_layer_predicted_ms = c.latency_ms;
+  c.latency_ms *= scale;
+  c.latency_p99_ms *= scale;
+  c.throughput_per_s /= scale;
+  if (c.cost_per_million) *c.cost_per_million *= scale;
+  c.memory_bytes = c.instances * perf::model_costs_memory_at(kept, c.batch);
+}
+
 // As the candidate deploys: its instances side by side, each on its threads.
 Result<perf::Timing> measure(const Plan& plan, const perf::Candidate& c, int runs) {
   return perf::time_deployed(plan, c.threads, std::max(1, c.instances), perf::candidate_timing_options(runs));
+}
+
+// Unmeasured, a candidate is held to its predicted figures, as the plan held it (priced again when
+// accuracy control kept layers). Accuracy is not predicted here: it was verified.
+void check_predicted(const api::Constraints& k, const perf::PlanTarget& target, Trial& t) {
+  api::Constraints predicted = k;
+  predicted.max_accuracy_drop.reset();
+  perf::Candidate c = t.candidate;
+  c.blocked_by.clear();
+  perf::candidate_check_constraints(predicted, target, perf::PlanSpace{}, c);
+  for (const std::string& b : c.blocked_by) t.blocked_by.push_back("predicted " + b);
 }
 
 void check_measured(const api::Constraints& k, Trial& t) {
@@ -223,13 +262,16 @@ Status store_runs(const std::string& db, const std::string& target_id, const std
       const perf::Candidate& c = t.candidate;
       perf::Measurement m;
       m.kind = perf::kKindModel;
-      m.key = digest + " " + c.precision + " b" + std::to_string(c.batch) + " t" + std::to_string(c.threads);
+      // A model with layers kept out of its precision is another model: its own kernel name keeps
+      // later plans (which look up `digest`) from taking it for the precision's runs.
+      const std::string model = t.kept_layers ? digest + " kept-fp32:" + std::to_string(t.kept_layers) : digest;
+      m.key = model + " " + c.precision + " b" + std::to_string(c.batch) + " t" + std::to_string(c.threads);
       m.op = "model";
       m.dtype = perf::precision_dtype(c.precision);
       m.threads = c.threads;
       m.batch = c.batch;
       m.backend = "engine";
-      m.kernel = digest;
+      m.kernel = model;
       m.median_ms = t.measured->median_ms;
       m.p10_ms = t.measured->p10_ms;
       m.p90_ms = t.measured->p90_ms;
@@ -364,16 +406,22 @@ int run_optimize(const OptimizeOptions& o) {
           verify(*app, *controlled, again);
           again.every_layer_failure = v.failure;
           again.control = controlled->accuracy_control;
+          if (auto costs = kept_layer_costs(*model_path, c.precision, again.control->kept)) again.kept_costs = std::move(*costs);
+          else explanation.push_back("The " + c.precision + " candidates are priced with every layer reduced: pricing the kept layers failed: " +
+                                     costs.error().message);
           v = std::move(again);
           compiled = std::move(controlled);
         }
         std::fprintf(stderr, "[%zu/%zu] %s", i + 1, picks.size(), c.name().c_str());
       }
     }
+    if (v.control) t.kept_layers = v.control->kept.size();
+    if (v.kept_costs) reprice(*outcome, *v.kept_costs, t);
     t.passes = join(perf::precision_pipeline(c.precision).value(), ",");
     if (v.control && !v.control->kept.empty()) t.passes += " (kept " + v.control->fallback + ": " + join(v.control->kept, ",") + ")";
     if (!v.error.empty()) t.error = v.error;
     else if (!v.failure.empty()) t.blocked_by.push_back(v.failure);
+    if (!measuring) check_predicted(app->constraints, outcome->target, t);
     if (measuring && t.error.empty()) {
       std::fprintf(stderr, ", measuring");
       auto measured = measure(compiled->plan, c, o.runs);
@@ -400,7 +448,9 @@ int run_optimize(const OptimizeOptions& o) {
                           "): accuracy control kept " + std::to_string(k.kept.size()) + " layers in " + k.fallback +
                           (k.kept.empty() ? "" : " (" + join(k.kept, ", ") + ")") + " and left " + std::to_string(k.reduced_layers) +
                           " in " + k.precision + " (" + fmt("%.0f", 100 * k.reduced_macs_share) + "% of their MACs). The layers were chosen on " +
-                          v.data_source + ", the data verified on: its figures are not held out.");
+                          v.data_source + ", the data verified on: its figures are not held out." +
+                          (v.kept_costs && outcome->predictor ? " Its candidates were priced again with those layers."
+                                                              : " Its candidates' predictions are for every layer reduced."));
   }
 
   if (measuring) {
@@ -433,7 +483,10 @@ int run_optimize(const OptimizeOptions& o) {
     j["verification_data"] = v.data_source;
     j["accuracy_basis"] = v.accuracy_basis;
     if (v.control)
-      j["accuracy_control"] = {{"every_layer_reduced", v.every_layer_failure}, {"kept", v.control->kept},
+      j["accuracy_control"] = {{"every_layer_reduced", v.every_layer_failure},
+                               {"every_layer_predicted_ms", std::isnan(t.every_layer_predicted_ms) ? nlohmann::json(nullptr)
+                                                                                                   : nlohmann::json(t.every_layer_predicted_ms)},
+                               {"kept", v.control->kept},
                                {"fallback", v.control->fallback}, {"reduced_layers", v.control->reduced_layers},
                                {"reduced_macs_share", v.control->reduced_macs_share}};
     else

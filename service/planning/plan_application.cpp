@@ -198,20 +198,6 @@ std::string measured_gpu_note(const perf::TargetProfile& profile, const perf::Fi
   return note;
 }
 
-// Batch 1: the planner scales every candidate from there. (Other symbolic dimensions are not
-// bound: a model with them fails to compile, naming the input.)
-Result<Graph> load_graph_at_batch_1(const std::string& path) {
-  KILN_ASSIGN(graph, onnx_import_file(path));
-  ShapeInferenceOptions options;
-  for (ValueId in : graph.inputs) {
-    const ValueType& t = graph.value(in).type;
-    if (t.rank_known && !t.shape.empty() && !t.shape[0].known() && !t.shape[0].symbol.empty()) options.bindings[t.shape[0].symbol] = 1;
-  }
-  auto inferred = graph_infer_shapes(graph, options);
-  if (!inferred) return inferred.status().with_context(path + ": ");
-  return graph;
-}
-
 Result<std::string> file_digest(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   KILN_REQUIRE(in, io, "cannot open model ", path);
@@ -257,6 +243,18 @@ Status model_costs(const PlanInputs& in, const std::string& root, const std::vec
 }
 
 }  // namespace
+
+Result<Graph> load_graph_at_batch_1(const std::string& path) {
+  KILN_ASSIGN(graph, onnx_import_file(path));
+  ShapeInferenceOptions options;
+  for (ValueId in : graph.inputs) {
+    const ValueType& t = graph.value(in).type;
+    if (t.rank_known && !t.shape.empty() && !t.shape[0].known() && !t.shape[0].symbol.empty()) options.bindings[t.shape[0].symbol] = 1;
+  }
+  auto inferred = graph_infer_shapes(graph, options);
+  if (!inferred) return inferred.status().with_context(path + ": ");
+  return graph;
+}
 
 // Hashing a 100 MB model takes ~60 ms of the plan's budget: the digest is remembered per file
 // (path, size, modification time, inode), as git's index does, and recomputed when any differs.

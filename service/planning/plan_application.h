@@ -62,6 +62,11 @@ Result<std::string> plan_model_path(const api::ApplicationDescription& app);
 
 Result<PlanOutcome> plan_application(const PlanInputs& inputs);
 
+// The model imported with its batch bound to 1, shapes inferred: the planner scales every
+// candidate from there. (Other symbolic dimensions are not bound: a model with them fails to
+// compile, naming the input.)
+Result<Graph> load_graph_at_batch_1(const std::string& path);
+
 // plan.json: format kiln-plan v1 (status, chosen, candidates, excluded, explanation, fit, timings).
 nlohmann::json plan_json(const PlanInputs& inputs, const PlanOutcome& outcome);
 

@@ -135,6 +135,8 @@ TEST_CASE("kiln optimize puts an int8 that misses max_accuracy_drop through accu
     CHECK_FALSE(control.at("kept").empty());
     kept_lists.insert(control.at("kept").dump());
     CHECK(c.at("passes").get<std::string>().find("(kept fp32: ") != std::string::npos);
+    // Priced again with its fp32 layers: slower than the plan's every-layer-int8 price.
+    CHECK(c.at("predicted_ms").get<double>() > control.at("every_layer_predicted_ms").get<double>());
     CHECK(c.at("top1_agreement").get<double>() >= 0.99);  // verified again after the control
     CHECK(c.at("passed") == true);
   }
