@@ -16,6 +16,12 @@ namespace kiln::cli {
 
 bool is_plan_file(const std::string& path) { return std::filesystem::path(path).extension() == ".kiln"; }
 
+int64_t plan_batch(const Plan& plan) {
+  if (plan.inputs.empty()) return 1;
+  const ValueType& t = plan.slot_types[static_cast<size_t>(plan.inputs[0].slot)];
+  return t.rank_known && !t.shape.empty() && t.shape[0].known() ? t.shape[0].value : 1;
+}
+
 Result<CompiledModel> compile_model(const CompileRequest& request, std::ostream* dump) {
   KILN_ASSIGN(model, load_model(request.model, &request.dims));
   PassRunOptions options;

@@ -64,4 +64,7 @@ Result<Plan> load_or_compile(const std::string& path, const DimOptions& dims, st
 
 bool is_plan_file(const std::string& path);
 
+// The batch a compiled plan was bound to: its first input's leading dimension (1 when unknown).
+int64_t plan_batch(const Plan& plan);
+
 }  // namespace kiln::cli

@@ -49,7 +49,17 @@ struct OptimizeOptions {
   int runs = 20;
   bool no_measure = false;
   bool json = false;
+  std::string calibration_data, validation_data;  // .npz files instead of the description's data sets
 };
+
+// An .npz file in place of a description's data set: its entry names (input, labels) stay.
+void dataset_replace(std::optional<api::Dataset>& set, const std::string& npz) {
+  if (npz.empty()) return;
+  api::Dataset d = set ? *set : api::Dataset{};
+  if (d.format != api::Dataset::Format::npz) d = api::Dataset{};
+  d.npz = std::filesystem::absolute(npz).string();
+  set = d;
+}
 
 // One precision's verification, shared by its candidates.
 struct Verification {
@@ -345,6 +355,8 @@ nlohmann::json gpu_json(const std::vector<GpuCheck>& checks) {
 int run_optimize(const OptimizeOptions& o) {
   auto request = plan_request_load(o.plan);
   if (!request) return report_error(request.error().message);
+  dataset_replace((*request)->app.calibration, o.calibration_data);
+  dataset_replace((*request)->app.validation, o.validation_data);
   const planning::PlanInputs& in = (*request)->inputs;
   const api::ApplicationDescription* app = &(*request)->app;
   const std::optional<api::TargetInfrastructure>& target = (*request)->target;
@@ -550,6 +562,11 @@ int run_optimize(const OptimizeOptions& o) {
     for (const std::string& line : explanation) std::printf("%s\n", line.c_str());
     std::printf("\nwrote %s/plan.json, report.json%s\n", o.output.c_str(), chosen ? ", model.kiln" : "");
   }
+  if (!chosen) {  // the last line of a log that holds both streams (kiln serve's compile stage) says why
+    std::fflush(stdout);
+    std::fprintf(stderr, "kiln: infeasible: none of the %zu candidates tried passed verification and the constraints (%s/report.json)\n",
+                 trials.size(), o.output.c_str());
+  }
   return chosen ? kExitOk : kExitInfeasible;
 }
 
@@ -564,6 +581,8 @@ void add_optimize_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--runs", opts->runs, "Timed runs per candidate, at least (default 20)")->check(CLI::PositiveNumber);
   cmd->add_flag("--no-measure", opts->no_measure, "Compile and verify only; choose on predictions");
   cmd->add_flag("--json", opts->json, "Print report.json instead of the table");
+  cmd->add_option("--calibration-data", opts->calibration_data, "An .npz file instead of the description's data.calibration");
+  cmd->add_option("--validation-data", opts->validation_data, "An .npz file instead of the description's data.validation");
   cmd->callback([opts, &run] { run = [opts] { return run_optimize(*opts); }; });
 }
 

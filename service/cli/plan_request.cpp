@@ -7,6 +7,7 @@ void PlanCli::add_to(CLI::App& cmd) {
   cmd.add_option("--target", target, "Target infrastructure document (default: this machine)");
   cmd.add_option("--db", db, "Benchmark store (default $KILN_DATA_DIR/benchmarks.sqlite, else ~/.local/share/kiln/benchmarks.sqlite)");
   cmd.add_option("--profile", profile, "Stored profile to predict with: fingerprint id, or part of its CPU model (default: the target's CPU model, or this machine)");
+  cmd.add_option("--model", model, "The model file, instead of the description's model.path");
   cmd.add_option("--cache-dir", cache_dir, "Cache folder for fitted predictors and model costs (default $KILN_CACHE_DIR, else ~/.cache/kiln)");
 }
 
@@ -20,7 +21,11 @@ Result<std::unique_ptr<PlanRequest>> plan_request_load(const PlanCli& cli) {
     KILN_REQUIRE(target, invalid_argument, "target '", cli.target, "': ", target.message());
     request->target = std::move(target).value();
   }
-  KILN_ASSIGN(model_path, planning::plan_model_path(request->app));
+  std::string model_path = cli.model;
+  if (model_path.empty()) {
+    KILN_ASSIGN(described, planning::plan_model_path(request->app));
+    model_path = described;
+  }
   planning::PlanInputs& in = request->inputs;
   in.app = &request->app;
   in.target = request->target ? &*request->target : nullptr;

@@ -20,6 +20,7 @@ struct PlanCli {
   std::string db;
   std::string profile;
   std::string cache_dir;
+  std::string model;  // instead of the description's model.path (kiln serve: the job's upload)
 
   void add_to(CLI::App& cmd);
 };

@@ -60,12 +60,6 @@ nlohmann::json fit_json(const perf::FitSummary& s) {
           {"heldout_median_error_knn", s.heldout_median_knn}};
 }
 
-int64_t plan_batch(const Plan& plan) {
-  if (plan.inputs.empty()) return 1;
-  const ValueType& t = plan.slot_types[static_cast<size_t>(plan.inputs[0].slot)];
-  return t.rank_known && !t.shape.empty() && t.shape[0].known() ? t.shape[0].value : 1;
-}
-
 // --target names a built-in spec prior (kiln bench-target --list) with no measured data replacing
 // it: a roofline from the datasheet (perfmodel/prior_predictor.h), marked as a prior.
 int run_predict_prior(const PredictOptions& o, const perf::TargetPrior& prior, const std::string& db) {

@@ -27,6 +27,7 @@ struct VerifyCliOptions {
   std::string model;
   DimOptions dims;
   std::string passes;  // empty: the default pipeline
+  std::string reference;  // for a .kiln plan: the ONNX model it was compiled from
   DatasetOptions data;
   int64_t random = 0;
   uint32_t seed = 1;
@@ -82,10 +83,23 @@ int run_verify(VerifyCliOptions opts) {
     auto loaded = plan_read_file(opts.model);
     if (!loaded) return report_error(loaded.error().message);
     compiled = std::move(loaded->plan);
-    reference = compiled;
-    reference_what = "the same plan on the reference executor (a .kiln file keeps no pre-pass plan; "
-                     "verify the ONNX model to compare against the original graph)";
+    if (opts.reference.empty()) {
+      reference = compiled;
+      reference_what = "the same plan on the reference executor (a .kiln file keeps no pre-pass plan; "
+                       "give --reference MODEL.onnx, or verify the ONNX model, to compare against the original graph)";
+    } else {
+      // The original graph at the plan's batch, before any pass.
+      DimOptions dims = opts.dims;
+      dims.batch = plan_batch(compiled);
+      CompileRequest request{opts.reference, dims, {}, {}, false, true};
+      auto model = compile_model(request, nullptr);
+      if (!model) return report_error("--reference: " + model.error().message);
+      reference = std::move(*model->reference_plan);
+      reference_what = "the imported model " + opts.reference + " before any pass, fp32 reference executor (" +
+                       model->bindings_text + ")";
+    }
   } else {
+    if (!opts.reference.empty()) return report_error("--reference applies to a .kiln plan; an ONNX model is its own reference");
     opts.calibration.mean = d.mean;  // IDX calibration images are normalized like the data
     opts.calibration.std = d.std;
     pipeline = opts.passes.empty() ? default_pipeline_for(opts.device.kind()) : pipeline_parse(opts.passes);
@@ -141,6 +155,8 @@ void add_verify_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--passes", opts->passes,
                   "Pipeline an ONNX model is compiled with, as for compile (default; e.g. default+mixed_precision_bf16)");
   opts->dims.add_to(*cmd);
+  cmd->add_option("--reference", opts->reference,
+                  "For a .kiln plan: the ONNX model it was compiled from, run before any pass as the fp32 reference");
   cmd->add_option("--input,-i", opts->data.input,
                   ".npy (single-input models) or .npz with one entry per input, samples in dim 0; "
                   "an entry named by --labels-entry holds int labels");

@@ -13,7 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/description.h"
 #include "containers/oci/digest.h"
+#include "service/planning/plan_application.h"
 
 namespace kiln::jobs {
 namespace {
@@ -64,6 +66,12 @@ std::string artifact_kind(const std::string& name) {
   if (name == "report.json") return "report_json";
   if (ext == ".log") return "log";
   return "";
+}
+
+// Appended to a stage's log by the runner itself (what it decided, before the child's lines).
+void log_append(const std::string& path, const std::string& line) {
+  std::ofstream out(path, std::ios::app);
+  out << "kiln serve: " << line << '\n';
 }
 
 }  // namespace
@@ -194,11 +202,34 @@ std::string JobRunner::stage_run(const JobRecord& job, const std::string& stage,
                       "--allow", options_.fetch_allow, "--time-limit", std::to_string(std::max<int64_t>(1, seconds))},
                      "", log, deadline);
   }
-  // For the target's nodes: GPU nodes get the CUDA pipeline, the plan `package` puts in their image.
-  if (stage == "compile")
+  if (stage == "compile") {
+    const std::string db = benchmark_store_path();
+    const std::string unplanned = optimize_refusal(dir, db);
+    if (unplanned.empty()) {
+      // Plan, then compile, verify and measure the best candidates; the choice is what `package` puts in the image.
+      // The uploads replace the description's own paths, which point into the submitter's machine.
+      std::vector<std::string> argv = {kiln, "optimize", "description.yaml", "--target", "target.yaml", "--db", db,
+                                       "--model", "model.onnx", "-o", "optimize"};
+      std::error_code ec;
+      for (const auto& [file, option] : {std::pair{"calibration.npz", "--calibration-data"}, {"validation.npz", "--validation-data"}})
+        if (fs::exists(fs::path(dir) / file, ec)) argv.insert(argv.end(), {option, file});
+      std::string why = child_run(job.id, dir, argv, "", log, deadline);
+      if (!why.empty()) return why;
+      fs::copy_file(fs::path(dir) / "optimize" / "model.kiln", fs::path(dir) / "model.kiln", fs::copy_options::overwrite_existing, ec);
+      return ec ? "cannot copy the chosen model: " + ec.message() : "";
+    }
+    // For the target's nodes: GPU nodes get the CUDA pipeline, the plan `package` puts in their image.
+    log_append((fs::path(dir) / log).string(), "not planned (" + unplanned + "): compiling the target's default pipeline");
     return child_run(job.id, dir, {kiln, "compile", "model.onnx", "-o", "model.kiln", "--target", "target.yaml"}, "", log, deadline);
-  if (stage == "verify")
-    return child_run(job.id, dir, {kiln, "verify", "model.onnx", "--random", "16", "--json"}, "verify.json", log, deadline);
+  }
+  if (stage == "verify") {
+    // The packaged plan against the original model, on the uploaded validation set when there is one.
+    std::vector<std::string> argv = {kiln, "verify", "model.kiln", "--reference", "model.onnx", "--json"};
+    std::error_code ec;
+    if (fs::exists(fs::path(dir) / "validation.npz", ec)) argv.insert(argv.end(), {"--input", "validation.npz"});
+    else argv.insert(argv.end(), {"--random", "16"});
+    return child_run(job.id, dir, argv, "verify.json", log, deadline);
+  }
   if (stage == "package")
     return child_run(job.id, dir, {kiln, "image", "model.kiln", "-o", "image", "--target", "target.yaml", "--json"},
                      "package.json", log, deadline);
@@ -231,6 +262,15 @@ std::string JobRunner::stage_run(const JobRecord& job, const std::string& stage,
     }
     nlohmann::ordered_json report = {{"job", {{"id", job.id}, {"name", job.name}}}, {"candidates", nlohmann::ordered_json::array()},
                                      {"artifacts", artifacts}};
+    if (std::ifstream optimized(fs::path(dir) / "optimize" / "report.json"); optimized) {
+      // kiln optimize's candidates (predicted beside measured), its choice and why.
+      const nlohmann::ordered_json o = nlohmann::ordered_json::parse(optimized, nullptr, false);
+      if (o.is_object()) {
+        if (o.contains("candidates") && o["candidates"].is_array()) report["candidates"] = o["candidates"];
+        if (o.contains("chosen") && o["chosen"].is_object() && o["chosen"].contains("name")) report["chosen"] = o["chosen"]["name"];
+        if (o.contains("explanation")) report["explanation"] = o["explanation"];
+      }
+    }
     std::ifstream verify(fs::path(dir) / "verify.json");
     if (verify) {
       nlohmann::ordered_json v = nlohmann::ordered_json::parse(verify, nullptr, false);
@@ -248,6 +288,29 @@ std::string JobRunner::stage_run(const JobRecord& job, const std::string& stage,
     return "";
   }
   return "unknown stage '" + stage + "'";
+}
+
+// Absolute: the stages run in the job's folder.
+std::string JobRunner::benchmark_store_path() const {
+  return (fs::absolute(options_.data_dir) / "benchmarks.sqlite").string();
+}
+
+// Why the compile stage does not plan: nothing to price the target with (no stored profile, no
+// spec prior), or GPU nodes (kiln optimize verifies and measures on this machine's CPUs: a GPU
+// node's image keeps the CUDA pipeline). Both documents passed the validate stage.
+std::string JobRunner::optimize_refusal(const std::string& dir, const std::string& db) const {
+  auto target = api::target_load((fs::path(dir) / "target.yaml").string());
+  if (!target) return target.message();
+  if (!target->node.gpus.empty()) return "the target's nodes have GPUs, which kiln optimize cannot verify or measure here";
+  auto app = api::application_load((fs::path(dir) / "description.yaml").string());
+  if (!app) return app.message();
+  planning::PlanInputs in;
+  in.app = &app.value();
+  in.target = &target.value();
+  in.target_source = "target.yaml";
+  in.db = db;
+  if (Status priced = planning::plan_target_check(in); !priced) return priced.message();
+  return "";
 }
 
 std::string JobRunner::child_run(const std::string& id, const std::string& dir, const std::vector<std::string>& argv,

@@ -68,6 +68,8 @@ class JobRunner {
                         std::chrono::steady_clock::time_point deadline);
   std::string stage_run(const JobRecord& job, const std::string& stage, const std::string& dir,
                         std::chrono::steady_clock::time_point deadline);
+  std::string benchmark_store_path() const;  // DATA_DIR/benchmarks.sqlite, as POST /v1/plan reads it
+  std::string optimize_refusal(const std::string& dir, const std::string& db) const;
 
   JobStore& store_;
   JobRunnerOptions options_;

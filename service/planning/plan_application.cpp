@@ -284,6 +284,12 @@ Result<std::string> plan_model_path(const api::ApplicationDescription& app) {
   return p.is_absolute() ? p.string() : (fs::path(app.source).parent_path() / p).string();
 }
 
+Status plan_target_check(const PlanInputs& in) {
+  PlanOutcome out;
+  std::vector<std::string> notes;
+  return resolve_target(in, in.db.empty() ? perf::benchmark_store_default_path() : in.db, out, notes);
+}
+
 Result<PlanOutcome> plan_application(const PlanInputs& in) {
   const auto start = Clock::now();
   PlanOutcome out;

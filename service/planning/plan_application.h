@@ -62,6 +62,10 @@ Result<std::string> plan_model_path(const api::ApplicationDescription& app);
 
 Result<PlanOutcome> plan_application(const PlanInputs& inputs);
 
+// Whether the target can be priced (a stored profile, or a spec prior): plan_application's first
+// step, without the model. The error says what is missing (e.g. `kiln bench-target` to run).
+Status plan_target_check(const PlanInputs& inputs);
+
 // The model imported with its batch bound to 1, shapes inferred: the planner scales every
 // candidate from there. (Other symbolic dimensions are not bound: a model with them fails to
 // compile, naming the input.)

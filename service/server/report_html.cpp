@@ -131,6 +131,16 @@ void candidates_section(std::ostringstream& s, const json& report) {
   s << "</section>\n";
 }
 
+// kiln optimize's reasons (the plan's, then what verifying and measuring decided), as text.
+void explanation_section(std::ostringstream& s, const json& report) {
+  const json& lines = member(report, "explanation");
+  if (!lines.is_array() || lines.empty()) return;
+  s << "<section aria-labelledby=\"report-explanation\">\n<h3 id=\"report-explanation\">Why this choice</h3>\n<ul>\n";
+  for (const json& line : lines)
+    if (line.is_string()) s << "<li>" << html_escape(line.get<std::string>()) << "</li>\n";
+  s << "</ul>\n</section>\n";
+}
+
 void verification_section(std::ostringstream& s, const json& report) {
   const json& v = member(report, "verification");
   s << "<section aria-labelledby=\"report-verification\">\n<h3 id=\"report-verification\">Verification</h3>\n";
@@ -228,6 +238,7 @@ std::string report_html_render(const jobs::JobRecord& job, std::string_view repo
   if (!job.error.empty()) s << "<p class=\"error\" role=\"alert\">" << html_escape(job.error) << "</p>\n";
   if (!readable) s << "<p class=\"error\">report.json cannot be read; only the stages are shown.</p>\n";
   candidates_section(s, report);
+  explanation_section(s, report);
   verification_section(s, report);
   stages_section(s, job);
   artifacts_section(s, job, report);

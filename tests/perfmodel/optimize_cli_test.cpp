@@ -148,6 +148,28 @@ TEST_CASE("kiln optimize puts an int8 that misses max_accuracy_drop through accu
   CHECK(explained);
 }
 
+// kiln serve's compile stage: the job's uploads replace the description's paths, which point into
+// the submitter's machine.
+TEST_CASE("kiln optimize takes the model and data files from options over the description's paths", "[perfmodel][optimize]") {
+  TempDir dir;
+  write_file(dir.file("app.yaml"), "name: uploaded\nmodel: {path: /nowhere/model.onnx}\n"
+                                   "inputs: {input: {shape: [batch, 1, 28, 28], dtype: float32}}\n"
+                                   "data: {calibration: /nowhere/c.npz, validation: {npz: /nowhere/v.npz, input: input, labels: labels}}\n"
+                                   "objective: latency\noptimizations: {batch_sizes: [1], precisions: [fp32, int8]}\n");
+  const std::string common = " --db " + synthetic_store(dir) + " --cache-dir " + dir.file("cache") + " --top 1 --no-measure -o " + dir.file("out");
+  KilnRun r = run_kiln(dir, "optimize " + dir.file("app.yaml") + common);
+  CHECK(r.exit_code != 0);
+  CHECK(r.err.find("/nowhere/model.onnx") != std::string::npos);
+  r = run_kiln(dir, "optimize " + dir.file("app.yaml") + common + " --model " + kExample + "model.onnx --calibration-data " + kExample +
+                        "sample.npz --validation-data " + kExample + "sample.npz");
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  for (const auto& c : read_json(dir.file("out/report.json")).at("candidates")) {
+    CHECK(c.at("verification_data").get<std::string>().find("sample.npz") != std::string::npos);
+    CHECK(c.at("accuracy_drop").is_number());  // the description's labels entry still applies
+  }
+}
+
 TEST_CASE("kiln optimize with a latency nothing meets is infeasible and writes no model", "[perfmodel][optimize]") {
   TempDir dir;
   write_file(dir.file("app.yaml"), description("{max_latency_ms: 0.000001}"));

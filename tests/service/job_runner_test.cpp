@@ -29,6 +29,9 @@ struct RunnerFixture {
                           "  compile) grep -q crash description.yaml && kill -SEGV $$;\n"
                           "           grep -q hang description.yaml && sleep 60;\n"
                           "           echo plan > model.kiln ;;\n"
+                          "  optimize) mkdir -p optimize && echo chosen-plan > optimize/model.kiln &&\n"
+                          "            echo '{\"candidates\": [{\"name\": \"int8 b8 t1x2\", \"chosen\": true}], '\\\n"
+                          "                 '\"chosen\": {\"name\": \"int8 b8 t1x2\"}, \"explanation\": [\"why\"]}' > optimize/report.json ;;\n"
                           "  verify) echo '{}' ;;\n"
                           "  image) mkdir -p image && echo tar > image/image.oci.tar ;;\n"
                           "esac\n"
@@ -42,12 +45,13 @@ struct RunnerFixture {
     std::error_code ec;
     fs::remove_all(dir, ec);
   }
-  std::string submit(const std::string& behaviour) {
+  std::string submit(const std::string& behaviour, const std::string& target_yaml = "") {
     JobRecord j;
     j.id = job_id_new();
     j.name = behaviour;
     fs::create_directories(job_dir(dir.string(), j.id));
     std::ofstream(fs::path(job_dir(dir.string(), j.id)) / "description.yaml") << behaviour << '\n';
+    if (!target_yaml.empty()) std::ofstream(fs::path(job_dir(dir.string(), j.id)) / "target.yaml") << target_yaml;
     auto created = store->job_create(j, job_stage_names(), "", "");
     REQUIRE(created);
     return created->id;
@@ -97,6 +101,49 @@ TEST_CASE("job runner: stages run as children; a crashing stage fails its job on
   CHECK(crashed.error.find("stage compile: the stage's process died of signal 11") != std::string::npos);
   CHECK(crashed.stages[0].state == "done");
   CHECK(crashed.stages[1].state == "failed");
+}
+
+std::string file_text(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// When the target can be priced (a stored profile, or a spec prior as for this cloud node) the
+// compile stage plans (kiln optimize) and packages its choice, whose candidates reach report.json;
+// GPU nodes, or this machine without a profile, compile unplanned and say why in the log.
+TEST_CASE("job runner: a plannable CPU target is optimized; GPU nodes and an unprofiled machine compile unplanned", "[service]") {
+  RunnerFixture f;
+  const std::string app = "model: {path: model.onnx}\ninputs: {x: {shape: [1, 4], dtype: float32}}\nobjective: latency\n";
+  const std::string cloud = std::string("name: t\nkind: cloud\nscheduler: kubernetes\ncontainer_runtime: docker\nnodes: 1\n") +
+                            "node: {cpu: {model: AMD EPYC 9654, cores: 8}, memory_gb: 64}\n";
+  const std::string local = std::string("name: l\nkind: local\nscheduler: none\ncontainer_runtime: docker\nnodes: 1\n") +
+                            "node: {cpu: {model: x, cores: 2}, memory_gb: 8}\n";
+  const std::string gpu = std::string("name: g\nkind: hpc\nscheduler: slurm\ncontainer_runtime: apptainer\nnodes: 1\n") +
+                          "node: {cpu: {model: AMD EPYC 9654, cores: 8}, memory_gb: 64, gpus: [{model: H100, count: 1, memory_gb: 80}]}\n";
+  const std::string planned = f.submit("name: cloud\n" + app, cloud);
+  const std::string on_gpus = f.submit("name: gpus\n" + app, gpu);
+  const std::string unprofiled = f.submit("name: here\n" + app, local);
+  JobRunner runner(*f.store, f.options());
+  runner.start();
+  CHECK(f.wait_final(planned).state == "succeeded");
+  CHECK(f.wait_final(on_gpus).state == "succeeded");
+  CHECK(f.wait_final(unprofiled).state == "succeeded");
+
+  const fs::path planned_dir = job_dir(f.dir.string(), planned);
+  CHECK(file_text(planned_dir / "model.kiln") == "chosen-plan\n");  // the choice is what gets packaged
+  const std::string report = file_text(planned_dir / "report.json");
+  CHECK(report.find("\"chosen\": \"int8 b8 t1x2\"") != std::string::npos);
+  CHECK(report.find("\"name\": \"int8 b8 t1x2\"") != std::string::npos);
+  CHECK(report.find("\"explanation\"") != std::string::npos);
+  const fs::path gpu_dir = job_dir(f.dir.string(), on_gpus);
+  CHECK(file_text(gpu_dir / "compile.log").find("not planned (the target's nodes have GPUs") != std::string::npos);
+  CHECK(file_text(gpu_dir / "model.kiln") == "plan\n");
+  const fs::path here_dir = job_dir(f.dir.string(), unprofiled);
+  const std::string here_log = file_text(here_dir / "compile.log");
+  INFO(here_log);
+  CHECK(here_log.find("not planned (") != std::string::npos);
+  CHECK(here_log.find("kiln bench-target") != std::string::npos);  // what to run to get it planned
+  CHECK(file_text(here_dir / "model.kiln") == "plan\n");
 }
 
 TEST_CASE("job runner: a runaway stage is killed at the job's time limit; cancel kills a running stage", "[service]") {

@@ -46,6 +46,7 @@ TEST_CASE("HTML report: names, messages and artifact names from users are escape
   const json report = {
       {"job", {{"id", "0123456789abcdef"}, {"name", kHostile}}},
       {"candidates", {candidate("\"><svg onload=alert(1)>", 1.5, 1.7, true)}},
+      {"explanation", {"Plan: <b onclick=x>chosen</b>"}},
       {"verification", {{"data", {{"source", "<iframe>"}}}, {"outputs", {{{"name", "</td><script>"}, {"cosine", 1.0}}}}}},
       {"artifacts", {{{"name", "x\"><script>a.kiln"}, {"kind", "kiln_plan"}, {"bytes", 2048}, {"sha256", "<ab>"}}}}};
   const std::string html = server::report_html_render(job_hostile(), report.dump());
@@ -56,6 +57,7 @@ TEST_CASE("HTML report: names, messages and artifact names from users are escape
   CHECK_THAT(html, Catch::Contains("<title>kiln report: &lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;</title>"));
   CHECK_THAT(html, Catch::Contains("node &#39;&lt;img src=x onerror=alert(1)&gt;&#39; is unsupported"));
   CHECK_THAT(html, Catch::Contains("&quot;&gt;&lt;svg onload=alert(1)&gt;"));
+  CHECK_THAT(html, Catch::Contains("<li>Plan: &lt;b onclick=x&gt;chosen&lt;/b&gt;</li>"));  // kiln optimize's reasons
   // The link is built from the job id and the percent-encoded name, not taken from the report.
   CHECK_THAT(html, Catch::Contains("href=\"/v1/jobs/0123456789abcdef/artifacts/x%22%3E%3Cscript%3Ea.kiln\""));
   CHECK_THAT(html, Catch::Contains("2.00 KiB"));
