@@ -82,6 +82,37 @@ printf 'name: x\nobjective: fastest\n' > "$work/bad.yaml"
 curl -sS -o "$work/body" -w '%{http_code}' -F "description=@$work/bad.yaml" "$base/v1/plan" > "$work/status"
 expect 422 "bad description"
 [ "$(field error.details.0.part < "$work/body")" = description ] || fail "bad description part: $(cat "$work/body")"
+
+# A job for this machine, now profiled, is optimized: its compile stage runs kiln optimize on the
+# uploads and packages the choice; the report carries the candidates and the verify stage checks
+# the packaged plan against the original model on the uploaded validation set.
+sample=$examples/fashion-mnist/sample.npz
+curl -sS -o "$work/body" -w '%{http_code}' -F "description=@$examples/fashion-mnist/application.yaml" \
+  -F "target=@$examples/targets/local-cpu.yaml" -F "model=@$examples/fashion-mnist/model.onnx" \
+  -F "calibration=@$sample" -F "validation=@$sample" "$base/v1/jobs" > "$work/status"
+expect 202 "job submit"
+id=$(field id < "$work/body")
+state=
+for _ in $(seq 1800); do
+  state=$(curl -sS "$base/v1/jobs/$id" | field state)
+  case $state in succeeded|failed|cancelled) break ;; esac
+  sleep 0.1
+done
+jobdir=$work/data/jobs/$id
+[ "$state" = succeeded ] || fail "optimized job ended $state: $(curl -sS "$base/v1/jobs/$id"); $(cat "$jobdir/compile.log")"
+curl -sS "$base/v1/jobs/$id/report" > "$work/report.json"
+python3 - "$work/report.json" "$jobdir/verify.json" << 'PY' || fail "optimized job report: $(cat "$work/report.json")"
+import json, sys
+report, verify = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+names = [c["name"] for c in report["candidates"]]
+assert len(names) >= 2, names
+assert report["chosen"] in names, (report["chosen"], names)
+assert all(c["measured_ms"] > 0 for c in report["candidates"]), report["candidates"]
+assert any(line.startswith("Optimized choice: ") for line in report["explanation"]), report["explanation"]
+assert verify["data"]["source"].startswith("validation.npz"), verify["data"]
+assert "model.onnx" in verify["reference"], verify["reference"]
+PY
+cmp -s "$jobdir/model.kiln" "$jobdir/optimize/model.kiln" || fail "the packaged model is not optimize's choice"
 stop
 
 # Tokens: planning needs the submit scope.
