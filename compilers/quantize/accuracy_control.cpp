@@ -254,8 +254,13 @@ Result<AccuracyControlResult> reduce_precision_within_accuracy(const Graph& impo
   const std::vector<std::string> by_saving = accuracy_fallback_order(result.sensitivities);
   double saving = 0;
   for (const LayerSensitivity& l : result.sensitivities) saving += l.saving_ms.value_or(0.0);
-  say("  accuracy control: reducing the layers one at a time saves ", saving / static_cast<double>(result.samples),
-      " ms per sample in sum (measured); falling back the most error per millisecond saved first");
+  const bool timed = std::all_of(result.sensitivities.begin(), result.sensitivities.end(),
+                                 [](const LayerSensitivity& l) { return l.saving_ms.has_value(); });
+  if (timed)
+    say("  accuracy control: reducing the layers one at a time saves ", saving / static_cast<double>(result.samples),
+        " ms per sample in sum (measured); falling back the most error per millisecond saved first");
+  else
+    say("  accuracy control: not every layer was timed; falling back the most sensitive first");
   auto prefix = [](const std::vector<std::string>& order, size_t k) {
     return std::vector<std::string>(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k));
   };
