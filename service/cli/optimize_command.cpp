@@ -113,6 +113,13 @@ constexpr uint32_t kRandomVerifySeed = 1;
 
 // `v.control`: keep the layers an earlier accuracy control kept; `control`: run accuracy control
 // against max_accuracy_drop on the verification data (progress on stderr).
+// The first `n` names, then how many more (report.json lists them all).
+std::string first_names(const std::vector<std::string>& names, size_t n) {
+  if (names.size() <= n) return join(names, ", ");
+  return join(std::vector<std::string>(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(n)), ", ") + " and " +
+         std::to_string(names.size() - n) + " more";
+}
+
 Result<CompiledModel> compile_candidate(const std::string& model, const api::ApplicationDescription& app,
                                         const perf::Candidate& c, const Verification& v, bool control,
                                         std::string* calibration_note) {
@@ -458,7 +465,7 @@ int run_optimize(const OptimizeOptions& o) {
     const AccuracyControlled& k = *v.control;
     explanation.push_back(precision + " with every layer reduced missed the accuracy limit (" + v.every_layer_failure +
                           "): accuracy control kept " + std::to_string(k.kept.size()) + " layers in " + k.fallback +
-                          (k.kept.empty() ? "" : " (" + join(k.kept, ", ") + ")") + " and left " + std::to_string(k.reduced_layers) +
+                          (k.kept.empty() ? "" : " (" + first_names(k.kept, 5) + ")") + " and left " + std::to_string(k.reduced_layers) +
                           " in " + k.precision + " (" + fmt("%.0f", 100 * k.reduced_macs_share) + "% of their MACs). The layers were chosen on " +
                           v.data_source + ", the data verified on: its figures are not held out." +
                           (v.kept_costs && outcome->predictor ? " Its candidates were priced again with those layers."
