@@ -144,6 +144,8 @@ void event_print(EventStream& es, const std::string& type, const json& d) {
   if (type == "stage") {
     std::fprintf(out, "  %-9s %s%s%s\n", d.value("stage", "").c_str(), d.value("state", "").c_str(),
                  d.contains("message") ? ": " : "", d.value("message", "").c_str());
+  } else if (type == "log") {  // the running stage's own progress lines
+    std::fprintf(out, "  %-9s | %s\n", d.value("stage", "").c_str(), d.value("message", "").c_str());
   } else if (type == "done") {
     es.done = true;
     es.state = d.value("state", "");

@@ -1,5 +1,6 @@
 #include "service/server/jobs_router.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -181,14 +182,53 @@ std::vector<std::pair<int64_t, std::string>> job_events_of(const jobs::JobRecord
   return out;
 }
 
-HttpResponse job_events(jobs::JobStore& store, const std::string& id, int64_t after) {
+// The running stage's log, followed: each new line becomes a `log` event. They carry no id (they
+// are not part of the stored state): a client that reconnects gets the running stage's log again
+// from its start, and Last-Event-ID still resumes the stage events exactly.
+struct LogTail {
+  std::string stage;  // empty: none followed
+  uint64_t offset = 0;
+};
+
+constexpr size_t kLogBytesPerPoll = 64 * 1024;
+constexpr size_t kLogLineChars = 1000;
+
+// New lines of the followed stage's log as events; `all`: the stage ended, send a last partial line too.
+std::string log_events(const std::string& folder, const std::string& job, LogTail& tail, bool all) {
+  std::ifstream in(folder + "/" + tail.stage + ".log", std::ios::binary);
+  if (!in) return "";
+  in.seekg(static_cast<std::streamoff>(tail.offset));
+  std::string chunk(kLogBytesPerPoll, '\0');
+  in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+  chunk.resize(static_cast<size_t>(in.gcount()));
+  std::string out;
+  size_t start = 0;
+  for (;;) {
+    size_t end = chunk.find('\n', start);
+    const bool last_partial = end == std::string::npos;
+    if (last_partial && (!all || start == chunk.size())) break;
+    if (last_partial) end = chunk.size();
+    std::string line = chunk.substr(start, end - start);
+    start = std::min(end + 1, chunk.size());
+    tail.offset += line.size() + (last_partial ? 0 : 1);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    if (line.size() > kLogLineChars) line = line.substr(0, kLogLineChars) + "...";
+    const json d = {{"type", "log"}, {"job", job}, {"stage", tail.stage}, {"message", line}};
+    out += "event: log\ndata: " + d.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+  }
+  return out;
+}
+
+HttpResponse job_events(jobs::JobStore& store, const std::string& id, int64_t after, const std::string& folder) {
   struct State {
     int64_t last_sent;
+    LogTail log;
     std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
   };
-  auto state = std::make_shared<State>(State{after});
+  auto state = std::make_shared<State>(State{after, {}});
   HttpResponse r{200, "", {{"Content-Type", "text/event-stream"}, {"Cache-Control", "no-cache"}}, nullptr};
-  r.stream = [&store, id, state]() -> serve::StreamPoll {
+  r.stream = [&store, id, folder, state]() -> serve::StreamPoll {
     serve::StreamPoll poll;
     auto job = store.job_get(id);
     if (!job || !job->has_value()) {
@@ -196,11 +236,27 @@ HttpResponse job_events(jobs::JobStore& store, const std::string& id, int64_t af
       poll.done = true;
       return poll;
     }
-    for (const auto& [event_id, text] : job_events_of(**job)) {
+    const jobs::JobRecord& j = **job;
+    auto running = [&](const std::string& stage) {
+      return std::any_of(j.stages.begin(), j.stages.end(), [&](const jobs::StageRecord& s) { return s.name == stage && s.state == "running"; });
+    };
+    // The followed stage's last lines come before its "finished" event.
+    if (!state->log.stage.empty()) {
+      const bool ended = !running(state->log.stage);
+      poll.data += log_events(folder, id, state->log, ended);
+      if (ended) state->log = {};
+    }
+    for (const auto& [event_id, text] : job_events_of(j)) {
       if (event_id <= state->last_sent) continue;
       poll.data += text;
       state->last_sent = event_id;
     }
+    if (state->log.stage.empty())
+      for (const jobs::StageRecord& s : j.stages)
+        if (s.state == "running") {
+          state->log.stage = s.name;
+          poll.data += log_events(folder, id, state->log, false);
+        }
     poll.done = jobs::job_state_is_final((*job)->state);
     // A comment now and then, so that a client that went away is noticed by a failing write.
     const auto now = std::chrono::steady_clock::now();
@@ -584,7 +640,7 @@ HttpResponse JobsRouter::job_route(const HttpRequest& request, const std::string
         return error_response(400, "bad_request", "header Last-Event-ID: expected an event id this server sent");
       after = std::stoll(last);
     }
-    return job_events(store_, id, after);
+    return job_events(store_, id, after, jobs::job_dir(data_dir_, id));
   }
   return error_response(404, "not_found", "no endpoint /v1/jobs/{id}/" + sub.substr(0, 64));
 }

@@ -239,6 +239,36 @@ TEST_CASE("jobs router: server-sent events follow the job and resume after Last-
          }()).status == 400);
 }
 
+// The running stage's log lines stream as `log` events (no id); its last partial line comes
+// before the stage's "finished" event; a new connection gets the running stage's log from its start.
+TEST_CASE("jobs router: the running stage's log streams as log events", "[service]") {
+  Fixture f;
+  const std::string id = body_json(f.handle(post(f.good_body())))["id"];
+  const fs::path log = fs::path(jobs::job_dir(f.dir.string(), id)) / "validate.log";
+  serve::HttpResponse live = f.handle(get("/v1/jobs/" + id + "/events"));
+  REQUIRE(live.stream);
+  REQUIRE(f.store->job_claim());
+  REQUIRE(f.store->stage_start(id, "validate"));
+  std::ofstream(log) << "[1/2] compiling\r\n\n";
+  serve::StreamPoll p = live.stream();
+  const std::string first = "event: log\ndata: " +
+                            nlohmann::ordered_json({{"type", "log"}, {"job", id}, {"stage", "validate"}, {"message", "[1/2] compiling"}}).dump();
+  CHECK(p.data.find("id: 1\nevent: stage") < p.data.find(first));  // after its stage's start
+  std::ofstream(log, std::ios::app) << std::string(3000, 'x') << "\n[2/2] meas";
+  p = live.stream();
+  CHECK(p.data.find(std::string(1000, 'x') + "...\"") != std::string::npos);  // a long line is cut
+  CHECK(p.data.find("meas") == std::string::npos);  // not a whole line yet
+  CHECK(live.stream().data.empty());
+  serve::StreamPoll again = f.handle(get("/v1/jobs/" + id + "/events")).stream();
+  CHECK(again.data.find(first) != std::string::npos);
+  REQUIRE(f.store->stage_finish(id, "validate", "done", ""));
+  p = live.stream();
+  const size_t partial = p.data.find("\"message\":\"[2/2] meas\"");
+  REQUIRE(partial != std::string::npos);
+  CHECK(partial < p.data.find("id: 2\nevent: stage"));
+  CHECK(p.data.find("[1/2]") == std::string::npos);  // nothing sent twice on one connection
+}
+
 TEST_CASE("jobs router: health, readiness and metrics", "[service]") {
   Fixture f;
   CHECK(f.handle(get("/healthz")).body == "ok\n");
