@@ -19,12 +19,19 @@ namespace {
 using StepTimes = std::map<std::string, double>;
 
 // The first output over the whole data set, [N, ...], run batch by batch on the Engine. With
-// `times`, also times every step (after one untimed warm-up run: weights are packed on first use).
-Result<Tensor> run_over(const Graph& graph, const VerifyData& data, int threads, StepTimes* times = nullptr) {
+// `times`, also the time of every step over all batches: priced once per batch by `pricer` when
+// there is one, else timed (after one untimed warm-up run: weights are packed on first use).
+Result<Tensor> run_over(const Graph& graph, const VerifyData& data, int threads, StepTimes* times = nullptr,
+                        const StepPricer* pricer = nullptr) {
   const Plan plan = graph_to_plan(graph);
   KILN_ASSIGN(engine, Engine::create(plan, {threads, nullptr}));
   const int64_t n = data.inputs.at(0).dim(0);
   const int64_t batch = sym_shape_concrete(plan.inputs.at(0).type.shape).at(0);
+  if (times && pricer && *pricer) {
+    const double batches = static_cast<double>((n + batch - 1) / batch);
+    for (const auto& [step, ms] : (*pricer)(plan, engine->steps(), engine->threads())) (*times)[step] += ms * batches;
+    times = nullptr;
+  }
   Tensor all;
   for (int64_t first = 0; first < n; first += batch) {
     const int64_t rows = std::min(batch, n - first);
@@ -169,7 +176,7 @@ Result<AccuracyControlResult> reduce_precision_within_accuracy(const Graph& impo
   fp32_options.log = nullptr;
   KILN_TRY(run_passes(fp32, fp32_pipeline, fp32_options).status());
   StepTimes fp32_times;
-  KILN_ASSIGN(fp32_out, run_over(fp32, data, control.threads, &fp32_times));
+  KILN_ASSIGN(fp32_out, run_over(fp32, data, control.threads, &fp32_times, &control.step_prices));
   const Tensor labels = data.labels ? *data.labels : top1_labels(fp32_out);
   std::optional<OutputMetrics> input_rounding;
   if (target == Precision::int8) {
@@ -197,7 +204,7 @@ Result<AccuracyControlResult> reduce_precision_within_accuracy(const Graph& impo
     std::vector<std::string>& fallback = bf16_fallback ? o.int8.keep : o.keep_fp32;
     fallback.insert(fallback.end(), keep.begin(), keep.end());
     KILN_TRY(run_passes(g, pipeline, o).status());
-    KILN_ASSIGN(out, run_over(g, data, control.threads, times));
+    KILN_ASSIGN(out, run_over(g, data, control.threads, times, &control.step_prices));
     KILN_ASSIGN(m, compare(fp32_out, out, labels));
     return std::make_pair(std::move(g), m);
   };
@@ -256,9 +263,11 @@ Result<AccuracyControlResult> reduce_precision_within_accuracy(const Graph& impo
   for (const LayerSensitivity& l : result.sensitivities) saving += l.saving_ms.value_or(0.0);
   const bool timed = std::all_of(result.sensitivities.begin(), result.sensitivities.end(),
                                  [](const LayerSensitivity& l) { return l.saving_ms.has_value(); });
+  result.savings_priced = static_cast<bool>(control.step_prices);
   if (timed)
     say("  accuracy control: reducing the layers one at a time saves ", saving / static_cast<double>(result.samples),
-        " ms per sample in sum (measured); falling back the most error per millisecond saved first");
+        " ms per sample in sum (", result.savings_priced ? "priced: the same order on every run" : "measured",
+        "); falling back the most error per millisecond saved first");
   else
     say("  accuracy control: not every layer was timed; falling back the most sensitive first");
   auto prefix = [](const std::vector<std::string>& order, size_t k) {

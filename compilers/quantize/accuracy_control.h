@@ -15,29 +15,40 @@
 // the drop is the top-1 agreement lost.
 #pragma once
 
+#include <functional>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "compilers/passes/pass_runner.h"
+#include "kernels/engine.h"
 #include "kernels/verify/verify.h"
 
 namespace kiln {
+
+// Prices one run of a plan on its Engine's steps at `threads`: milliseconds per step name.
+using StepPricer =
+    std::function<std::map<std::string, double>(const Plan& plan, const std::vector<EngineStep>& steps, int threads)>;
 
 struct AccuracyControlOptions {
   std::optional<double> max_accuracy_drop;  // fraction: 0.005 is half a point
   std::optional<double> min_cosine;         // of the first output against fp32, e.g. 0.99
   int threads = 0;
   std::ostream* progress = nullptr;
+  // Set: the layers' savings are priced (e.g. by the target profile's latency predictor), so the
+  // fallback order, and the model, are the same on every run. Unset: they are timed on the data.
+  StepPricer step_prices;
 };
 
 struct LayerSensitivity {
   std::string layer;
   double cosine_distance = 0;  // 1 - cosine(output with only this layer reduced, fp32 output)
-  // Measured: the layer's step time in the fallback precision (fp32, or bf16 under int8 after bf16)
-  // minus its time reduced alone (with the conversions at its borders), over the accuracy data;
-  // <= 0 when reducing it alone is no faster. nullopt: not timed.
+  // The layer's step time in the fallback precision (fp32, or bf16 under int8 after bf16) minus
+  // its time reduced alone (with the conversions at its borders), over the accuracy data, timed
+  // or priced (AccuracyControlOptions::step_prices); <= 0 when reducing it alone is no faster.
+  // nullopt: not timed.
   std::optional<double> saving_ms;
 };
 
@@ -53,6 +64,7 @@ struct AccuracyControlResult {
   double reduced_macs_share = 0;               // of the reducible layers' MACs, the share left reduced (0..1)
   std::vector<std::string> kept_fp32;          // layers that fell back (to `fallback`), in fallback order
   std::vector<LayerSensitivity> sensitivities; // measured only when everything reduced missed; most sensitive first
+  bool savings_priced = false;                 // saving_ms came from step_prices, not timings
   // Not met with a bf16 fallback: the model with every layer in bf16 (no int8 at all) when that
   // alone already misses the constraints, so no choice of int8 layers could meet them.
   std::optional<OutputMetrics> fallback_misses;

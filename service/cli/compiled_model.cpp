@@ -11,6 +11,8 @@
 #include "compilers/passes/pipeline.h"
 #include "compilers/quantize/accuracy_control.h"
 #include "kernels/plan_file.h"
+#include "perfmodel/step_prices.h"
+#include "perfmodel/target_profile.h"
 
 namespace kiln::cli {
 
@@ -73,8 +75,21 @@ Result<CompiledModel> compile_model(const CompileRequest& request, std::ostream*
     if (request.calibration->max_accuracy_drop >= 0) control.max_accuracy_drop = request.calibration->max_accuracy_drop;
     if (request.calibration->min_cosine >= -1) control.min_cosine = request.calibration->min_cosine;
     control.progress = request.log;
+    control.step_prices = request.step_prices;
+    std::optional<perf::LatencyPredictor> local;  // outlives the control that prices with it
+    const std::string db = perf::benchmark_store_default_path();
+    if (!control.step_prices) {
+      local = perf::local_predictor(db, nullptr);
+      if (local) control.step_prices = perf::predicted_step_prices(*local);
+    }
     auto controlled = reduce_precision_within_accuracy(model.graph, request.passes, options, data, control);
     if (!controlled) return controlled.status().with_context(request.model + ": ");
+    if (request.log && !controlled->sensitivities.empty())  // layers were ordered by their savings
+      *request.log << (request.step_prices ? "  accuracy control: layer savings priced by the target's profile"
+                       : local ? "  accuracy control: layer savings priced by this machine's profile in " + db
+                               : "  accuracy control: layer savings timed (no profile of this machine in " + db +
+                                     ": kiln bench-target), so repeated compiles may keep different layers")
+                   << '\n';
     const CalibrationCli& c = *request.calibration;
     std::ostringstream wanted;  // the constraints as asked
     wanted.precision(10);        // 0.9999999, not 1

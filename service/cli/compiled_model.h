@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "compilers/passes/pass_runner.h"
+#include "compilers/quantize/accuracy_control.h"
 #include "kernels/device/plan_runner.h"
 #include "kernels/plan.h"
 #include "service/cli/calibration_options.h"
@@ -26,6 +27,9 @@ struct CompileRequest {
   std::ostream* log = nullptr;                  // where passes report their choices
   const PruneCli* prune = nullptr;              // how much prune_channels / prune_magnitude remove
   bool quantize_every_output = false;           // Int8Options::quantize_every_output (QDQ export for peers)
+  // Prices accuracy control's savings (kiln optimize: the target's predictor). Unset: this
+  // machine's profile in the default store when there is one, else the layers are timed.
+  StepPricer step_prices;
 };
 
 // What accuracy control chose, when it ran (the layers it kept out of reduced precision).

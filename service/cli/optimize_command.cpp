@@ -30,6 +30,7 @@
 #include "perfmodel/fingerprint.h"
 #include "perfmodel/microbench/timing.h"
 #include "perfmodel/precision_compile.h"
+#include "perfmodel/step_prices.h"
 #include "perfmodel/store.h"
 #include "perfmodel/target_profile.h"
 #include "service/cli/commands.h"
@@ -111,8 +112,6 @@ const std::optional<api::Dataset>& verification_set(const api::ApplicationDescri
 constexpr int64_t kRandomVerifySamples = 64;
 constexpr uint32_t kRandomVerifySeed = 1;
 
-// `v.control`: keep the layers an earlier accuracy control kept; `control`: run accuracy control
-// against max_accuracy_drop on the verification data (progress on stderr).
 // The first `n` names, then how many more (report.json lists them all).
 std::string first_names(const std::vector<std::string>& names, size_t n) {
   if (names.size() <= n) return join(names, ", ");
@@ -120,9 +119,12 @@ std::string first_names(const std::vector<std::string>& names, size_t n) {
          std::to_string(names.size() - n) + " more";
 }
 
+// `v.control`: keep the layers an earlier accuracy control kept; `control`: run accuracy control
+// against max_accuracy_drop on the verification data (progress on stderr), its savings priced by
+// `prices` when set (the target's predictor: the same layers on every run, and the target's costs).
 Result<CompiledModel> compile_candidate(const std::string& model, const api::ApplicationDescription& app,
                                         const perf::Candidate& c, const Verification& v, bool control,
-                                        std::string* calibration_note) {
+                                        const StepPricer& prices, std::string* calibration_note) {
   CompileRequest request;
   request.model = model;
   request.dims.batch = c.batch;
@@ -151,6 +153,7 @@ Result<CompiledModel> compile_candidate(const std::string& model, const api::App
       calibration.accuracy_seed = kRandomVerifySeed;
     }
     request.log = &std::cerr;
+    request.step_prices = prices;
   }
   if (c.precision != "fp32") request.calibration = &calibration;  // keep_fp32 and accuracy control live there too
   return compile_model(request, nullptr);
@@ -380,6 +383,7 @@ int run_optimize(const OptimizeOptions& o) {
 
   std::vector<Trial> trials;
   std::map<std::string, Verification> verified;  // per precision
+  const StepPricer target_prices = outcome->predictor ? perf::predicted_step_prices(*outcome->predictor) : StepPricer{};
   std::string calibration_note;
   const std::vector<perf::Candidate> picks = planning::candidates_to_try(plan, o.top);
   const auto gpu = std::find_if(plan.candidates.begin(), plan.candidates.end(), [](const perf::Candidate& c) { return c.device == "cuda"; });
@@ -405,7 +409,7 @@ int run_optimize(const OptimizeOptions& o) {
     const perf::Candidate& c = t.candidate;
     std::fprintf(stderr, "[%zu/%zu] %s: compiling", i + 1, picks.size(), c.name().c_str());
     Verification& v = verified[c.precision];
-    auto compiled = compile_candidate(*model_path, *app, c, v, /*control=*/false, &calibration_note);
+    auto compiled = compile_candidate(*model_path, *app, c, v, /*control=*/false, {}, &calibration_note);
     if (!compiled) {
       t.error = "compile: " + compiled.error().message;
       std::fprintf(stderr, " failed: %s\n", t.error.c_str());
@@ -417,7 +421,7 @@ int run_optimize(const OptimizeOptions& o) {
       verify(*app, *compiled, v);
       if (accuracy_control_may_help(*app, c, v)) {
         std::fprintf(stderr, ": every layer %s: %s; accuracy control\n", c.precision.c_str(), v.failure.c_str());
-        auto controlled = compile_candidate(*model_path, *app, c, v, /*control=*/true, &calibration_note);
+        auto controlled = compile_candidate(*model_path, *app, c, v, /*control=*/true, target_prices, &calibration_note);
         if (!controlled) {
           v.failure += "; accuracy control: " + controlled.error().message;
         } else {

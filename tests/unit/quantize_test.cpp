@@ -308,6 +308,32 @@ TEST_CASE("accuracy control: met when loose, 'not met' when only fp32 would do, 
   REQUIRE(pseudo_loose);
   CHECK(pseudo_loose->met);
 
+  // Priced instead of timed (kiln's service layer prices with the target's latency predictor):
+  // the savings are the prices over the data's batches, the same on every run.
+  int priced_plans = 0;
+  AccuracyControlOptions priced = strict;
+  priced.step_prices = [&priced_plans](const Plan&, const std::vector<EngineStep>& steps, int) {
+    ++priced_plans;
+    std::map<std::string, double> ms;
+    for (const EngineStep& step : steps) ms[step.node] = 1.0;  // one "ms" per step and batch
+    return ms;
+  };
+  auto first = reduce_precision_within_accuracy(g, pipeline, options, data, priced);
+  auto second = reduce_precision_within_accuracy(g, pipeline, options, data, priced);
+  REQUIRE(first);
+  REQUIRE(second);
+  CHECK(first->savings_priced);
+  CHECK_FALSE(missed->savings_priced);
+  CHECK(priced_plans >= 4);  // fp32 and the layer alone, twice
+  REQUIRE(first->sensitivities.size() == 1);
+  REQUIRE(first->sensitivities[0].saving_ms);
+  // 32 batches of 8: the layer's own step costs the same reduced, so what remains is minus the
+  // conversion steps at its borders, 32 "ms" each.
+  const double saving = *first->sensitivities[0].saving_ms;
+  CHECK(saving <= 0.0);
+  CHECK(std::fmod(saving, 32.0) == 0.0);
+  CHECK(*second->sensitivities[0].saving_ms == saving);
+
   AccuracyControlOptions negative;
   negative.max_accuracy_drop = -0.1;
   auto refused = reduce_precision_within_accuracy(g, pipeline, options, data, negative);
