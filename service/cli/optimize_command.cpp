@@ -1,14 +1,15 @@
 // kiln optimize APP.yaml [--target TARGET.yaml]: plan (service/planning), then for the top
 // candidates (and the best one of each other precision: fp32 is the fallback when a reduced
 // precision loses too much accuracy): compile at the candidate's batch and precision (int8
-// calibrated on the description's calibration data), verify against the fp32 reference on the description's validation data
-// (once per precision: accuracy does not depend on batch or threads), and, when the target is this
-// machine, measure. A reduced precision that misses max_accuracy_drop with every layer reduced gets
-// accuracy control on the same data (the layers that cost most accuracy per millisecond saved stay
-// fp32); its later candidates keep the same layers. The choice uses measured numbers where there are any. GPU candidates (the best
-// of each GPU precision) are compiled for the GPU and checked against the CUDA backend's kernels,
-// but neither verified nor measured here. Writes plan.json, report.json and the chosen
-// model.kiln; exit 3 when no candidate passes.
+// calibrated on the description's calibration data), verify against the fp32 reference on the
+// description's validation data (once per precision: accuracy does not depend on batch or
+// threads), and, when the target is this machine, measure. A reduced precision that misses
+// max_accuracy_drop with every layer reduced gets accuracy control on the same data (the layers
+// that cost most accuracy per millisecond saved stay fp32); its later candidates keep the same
+// layers and are priced again. The choice uses measured numbers where there are any. GPU
+// candidates (the best of each GPU precision) are compiled for the GPU and checked against the
+// CUDA backend's kernels, but neither verified nor measured here. Writes plan.json, report.json
+// and the chosen model.kiln; exit 3 when no candidate passes.
 #include <stdlib.h>
 
 #include <algorithm>

@@ -213,12 +213,16 @@ std::string JobRunner::stage_run(const JobRecord& job, const std::string& stage,
       std::error_code ec;
       for (const auto& [file, option] : {std::pair{"calibration.npz", "--calibration-data"}, {"validation.npz", "--validation-data"}})
         if (fs::exists(fs::path(dir) / file, ec)) argv.insert(argv.end(), {option, file});
+      if (std::string why = measuring_wait(job.id, (fs::path(dir) / log).string(), deadline); !why.empty()) return why;
       std::string why = child_run(job.id, dir, argv, "", log, deadline);
+      measuring_mu_.unlock();
       if (!why.empty()) return why;
       fs::copy_file(fs::path(dir) / "optimize" / "model.kiln", fs::path(dir) / "model.kiln", fs::copy_options::overwrite_existing, ec);
       return ec ? "cannot copy the chosen model: " + ec.message() : "";
     }
     // For the target's nodes: GPU nodes get the CUDA pipeline, the plan `package` puts in their image.
+    std::error_code ec;
+    fs::remove_all(fs::path(dir) / "optimize", ec);  // an earlier run's choice must not reach the report
     log_append((fs::path(dir) / log).string(), "not planned (" + unplanned + "): compiling the target's default pipeline");
     return child_run(job.id, dir, {kiln, "compile", "model.onnx", "-o", "model.kiln", "--target", "target.yaml"}, "", log, deadline);
   }
@@ -288,6 +292,24 @@ std::string JobRunner::stage_run(const JobRecord& job, const std::string& stage,
     return "";
   }
   return "unknown stage '" + stage + "'";
+}
+
+std::string JobRunner::measuring_wait(const std::string& id, const std::string& log_path,
+                                      std::chrono::steady_clock::time_point deadline) {
+  bool said = false;
+  while (!measuring_mu_.try_lock()) {
+    if (!said) log_append(log_path, "waiting for another job's measurements to finish");
+    said = true;
+    {
+      std::lock_guard lock(mu_);
+      if (cancelled_.count(id)) return "cancelled";
+    }
+    if (stopping_.load()) return "the server is stopping";
+    if (std::chrono::steady_clock::now() > deadline)
+      return "the job's time limit of " + std::to_string(options_.job_time_limit.count()) + " s was exceeded";
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return "";
 }
 
 // Absolute: the stages run in the job's folder.

@@ -70,6 +70,9 @@ class JobRunner {
                         std::chrono::steady_clock::time_point deadline);
   std::string benchmark_store_path() const;  // DATA_DIR/benchmarks.sqlite, as POST /v1/plan reads it
   std::string optimize_refusal(const std::string& dir, const std::string& db) const;
+  // Takes measuring_mu_, waiting while another job measures; "" once held, else why it gave up
+  // (cancelled, stopping, past the deadline).
+  std::string measuring_wait(const std::string& id, const std::string& log_path, std::chrono::steady_clock::time_point deadline);
 
   JobStore& store_;
   JobRunnerOptions options_;
@@ -82,6 +85,9 @@ class JobRunner {
   std::atomic<int> busy_{0};
   std::map<std::string, int> children_;  // job id → child pid (its process group)
   std::map<std::string, bool> cancelled_;  // job ids cancelled while running
+  // Held while a job's compile stage measures candidates (kiln optimize): two at once on the same
+  // cores would time each other.
+  std::mutex measuring_mu_;
 };
 
 }  // namespace kiln::jobs

@@ -164,7 +164,8 @@ TEST_CASE("kiln optimize takes the model and data files from options over the de
                         "sample.npz --validation-data " + kExample + "sample.npz");
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
-  for (const auto& c : read_json(dir.file("out/report.json")).at("candidates")) {
+  const nlohmann::json report = read_json(dir.file("out/report.json"));
+  for (const auto& c : report.at("candidates")) {
     CHECK(c.at("verification_data").get<std::string>().find("sample.npz") != std::string::npos);
     CHECK(c.at("accuracy_drop").is_number());  // the description's labels entry still applies
   }

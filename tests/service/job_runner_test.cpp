@@ -29,7 +29,8 @@ struct RunnerFixture {
                           "  compile) grep -q crash description.yaml && kill -SEGV $$;\n"
                           "           grep -q hang description.yaml && sleep 60;\n"
                           "           echo plan > model.kiln ;;\n"
-                          "  optimize) mkdir -p optimize && echo chosen-plan > optimize/model.kiln &&\n"
+                          "  optimize) [ -e ../../measuring ] && echo overlap >> ../../overlaps; touch ../../measuring; sleep 0.3;\n"
+                          "            rm ../../measuring; mkdir -p optimize && echo chosen-plan > optimize/model.kiln &&\n"
                           "            echo '{\"candidates\": [{\"name\": \"int8 b8 t1x2\", \"chosen\": true}], '\\\n"
                           "                 '\"chosen\": {\"name\": \"int8 b8 t1x2\"}, \"explanation\": [\"why\"]}' > optimize/report.json ;;\n"
                           "  verify) echo '{}' ;;\n"
@@ -121,12 +122,20 @@ TEST_CASE("job runner: a plannable CPU target is optimized; GPU nodes and an unp
   const std::string gpu = std::string("name: g\nkind: hpc\nscheduler: slurm\ncontainer_runtime: apptainer\nnodes: 1\n") +
                           "node: {cpu: {model: AMD EPYC 9654, cores: 8}, memory_gb: 64, gpus: [{model: H100, count: 1, memory_gb: 80}]}\n";
   const std::string planned = f.submit("name: cloud\n" + app, cloud);
+  const std::string planned_too = f.submit("name: cloud-too\n" + app, cloud);
   const std::string on_gpus = f.submit("name: gpus\n" + app, gpu);
   const std::string unprofiled = f.submit("name: here\n" + app, local);
   JobRunner runner(*f.store, f.options());
   runner.start();
   CHECK(f.wait_final(planned).state == "succeeded");
+  CHECK(f.wait_final(planned_too).state == "succeeded");
   CHECK(f.wait_final(on_gpus).state == "succeeded");
+  // Two workers, two planned jobs: their measuring stages ran one after the other.
+  INFO(file_text(fs::path(job_dir(f.dir.string(), planned)) / "compile.log") + "|" + file_text(fs::path(job_dir(f.dir.string(), planned_too)) / "compile.log"));
+  CHECK_FALSE(fs::exists(f.dir / "overlaps"));
+  CHECK(file_text(fs::path(job_dir(f.dir.string(), planned)) / "compile.log")
+            .append(file_text(fs::path(job_dir(f.dir.string(), planned_too)) / "compile.log"))
+            .find("waiting for another job's measurements to finish") != std::string::npos);
   CHECK(f.wait_final(unprofiled).state == "succeeded");
 
   const fs::path planned_dir = job_dir(f.dir.string(), planned);
