@@ -3,7 +3,6 @@
 #include "perfmodel/plan_features.h"
 #include "perfmodel/cache_file.h"
 #include "perfmodel/predictor_cache.h"
-#include "perfmodel/store.h"
 #include "perfmodel/target_profile.h"
 
 namespace kiln::perf {
@@ -18,17 +17,11 @@ StepPricer predicted_step_prices(const LatencyPredictor& predictor) {
   };
 }
 
-std::optional<LatencyPredictor> local_predictor(const std::string& db, std::string* why) {
+std::optional<LatencyPredictor> local_predictor(const std::string& db) {
   auto profile = target_profile_load(db, "");
-  if (!profile) {
-    if (why) *why = profile.status().message();
-    return std::nullopt;
-  }
+  if (!profile) return std::nullopt;
   auto fitted = predictor_fit_cached(profile->measurements, {}, kiln_cache_dir() + "/predictor");
-  if (!fitted) {
-    if (why) *why = fitted.status().message();
-    return std::nullopt;
-  }
+  if (!fitted) return std::nullopt;
   return std::move(*fitted);
 }
 

@@ -13,8 +13,8 @@ namespace kiln::perf {
 // Prices each step of a plan with `predictor` (kept by reference: it must outlive the pricer).
 StepPricer predicted_step_prices(const LatencyPredictor& predictor);
 
-// This machine's profile in `db` fitted (cached under kiln_cache_dir()), or nullopt with `why`
-// when the store has none (then accuracy control times the layers instead).
-std::optional<LatencyPredictor> local_predictor(const std::string& db, std::string* why);
+// This machine's profile in `db` fitted (cached under kiln_cache_dir()), or nullopt when the
+// store has none or it cannot be fitted (then accuracy control times the layers instead).
+std::optional<LatencyPredictor> local_predictor(const std::string& db);
 
 }  // namespace kiln::perf

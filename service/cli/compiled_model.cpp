@@ -79,7 +79,7 @@ Result<CompiledModel> compile_model(const CompileRequest& request, std::ostream*
     std::optional<perf::LatencyPredictor> local;  // outlives the control that prices with it
     const std::string db = perf::benchmark_store_default_path();
     if (!control.step_prices) {
-      local = perf::local_predictor(db, nullptr);
+      local = perf::local_predictor(db);
       if (local) control.step_prices = perf::predicted_step_prices(*local);
     }
     auto controlled = reduce_precision_within_accuracy(model.graph, request.passes, options, data, control);

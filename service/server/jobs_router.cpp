@@ -237,12 +237,10 @@ HttpResponse job_events(jobs::JobStore& store, const std::string& id, int64_t af
       return poll;
     }
     const jobs::JobRecord& j = **job;
-    auto running = [&](const std::string& stage) {
-      return std::any_of(j.stages.begin(), j.stages.end(), [&](const jobs::StageRecord& s) { return s.name == stage && s.state == "running"; });
-    };
+    const auto running = std::find_if(j.stages.begin(), j.stages.end(), [](const jobs::StageRecord& s) { return s.state == "running"; });
     // The followed stage's last lines come before its "finished" event.
     if (!state->log.stage.empty()) {
-      const bool ended = !running(state->log.stage);
+      const bool ended = running == j.stages.end() || running->name != state->log.stage;
       poll.data += log_events(folder, id, state->log, ended);
       if (ended) state->log = {};
     }
@@ -251,13 +249,11 @@ HttpResponse job_events(jobs::JobStore& store, const std::string& id, int64_t af
       poll.data += text;
       state->last_sent = event_id;
     }
-    if (state->log.stage.empty())
-      for (const jobs::StageRecord& s : j.stages)
-        if (s.state == "running") {
-          state->log.stage = s.name;
-          poll.data += log_events(folder, id, state->log, false);
-        }
-    poll.done = jobs::job_state_is_final((*job)->state);
+    if (state->log.stage.empty() && running != j.stages.end()) {
+      state->log.stage = running->name;
+      poll.data += log_events(folder, id, state->log, false);
+    }
+    poll.done = jobs::job_state_is_final(j.state);
     // A comment now and then, so that a client that went away is noticed by a failing write.
     const auto now = std::chrono::steady_clock::now();
     if (poll.data.empty() && now - state->last_write > std::chrono::seconds(15)) poll.data = ": keep-alive\n\n";
