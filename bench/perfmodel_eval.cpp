@@ -9,6 +9,10 @@
 //                            [--precisions fp32,bf16,int8] [--threads 1,2] [--runs N] [--budget-ms MS] [--window-ms MS]
 //                            [--method auto|roofline|knn] [--neighbours K]   (the fit's choices, to compare)
 //                            [--steps]   (per case, predicted vs measured time per kind of step, where the error is)
+//                            [--canary]  (before each case, re-time three of the profile's own conv sweep points
+//                                         at the case's threads: their time now over their stored time says how
+//                                         far the machine has drifted since it was profiled; reported beside the
+//                                         error and used to split the summary, never to correct the score)
 //                            [--repeat]  (measure every case a second time after the first pass: the share of
 //                                         cases whose two measurements agree within +-10% is this machine's
 //                                         ceiling for any predictor; the prediction is scored on both passes)
@@ -27,9 +31,11 @@
 #include "compilers/ir/shape_inference.h"
 #include "compilers/onnx/import.h"
 #include "kernels/engine.h"
+#include "perfmodel/microbench/kernel_sweep.h"
 #include "perfmodel/plan_features.h"
 #include "perfmodel/precision_compile.h"
 #include "perfmodel/predictor.h"
+#include "perfmodel/store.h"
 #include "perfmodel/target_profile.h"
 
 #ifndef KILN_DEFAULT_MODEL_CACHE
@@ -50,6 +56,7 @@ struct Options {
   std::vector<std::string> precisions = {"fp32", "bf16", "int8"};
   std::vector<int> threads = {1, 2};
   bool steps = false;        // print the per-kind breakdown of each case
+  bool canary = false;       // time the profile's canary points before each case
   // Measure the whole matrix again after the first pass: how often two measurements of the same
   // case minutes apart agree within +-10% is the most any predictor can score on this machine.
   bool repeat = false;
@@ -74,6 +81,10 @@ bool parse(int argc, char** argv, Options& o) {
     const std::string a = argv[i];
     if (a == "--steps") {
       o.steps = true;
+      continue;
+    }
+    if (a == "--canary") {
+      o.canary = true;
       continue;
     }
     if (a == "--repeat") {
@@ -162,6 +173,7 @@ void print_breakdown(Engine& engine, const std::vector<Tensor>& inputs, const st
   struct Kind {
     int steps = 0;
     double predicted = 0, measured = 0;
+    double canary = 0;  // the machine's drift while this case ran (--canary); 0: not timed
   };
   std::map<std::string, Kind> kinds;
   struct Miss {
@@ -200,6 +212,48 @@ void print_breakdown(Engine& engine, const std::vector<Tensor>& inputs, const st
   }
 }
 
+// The machine's drift since it was profiled, per thread count: a few of the profile's own
+// convolution sweep points (one per dtype, 0.5-5 ms, measured quiet), re-timed now. Their time now
+// over their stored time, as a geometric mean: 1.00 is the machine the predictor was fitted on.
+struct Canary {
+  std::vector<perf::BenchPoint> points;
+  std::vector<double> stored_ms;
+};
+
+std::map<int, Canary> canary_points(const perf::TargetProfile& profile, const std::vector<int>& threads) {
+  std::map<std::string, const perf::Measurement*> stored;
+  for (const perf::Measurement& m : profile.measurements)
+    if (m.kind == perf::kKindKernel && m.op == "conv" && m.median_ms >= 0.5 && m.median_ms <= 5 &&
+        m.load_avg <= m.threads + perf::kLoadSlack)
+      stored[perf::measurement_identity(m)] = &m;
+  perf::BenchPlanOptions options;
+  options.threads = threads;
+  std::map<int, Canary> canaries;
+  std::map<std::pair<int, std::string>, bool> taken;  // (threads, dtype)
+  for (perf::BenchPoint& p : perf::sweep_points(profile.target.fingerprint, options, nullptr)) {
+    const auto it = stored.find(perf::measurement_identity(p.record));
+    if (it == stored.end() || taken[{p.record.threads, p.record.dtype}]) continue;
+    taken[{p.record.threads, p.record.dtype}] = true;
+    Canary& c = canaries[p.record.threads];
+    c.stored_ms.push_back(it->second->median_ms);
+    c.points.push_back(std::move(p));
+  }
+  return canaries;
+}
+
+// Geometric mean of now / stored over the canary's points; 0 when none could be timed.
+double canary_ratio(Canary& c) {
+  double log_sum = 0;
+  int n = 0;
+  for (size_t i = 0; i < c.points.size(); ++i) {
+    perf::Measurement m = c.points[i].record;
+    if (!c.points[i].measure(m) || !(m.median_ms > 0)) continue;
+    log_sum += std::log(m.median_ms / c.stored_ms[i]);
+    ++n;
+  }
+  return n ? std::exp(log_sum / n) : 0.0;
+}
+
 std::string percent(double fraction) {
   if (fraction < 0) return "n/a";
   char buf[32];
@@ -222,7 +276,7 @@ int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) {
     std::fprintf(stderr, "usage: kiln_perfmodel_eval [--cache DIR] [--db FILE] [--target ID] [--models a,b] "
-                         "[--batches 1,8,32] [--precisions fp32,bf16,int8] [--threads 1,2] [--runs N] [--budget-ms MS] [--window-ms MS] [--method auto|roofline|knn] [--neighbours K] [--steps] [--repeat]\n");
+                         "[--batches 1,8,32] [--precisions fp32,bf16,int8] [--threads 1,2] [--runs N] [--budget-ms MS] [--window-ms MS] [--method auto|roofline|knn] [--neighbours K] [--steps] [--canary] [--repeat]\n");
     return 2;
   }
   const std::string db = o.db.empty() ? perf::benchmark_store_default_path() : o.db;
@@ -251,6 +305,15 @@ int main(int argc, char** argv) {
     std::printf("%-16s %-5s %3d %6d %8.4fms %10.1f %10.1f %9s %9s %s\n", g.op.c_str(), g.dtype.c_str(), g.threads, g.points,
                 g.params.overhead_ms, g.params.macs_per_ms / 1e6, g.params.bytes_per_ms / 1e6, percent(g.heldout_roofline).c_str(),
                 percent(g.heldout_knn).c_str(), g.use_knn ? "knn" : "roofline");
+  std::map<int, Canary> canaries;
+  if (o.canary) {
+    canaries = canary_points(*profile, o.threads);
+    for (auto& [threads, c] : canaries) {
+      std::printf("canary t%d:", threads);
+      for (const perf::BenchPoint& p : c.points) std::printf(" %s %s", p.record.key.c_str(), p.record.dtype.c_str());
+      std::printf("\n");
+    }
+  }
   std::printf("load average at start %.2f\n\n", load_avg());
 
   std::vector<fs::path> models;
@@ -274,6 +337,7 @@ int main(int argc, char** argv) {
     int64_t batch = 0;
     int threads = 0;
     double predicted = 0, measured = 0;
+    double canary = 0;  // the machine's drift while this case ran (--canary); 0: not timed
   };
   // The same case in another pass's results, or null.
   auto same_case = [](const std::vector<CaseResult>& results, const CaseResult& r) -> const CaseResult* {
@@ -303,18 +367,20 @@ int main(int argc, char** argv) {
             }
             const std::vector<perf::StepFeatures> features = perf::plan_features(*plan, (*engine)->steps(), (*engine)->threads());
             const perf::PlanPrediction p = predictor->predict(features);
+            const double canary = canaries.count(threads) ? canary_ratio(canaries.at(threads)) : 0.0;
             auto measured = measure(**engine, inputs, o);
             if (!measured) {
               std::printf("%-20s run failed: %s\n", path.stem().c_str(), measured.error().message.c_str());
               continue;
             }
             const double err = p.total_ms / measured->median - 1.0;
-            const CaseResult r{path.stem().string(), precision, batch, threads, p.total_ms, measured->median};
+            const CaseResult r{path.stem().string(), precision, batch, threads, p.total_ms, measured->median, canary};
             // The measured spread beside the error: p10 and p90 of the runs relative to their median.
             std::printf("%-20s %5lld %5s %3d %12.3f %12.3f %+7.1f%% %+5.0f..%+4.0f%% %6.2f%s", path.stem().c_str(),
                         static_cast<long long>(batch), precision.c_str(), threads, p.total_ms, measured->median, 100 * err,
                         100 * (measured->p10 / measured->median - 1), 100 * (measured->p90 / measured->median - 1), load_avg(),
                         std::abs(err) <= 0.10 ? "   " : "  *");
+            if (canary > 0) std::printf("  canary x%.2f", canary);
             if (const CaseResult* f = first ? same_case(*first, r) : nullptr)
               std::printf("  first pass %12.3f (%+.1f%%)", f->measured, 100 * (r.measured / f->measured - 1));
             std::printf("\n");
@@ -343,6 +409,18 @@ int main(int argc, char** argv) {
     std::printf("\n%swithin +-10%%: %d of %d cases (%.0f%%); median |error| %.1f%%\n", what, within, cases,
                 100.0 * within / cases, 100 * errors[errors.size() / 2]);
     for (const auto& [g, v] : by_group) std::printf("  %-10s %d of %d\n", g.c_str(), v.first, v.second);
+    // Split by the canary: cases measured while the machine ran as when profiled (canary within
+    // +-5%) against cases measured on a drifted machine. The score above stays the whole table's.
+    int steady = 0, steady_within = 0, drifted = 0, drifted_within = 0;
+    for (const CaseResult& r : results) {
+      if (!(r.canary > 0)) continue;
+      const bool ok = std::abs(r.predicted / r.measured - 1.0) <= 0.10;
+      if (std::abs(r.canary - 1.0) <= 0.05) ++steady, steady_within += ok;
+      else ++drifted, drifted_within += ok;
+    }
+    if (steady + drifted > 0)
+      std::printf("  by canary: machine as profiled (x0.95..x1.05) %d of %d within +-10%%; drifted %d of %d\n", steady_within,
+                  steady, drifted_within, drifted);
   };
 
   const std::vector<CaseResult> first = run_pass(nullptr);
