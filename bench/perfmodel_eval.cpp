@@ -9,8 +9,8 @@
 //                            [--precisions fp32,bf16,int8] [--threads 1,2] [--runs N] [--budget-ms MS] [--window-ms MS]
 //                            [--method auto|roofline|knn] [--neighbours K]   (the fit's choices, to compare)
 //                            [--steps]   (per case, predicted vs measured time per kind of step, where the error is)
-//                            [--canary]  (before each case, re-time three of the profile's own conv sweep points
-//                                         at the case's threads: their time now over their stored time says how
+//                            [--canary]  (before each case, re-time a few of the profile's own sweep points (convs;
+//                                         an Add and a Concat) at the case's threads: time now over stored time says how
 //                                         far the machine has drifted since it was profiled; reported beside the
 //                                         error and used to split the summary, never to correct the score)
 //                            [--repeat]  (measure every case a second time after the first pass: the share of
@@ -26,6 +26,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "compilers/ir/shape_inference.h"
@@ -173,7 +174,6 @@ void print_breakdown(Engine& engine, const std::vector<Tensor>& inputs, const st
   struct Kind {
     int steps = 0;
     double predicted = 0, measured = 0;
-    double canary = 0;  // the machine's drift while this case ran (--canary); 0: not timed
   };
   std::map<std::string, Kind> kinds;
   struct Miss {
@@ -212,46 +212,60 @@ void print_breakdown(Engine& engine, const std::vector<Tensor>& inputs, const st
   }
 }
 
-// The machine's drift since it was profiled, per thread count: a few of the profile's own
-// convolution sweep points (one per dtype, 0.5-5 ms, measured quiet), re-timed now. Their time now
-// over their stored time, as a geometric mean: 1.00 is the machine the predictor was fitted on.
+// The machine's drift since it was profiled, per thread count: a few of the profile's own sweep
+// points, measured quiet, re-timed now; their time now over their stored time, as a geometric
+// mean (1.00: the machine the predictor was fitted on). Two kinds, because a shared VM drifts in
+// two ways: compute (one conv per dtype, 0.5-5 ms) and data movement (an Add and a Concat of
+// 0.02-2 ms, which feel where the two vCPUs sit relative to each other's caches and compute-bound
+// convolutions do not).
 struct Canary {
   std::vector<perf::BenchPoint> points;
   std::vector<double> stored_ms;
+  std::vector<bool> memory;  // an Add/Concat point
+};
+
+struct Drift {
+  double compute = 0, memory = 0;  // 0: not timed
+  bool steady() const { return std::abs(compute - 1.0) <= 0.05 && (memory == 0 || std::abs(memory - 1.0) <= 0.05); }
 };
 
 std::map<int, Canary> canary_points(const perf::TargetProfile& profile, const std::vector<int>& threads) {
+  const auto is_memory = [](const std::string& op) { return op == "add" || op == "concat"; };
   std::map<std::string, const perf::Measurement*> stored;
-  for (const perf::Measurement& m : profile.measurements)
-    if (m.kind == perf::kKindKernel && m.op == "conv" && m.median_ms >= 0.5 && m.median_ms <= 5 &&
-        m.load_avg <= m.threads + perf::kLoadSlack)
+  for (const perf::Measurement& m : profile.measurements) {
+    if (m.kind != perf::kKindKernel || m.load_avg > m.threads + perf::kLoadSlack) continue;
+    if ((m.op == "conv" && m.median_ms >= 0.5 && m.median_ms <= 5) ||
+        (is_memory(m.op) && m.median_ms >= 0.02 && m.median_ms <= 2))
       stored[perf::measurement_identity(m)] = &m;
+  }
   perf::BenchPlanOptions options;
   options.threads = threads;
   std::map<int, Canary> canaries;
-  std::map<std::pair<int, std::string>, bool> taken;  // (threads, dtype)
+  std::map<std::tuple<int, std::string, std::string>, bool> taken;  // (threads, op, dtype)
   for (perf::BenchPoint& p : perf::sweep_points(profile.target.fingerprint, options, nullptr)) {
     const auto it = stored.find(perf::measurement_identity(p.record));
-    if (it == stored.end() || taken[{p.record.threads, p.record.dtype}]) continue;
-    taken[{p.record.threads, p.record.dtype}] = true;
+    if (it == stored.end()) continue;
+    bool& done = taken[{p.record.threads, p.record.op, p.record.dtype}];
+    if (done) continue;
+    done = true;
     Canary& c = canaries[p.record.threads];
     c.stored_ms.push_back(it->second->median_ms);
+    c.memory.push_back(is_memory(p.record.op));
     c.points.push_back(std::move(p));
   }
   return canaries;
 }
 
-// Geometric mean of now / stored over the canary's points; 0 when none could be timed.
-double canary_ratio(Canary& c) {
-  double log_sum = 0;
-  int n = 0;
+Drift canary_drift(Canary& c) {
+  double log_sum[2] = {0, 0};
+  int n[2] = {0, 0};
   for (size_t i = 0; i < c.points.size(); ++i) {
     perf::Measurement m = c.points[i].record;
     if (!c.points[i].measure(m) || !(m.median_ms > 0)) continue;
-    log_sum += std::log(m.median_ms / c.stored_ms[i]);
-    ++n;
+    log_sum[c.memory[i]] += std::log(m.median_ms / c.stored_ms[i]);
+    ++n[c.memory[i]];
   }
-  return n ? std::exp(log_sum / n) : 0.0;
+  return {n[0] ? std::exp(log_sum[0] / n[0]) : 0.0, n[1] ? std::exp(log_sum[1] / n[1]) : 0.0};
 }
 
 std::string percent(double fraction) {
@@ -337,7 +351,7 @@ int main(int argc, char** argv) {
     int64_t batch = 0;
     int threads = 0;
     double predicted = 0, measured = 0;
-    double canary = 0;  // the machine's drift while this case ran (--canary); 0: not timed
+    Drift drift;  // the machine's drift while this case ran (--canary); zeros: not timed
   };
   // The same case in another pass's results, or null.
   auto same_case = [](const std::vector<CaseResult>& results, const CaseResult& r) -> const CaseResult* {
@@ -367,20 +381,20 @@ int main(int argc, char** argv) {
             }
             const std::vector<perf::StepFeatures> features = perf::plan_features(*plan, (*engine)->steps(), (*engine)->threads());
             const perf::PlanPrediction p = predictor->predict(features);
-            const double canary = canaries.count(threads) ? canary_ratio(canaries.at(threads)) : 0.0;
+            const Drift drift = canaries.count(threads) ? canary_drift(canaries.at(threads)) : Drift{};
             auto measured = measure(**engine, inputs, o);
             if (!measured) {
               std::printf("%-20s run failed: %s\n", path.stem().c_str(), measured.error().message.c_str());
               continue;
             }
             const double err = p.total_ms / measured->median - 1.0;
-            const CaseResult r{path.stem().string(), precision, batch, threads, p.total_ms, measured->median, canary};
+            const CaseResult r{path.stem().string(), precision, batch, threads, p.total_ms, measured->median, drift};
             // The measured spread beside the error: p10 and p90 of the runs relative to their median.
             std::printf("%-20s %5lld %5s %3d %12.3f %12.3f %+7.1f%% %+5.0f..%+4.0f%% %6.2f%s", path.stem().c_str(),
                         static_cast<long long>(batch), precision.c_str(), threads, p.total_ms, measured->median, 100 * err,
                         100 * (measured->p10 / measured->median - 1), 100 * (measured->p90 / measured->median - 1), load_avg(),
                         std::abs(err) <= 0.10 ? "   " : "  *");
-            if (canary > 0) std::printf("  canary x%.2f", canary);
+            if (drift.compute > 0) std::printf("  canary x%.2f mem x%.2f", drift.compute, drift.memory);
             if (const CaseResult* f = first ? same_case(*first, r) : nullptr)
               std::printf("  first pass %12.3f (%+.1f%%)", f->measured, 100 * (r.measured / f->measured - 1));
             std::printf("\n");
@@ -413,13 +427,13 @@ int main(int argc, char** argv) {
     // +-5%) against cases measured on a drifted machine. The score above stays the whole table's.
     int steady = 0, steady_within = 0, drifted = 0, drifted_within = 0;
     for (const CaseResult& r : results) {
-      if (!(r.canary > 0)) continue;
+      if (!(r.drift.compute > 0)) continue;
       const bool ok = std::abs(r.predicted / r.measured - 1.0) <= 0.10;
-      if (std::abs(r.canary - 1.0) <= 0.05) ++steady, steady_within += ok;
+      if (r.drift.steady()) ++steady, steady_within += ok;
       else ++drifted, drifted_within += ok;
     }
     if (steady + drifted > 0)
-      std::printf("  by canary: machine as profiled (x0.95..x1.05) %d of %d within +-10%%; drifted %d of %d\n", steady_within,
+      std::printf("  by canary: machine as profiled (both x0.95..x1.05) %d of %d within +-10%%; drifted %d of %d\n", steady_within,
                   steady, drifted_within, drifted);
   };
 
