@@ -13,6 +13,7 @@
 //                                         an Add and a Concat) at the case's threads: time now over stored time says how
 //                                         far the machine has drifted since it was profiled; reported beside the
 //                                         error and used to split the summary, never to correct the score)
+//                            [--predict-only] (print each case's prediction, measure nothing)
 //                            [--repeat]  (measure every case a second time after the first pass: the share of
 //                                         cases whose two measurements agree within +-10% is this machine's
 //                                         ceiling for any predictor; the prediction is scored on both passes)
@@ -58,6 +59,7 @@ struct Options {
   std::vector<int> threads = {1, 2};
   bool steps = false;        // print the per-kind breakdown of each case
   bool canary = false;       // time the profile's canary points before each case
+  bool predict_only = false; // print the predictions, measure nothing (to score two profiles on one run's measurements)
   // Measure the whole matrix again after the first pass: how often two measurements of the same
   // case minutes apart agree within +-10% is the most any predictor can score on this machine.
   bool repeat = false;
@@ -86,6 +88,10 @@ bool parse(int argc, char** argv, Options& o) {
     }
     if (a == "--canary") {
       o.canary = true;
+      continue;
+    }
+    if (a == "--predict-only") {
+      o.predict_only = true;
       continue;
     }
     if (a == "--repeat") {
@@ -226,7 +232,12 @@ struct Canary {
 
 struct Drift {
   double compute = 0, memory = 0;  // 0: not timed
-  bool steady() const { return std::abs(compute - 1.0) <= 0.05 && (memory == 0 || std::abs(memory - 1.0) <= 0.05); }
+  // Within a quarter of the profile's times: one canary shape's own noise is +-10-15% here, while
+  // the two-vCPU slow mode moves data 3x slower.
+  bool steady() const {
+    const auto near = [](double r) { return r == 0 || (r >= 0.8 && r <= 1.25); };
+    return near(compute) && near(memory);
+  }
 };
 
 std::map<int, Canary> canary_points(const perf::TargetProfile& profile, const std::vector<int>& threads) {
@@ -290,7 +301,7 @@ int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) {
     std::fprintf(stderr, "usage: kiln_perfmodel_eval [--cache DIR] [--db FILE] [--target ID] [--models a,b] "
-                         "[--batches 1,8,32] [--precisions fp32,bf16,int8] [--threads 1,2] [--runs N] [--budget-ms MS] [--window-ms MS] [--method auto|roofline|knn] [--neighbours K] [--steps] [--canary] [--repeat]\n");
+                         "[--batches 1,8,32] [--precisions fp32,bf16,int8] [--threads 1,2] [--runs N] [--budget-ms MS] [--window-ms MS] [--method auto|roofline|knn] [--neighbours K] [--steps] [--canary] [--predict-only] [--repeat]\n");
     return 2;
   }
   const std::string db = o.db.empty() ? perf::benchmark_store_default_path() : o.db;
@@ -381,6 +392,11 @@ int main(int argc, char** argv) {
             }
             const std::vector<perf::StepFeatures> features = perf::plan_features(*plan, (*engine)->steps(), (*engine)->threads());
             const perf::PlanPrediction p = predictor->predict(features);
+            if (o.predict_only) {
+              std::printf("%-20s %5lld %5s %3d %12.3f\n", path.stem().c_str(), static_cast<long long>(batch), precision.c_str(), threads,
+                          p.total_ms);
+              continue;
+            }
             const Drift drift = canaries.count(threads) ? canary_drift(canaries.at(threads)) : Drift{};
             auto measured = measure(**engine, inputs, o);
             if (!measured) {
@@ -433,11 +449,12 @@ int main(int argc, char** argv) {
       else ++drifted, drifted_within += ok;
     }
     if (steady + drifted > 0)
-      std::printf("  by canary: machine as profiled (both x0.95..x1.05) %d of %d within +-10%%; drifted %d of %d\n", steady_within,
+      std::printf("  by canary: machine as profiled (both canaries x0.8..x1.25) %d of %d within +-10%%; drifted %d of %d\n", steady_within,
                   steady, drifted_within, drifted);
   };
 
   const std::vector<CaseResult> first = run_pass(nullptr);
+  if (o.predict_only) return 0;
   if (first.empty()) return 1;
   summarize(first, "");
   if (o.repeat) {
