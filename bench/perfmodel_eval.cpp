@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -252,13 +253,10 @@ std::map<int, Canary> canary_points(const perf::TargetProfile& profile, const st
   perf::BenchPlanOptions options;
   options.threads = threads;
   std::map<int, Canary> canaries;
-  std::map<std::tuple<int, std::string, std::string>, bool> taken;  // (threads, op, dtype)
+  std::set<std::tuple<int, std::string, std::string>> taken;  // (threads, op, dtype): one point each
   for (perf::BenchPoint& p : perf::sweep_points(profile.target.fingerprint, options, nullptr)) {
     const auto it = stored.find(perf::measurement_identity(p.record));
-    if (it == stored.end()) continue;
-    bool& done = taken[{p.record.threads, p.record.op, p.record.dtype}];
-    if (done) continue;
-    done = true;
+    if (it == stored.end() || !taken.insert({p.record.threads, p.record.op, p.record.dtype}).second) continue;
     Canary& c = canaries[p.record.threads];
     c.stored_ms.push_back(it->second->median_ms);
     c.memory.push_back(is_memory(p.record.op));
@@ -439,8 +437,8 @@ int main(int argc, char** argv) {
     std::printf("\n%swithin +-10%%: %d of %d cases (%.0f%%); median |error| %.1f%%\n", what, within, cases,
                 100.0 * within / cases, 100 * errors[errors.size() / 2]);
     for (const auto& [g, v] : by_group) std::printf("  %-10s %d of %d\n", g.c_str(), v.first, v.second);
-    // Split by the canary: cases measured while the machine ran as when profiled (canary within
-    // +-5%) against cases measured on a drifted machine. The score above stays the whole table's.
+    // Split by the canary: cases measured while the machine ran as when profiled (Drift::steady)
+    // against cases measured on a drifted machine. The score above stays the whole table's.
     int steady = 0, steady_within = 0, drifted = 0, drifted_within = 0;
     for (const CaseResult& r : results) {
       if (!(r.drift.compute > 0)) continue;

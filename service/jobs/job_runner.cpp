@@ -214,8 +214,11 @@ std::string JobRunner::stage_run(const JobRecord& job, const std::string& stage,
       for (const auto& [file, option] : {std::pair{"calibration.npz", "--calibration-data"}, {"validation.npz", "--validation-data"}})
         if (fs::exists(fs::path(dir) / file, ec)) argv.insert(argv.end(), {option, file});
       if (std::string why = measuring_wait(job.id, (fs::path(dir) / log).string(), deadline); !why.empty()) return why;
-      std::string why = child_run(job.id, dir, argv, "", log, deadline);
-      measuring_mu_.unlock();
+      std::string why;
+      {
+        const std::lock_guard measuring(measuring_mu_, std::adopt_lock);  // taken by measuring_wait
+        why = child_run(job.id, dir, argv, "", log, deadline);
+      }
       if (!why.empty()) return why;
       fs::copy_file(fs::path(dir) / "optimize" / "model.kiln", fs::path(dir) / "model.kiln", fs::copy_options::overwrite_existing, ec);
       return ec ? "cannot copy the chosen model: " + ec.message() : "";
@@ -304,11 +307,16 @@ std::string JobRunner::measuring_wait(const std::string& id, const std::string& 
       std::lock_guard lock(mu_);
       if (cancelled_.count(id)) return "cancelled";
     }
-    if (stopping_.load()) return "the server is stopping";
-    if (std::chrono::steady_clock::now() > deadline)
-      return "the job's time limit of " + std::to_string(options_.job_time_limit.count()) + " s was exceeded";
+    if (std::string why = stop_reason(deadline); !why.empty()) return why;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  return "";
+}
+
+std::string JobRunner::stop_reason(std::chrono::steady_clock::time_point deadline) const {
+  if (stopping_.load()) return "the server is stopping";
+  if (std::chrono::steady_clock::now() > deadline)
+    return "the job's time limit of " + std::to_string(options_.job_time_limit.count()) + " s was exceeded";
   return "";
 }
 
@@ -395,9 +403,7 @@ std::string JobRunner::child_run(const std::string& id, const std::string& dir, 
     const pid_t r = ::waitpid(pid, &status, WNOHANG);
     if (r == pid || r < 0) break;
     if (killed_for.empty()) {
-      if (stopping_.load()) killed_for = "the server is stopping";
-      else if (std::chrono::steady_clock::now() > deadline)
-        killed_for = "the job's time limit of " + std::to_string(options_.job_time_limit.count()) + " s was exceeded";
+      killed_for = stop_reason(deadline);
       if (!killed_for.empty()) ::kill(-pid, SIGKILL);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -73,6 +73,8 @@ class JobRunner {
   // Takes measuring_mu_, waiting while another job measures; "" once held, else why it gave up
   // (cancelled, stopping, past the deadline).
   std::string measuring_wait(const std::string& id, const std::string& log_path, std::chrono::steady_clock::time_point deadline);
+  // Why a running stage must give up now (the server is stopping, the job is past its deadline), or "".
+  std::string stop_reason(std::chrono::steady_clock::time_point deadline) const;
 
   JobStore& store_;
   JobRunnerOptions options_;
