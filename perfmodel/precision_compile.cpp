@@ -14,12 +14,15 @@ std::string precision_dtype(const std::string& precision) {
   return "";
 }
 
-Result<std::vector<std::string>> precision_pipeline(const std::string& precision) {
+Result<std::vector<std::string>> precision_pipeline(const std::string& precision, const std::string& fallback) {
   KILN_REQUIRE(!precision_dtype(precision).empty(), invalid_argument, "unknown precision '", precision,
                "': use fp32, bf16 or int8");
-  return pipeline_parse(precision == "bf16"   ? "default+mixed_precision_bf16"
-                        : precision == "int8" ? "default+quantize_int8"
-                                              : "default");
+  KILN_REQUIRE(fallback == "fp32" || (fallback == "bf16" && precision == "int8"), invalid_argument,
+               "a ", precision, " layer falls back to fp32", precision == "int8" ? " or bf16" : "", ", not '", fallback, "'");
+  return pipeline_parse(precision == "bf16"                          ? "default+mixed_precision_bf16"
+                        : precision == "int8" && fallback == "bf16" ? "default+mixed_precision_bf16+quantize_int8"
+                        : precision == "int8"                       ? "default+quantize_int8"
+                                                                    : "default");
 }
 
 Result<Plan> gpu_plan_compile(Graph graph) {
@@ -30,12 +33,13 @@ Result<Plan> gpu_plan_compile(Graph graph) {
   return graph_to_plan(graph);
 }
 
-Result<Plan> precision_compile(Graph graph, const std::string& precision, const std::vector<std::string>& keep_fp32) {
+Result<Plan> precision_compile(Graph graph, const std::string& precision, const KeptLayers& kept) {
   if (precision == kCudaPlan) return gpu_plan_compile(std::move(graph));
-  KILN_ASSIGN(passes, precision_pipeline(precision));
+  KILN_ASSIGN(passes, precision_pipeline(precision, kept.fallback));
   PassRunOptions options;
   options.check_numerics = false;
-  options.keep_fp32 = keep_fp32;
+  if (kept.in_bf16()) options.int8.keep = kept.layers;  // left bf16 by quantize_int8
+  else options.keep_fp32 = kept.layers;
   CalibrationSet calibration;
   if (precision == "int8") {
     std::mt19937 rng(7);

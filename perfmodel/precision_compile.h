@@ -16,13 +16,22 @@ namespace kiln::perf {
 // "fp32", "bf16", "int8" -> the sweep's dtype names "f32", "bf16", "int8"; empty when unknown.
 std::string precision_dtype(const std::string& precision);
 
-// The pipeline for a precision; an unknown precision is an error naming the known ones.
-Result<std::vector<std::string>> precision_pipeline(const std::string& precision);
+// Layers accuracy control kept out of the reduced precision, and what they run in instead:
+// "fp32", or "bf16" for int8 (the pipeline then runs mixed_precision_bf16 before quantize_int8).
+struct KeptLayers {
+  std::vector<std::string> layers;
+  std::string fallback = "fp32";
+  bool in_bf16() const { return fallback == "bf16"; }
+};
+
+// The pipeline for a precision; an unknown precision is an error naming the known ones, and a
+// bf16 fallback is one for int8 only.
+Result<std::vector<std::string>> precision_pipeline(const std::string& precision, const std::string& fallback = "fp32");
 
 // Runs the precision's pipeline on a shape-inferred graph with concrete shapes and lowers it.
 // kCudaPlan compiles the plan kiln's CUDA engine runs instead (gpu_plan_compile).
-// `keep_fp32`: layers left in float32 by the precision pass (what accuracy control kept).
-Result<Plan> precision_compile(Graph graph, const std::string& precision, const std::vector<std::string>& keep_fp32 = {});
+// `kept`: layers the precision pass leaves in their fallback (what accuracy control kept).
+Result<Plan> precision_compile(Graph graph, const std::string& precision, const KeptLayers& kept = {});
 
 // The plan `kiln compile --device cuda` makes: the CUDA pipeline (cuda_pipeline(): no CPU-only
 // fused ops) in float32. A GPU precision changes the storage width, not the plan, so GPU costs

@@ -300,6 +300,13 @@ std::vector<std::string> sweep_pipeline(const std::string& dtype) {
   return passes;
 }
 
+BenchPoint sweep_point(const SweepShape& shape, const std::string& dtype, int threads, const TimingOptions& timing) {
+  BenchPoint p;
+  p.record = sweep_record(shape, dtype, threads, dtype_element_bytes(dtype));
+  p.measure = [shape, timing](Measurement& out) { return measure_shape(shape, timing, out); };
+  return p;
+}
+
 std::vector<BenchPoint> sweep_points(const TargetFingerprint& fp, const BenchPlanOptions& options,
                                      std::vector<SkippedBenchmark>* skipped) {
   std::vector<std::string> dtypes;
@@ -322,12 +329,7 @@ std::vector<BenchPoint> sweep_points(const TargetFingerprint& fp, const BenchPla
     for (const std::string& dtype : dtypes) {
       if (dtype != "f32" && !sweep_op_has_precisions(shape.op)) continue;
       if (dtype == "f32" && reduced_only) continue;
-      for (int threads : options.threads) {
-        BenchPoint p;
-        p.record = sweep_record(shape, dtype, threads, dtype_element_bytes(dtype));
-        p.measure = [shape, timing](Measurement& out) { return measure_shape(shape, timing, out); };
-        points.push_back(std::move(p));
-      }
+      for (int threads : options.threads) points.push_back(sweep_point(shape, dtype, threads, timing));
     }
   }
   return points;

@@ -40,6 +40,9 @@ Measurement sweep_record(const SweepShape& shape, const std::string& dtype, int 
 // The pipeline a sweep dtype compiles with ("f32", "bf16", "int8"), without fuse_depth_first.
 std::vector<std::string> sweep_pipeline(const std::string& dtype);
 
+// One shape's point at a dtype and thread count, timed as the sweep times it.
+BenchPoint sweep_point(const SweepShape& shape, const std::string& dtype, int threads, const TimingOptions& timing);
+
 // Every (shape, dtype, threads) point of the grid that this CPU runs natively; dtypes it lacks are
 // reported as skipped.
 std::vector<BenchPoint> sweep_points(const TargetFingerprint& fp, const BenchPlanOptions& options,

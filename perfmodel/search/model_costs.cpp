@@ -28,9 +28,9 @@ std::string model_costs_cache_path(const std::string& cache_dir, const std::stri
          std::to_string(kCostsFormatVersion) + ".json";
 }
 
-Result<ModelCosts> model_costs_compute(Graph graph, const std::string& precision, const std::vector<std::string>& keep_fp32) {
+Result<ModelCosts> model_costs_compute(Graph graph, const std::string& precision, const KeptLayers& kept) {
   const auto start = std::chrono::steady_clock::now();
-  KILN_ASSIGN(plan, precision_compile(std::move(graph), precision, keep_fp32));
+  KILN_ASSIGN(plan, precision_compile(std::move(graph), precision, kept));
   // One thread: the kernels are the same at every thread count (threads only split their work).
   KILN_ASSIGN(engine, Engine::create(plan, {1, nullptr}));
   ModelCosts costs;

@@ -14,6 +14,7 @@
 #include "compilers/ir/graph.h"
 #include "kernels/core/status.h"
 #include "perfmodel/plan_features.h"
+#include "perfmodel/precision_compile.h"
 
 namespace kiln::perf {
 
@@ -40,8 +41,8 @@ std::string model_costs_cache_path(const std::string& cache_dir, const std::stri
 // Compiles `graph` (shape-inferred, every dimension bound, batch 1) for `precision` through
 // precision_compile (kCudaPlan: the plan the CUDA engine runs, whose costs the GPU space scales),
 // builds the Engine (not run) and records its features and memory.
-// `keep_fp32`: layers the precision pass leaves in float32 (accuracy control's choice).
-Result<ModelCosts> model_costs_compute(Graph graph, const std::string& precision, const std::vector<std::string>& keep_fp32 = {});
+// `kept`: layers the precision pass leaves in their fallback (accuracy control's choice).
+Result<ModelCosts> model_costs_compute(Graph graph, const std::string& precision, const KeptLayers& kept = {});
 
 // The cached costs, or an error (missing, unreadable, another kiln version: callers recompute).
 Result<ModelCosts> model_costs_read(const std::string& path);

@@ -123,13 +123,15 @@ std::string first_names(const std::vector<std::string>& names, size_t n) {
 // `v.control`: keep the layers an earlier accuracy control kept; `control`: run accuracy control
 // against max_accuracy_drop on the verification data (progress on stderr), its savings priced by
 // `prices` when set (the target's predictor: the same layers on every run, and the target's costs).
+// `fallback`: what the layers accuracy control keeps run in ("fp32", or "bf16" for int8); a
+// verification that kept layers already says.
 Result<CompiledModel> compile_candidate(const std::string& model, const api::ApplicationDescription& app,
                                         const perf::Candidate& c, const Verification& v, bool control,
-                                        const StepPricer& prices, std::string* calibration_note) {
+                                        const std::string& fallback, const StepPricer& prices, std::string* calibration_note) {
   CompileRequest request;
   request.model = model;
   request.dims.batch = c.batch;
-  KILN_ASSIGN(passes, perf::precision_pipeline(c.precision));
+  KILN_ASSIGN(passes, perf::precision_pipeline(c.precision, v.control ? v.control->fallback : control ? fallback : "fp32"));
   request.passes = passes;
   request.keep_reference_plan = true;
   CalibrationCli calibration;
@@ -143,7 +145,8 @@ Result<CompiledModel> compile_candidate(const std::string& model, const api::App
                           "its accuracy on real inputs may differ";
     }
   }
-  if (v.control) calibration.keep_fp32 = v.control->kept;
+  if (v.control && v.control->fallback == "bf16") calibration.keep_bf16 = v.control->kept;
+  else if (v.control) calibration.keep_fp32 = v.control->kept;
   if (control) {
     calibration.max_accuracy_drop = *app.constraints.max_accuracy_drop;
     if (const std::optional<api::Dataset>& set = verification_set(app)) {
@@ -216,7 +219,7 @@ bool accuracy_control_may_help(const api::ApplicationDescription& app, const per
 }
 
 // The costs of `precision` with the layers accuracy control kept, as the planner computes them.
-Result<perf::ModelCosts> kept_layer_costs(const std::string& model, const std::string& precision, const std::vector<std::string>& kept) {
+Result<perf::ModelCosts> kept_layer_costs(const std::string& model, const std::string& precision, const perf::KeptLayers& kept) {
   KILN_ASSIGN(graph, planning::load_graph_at_batch_1(model));
   return perf::model_costs_compute(std::move(graph), precision, kept);
 }
@@ -385,7 +388,7 @@ int run_optimize(const OptimizeOptions& o) {
   std::vector<Trial> trials;
   std::map<std::string, Verification> verified;  // per precision
   const StepPricer target_prices = outcome->predictor ? perf::predicted_step_prices(*outcome->predictor) : StepPricer{};
-  std::string calibration_note;
+  std::string calibration_note, bf16_fallback_note;
   const std::vector<perf::Candidate> picks = planning::candidates_to_try(plan, o.top);
   const auto gpu = std::find_if(plan.candidates.begin(), plan.candidates.end(), [](const perf::Candidate& c) { return c.device == "cuda"; });
   if (gpu != plan.candidates.end() && picks.empty())
@@ -410,7 +413,7 @@ int run_optimize(const OptimizeOptions& o) {
     const perf::Candidate& c = t.candidate;
     std::fprintf(stderr, "[%zu/%zu] %s: compiling", i + 1, picks.size(), c.name().c_str());
     Verification& v = verified[c.precision];
-    auto compiled = compile_candidate(*model_path, *app, c, v, /*control=*/false, {}, &calibration_note);
+    auto compiled = compile_candidate(*model_path, *app, c, v, /*control=*/false, "fp32", {}, &calibration_note);
     if (!compiled) {
       t.error = "compile: " + compiled.error().message;
       std::fprintf(stderr, " failed: %s\n", t.error.c_str());
@@ -422,7 +425,17 @@ int run_optimize(const OptimizeOptions& o) {
       verify(*app, *compiled, v);
       if (accuracy_control_may_help(*app, c, v)) {
         std::fprintf(stderr, ": every layer %s: %s; accuracy control\n", c.precision.c_str(), v.failure.c_str());
-        auto controlled = compile_candidate(*model_path, *app, c, v, /*control=*/true, target_prices, &calibration_note);
+        // int8's kept layers run in bf16 where the plan may use bf16 (the description allows it and the
+        // target has it): faster than fp32 and, on these models, nearly as exact. Should bf16 not be
+        // exact enough for the limit, the layers fall back to fp32 instead.
+        const bool to_bf16 = c.precision == "int8" && outcome->costs.count("bf16") > 0;
+        auto controlled = compile_candidate(*model_path, *app, c, v, /*control=*/true, to_bf16 ? "bf16" : "fp32",
+                                            target_prices, &calibration_note);
+        if (!controlled && to_bf16) {
+          std::fprintf(stderr, "  accuracy control with a bf16 fallback: %s; again with fp32\n", controlled.error().message.c_str());
+          bf16_fallback_note = "int8's layers could not fall back to bf16 (" + controlled.error().message + "): they fall back to fp32.";
+          controlled = compile_candidate(*model_path, *app, c, v, /*control=*/true, "fp32", target_prices, &calibration_note);
+        }
         if (!controlled) {
           v.failure += "; accuracy control: " + controlled.error().message;
         } else {
@@ -430,7 +443,8 @@ int run_optimize(const OptimizeOptions& o) {
           verify(*app, *controlled, again);
           again.every_layer_failure = v.failure;
           again.control = controlled->accuracy_control;
-          if (auto costs = kept_layer_costs(*model_path, c.precision, again.control->kept)) again.kept_costs = std::move(*costs);
+          if (auto costs = kept_layer_costs(*model_path, c.precision, {again.control->kept, again.control->fallback}))
+            again.kept_costs = std::move(*costs);
           else explanation.push_back("The " + c.precision + " candidates are priced with every layer reduced: pricing the kept layers failed: " +
                                      costs.error().message);
           v = std::move(again);
@@ -441,7 +455,7 @@ int run_optimize(const OptimizeOptions& o) {
     }
     if (v.control) t.kept_layers = v.control->kept.size();
     if (v.kept_costs) reprice(*outcome, *v.kept_costs, t);
-    t.passes = join(perf::precision_pipeline(c.precision).value(), ",");
+    t.passes = join(perf::precision_pipeline(c.precision, v.control ? v.control->fallback : "fp32").value(), ",");
     if (v.control && !v.control->kept.empty()) t.passes += " (kept " + v.control->fallback + ": " + join(v.control->kept, ",") + ")";
     if (!v.error.empty()) t.error = v.error;
     else if (!v.failure.empty()) t.blocked_by.push_back(v.failure);
@@ -465,6 +479,7 @@ int run_optimize(const OptimizeOptions& o) {
     trials.push_back(std::move(t));
   }
   if (!calibration_note.empty()) explanation.push_back(calibration_note);
+  if (!bf16_fallback_note.empty()) explanation.push_back(bf16_fallback_note);
   for (const auto& [precision, v] : verified) {
     if (!v.control) continue;
     const AccuracyControlled& k = *v.control;

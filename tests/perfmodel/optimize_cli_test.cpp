@@ -148,6 +148,40 @@ TEST_CASE("kiln optimize puts an int8 that misses max_accuracy_drop through accu
   CHECK(explained);
 }
 
+// Where the description allows bf16 and the CPU has it, int8's kept layers run in bf16 instead of
+// fp32 (the pipeline runs mixed_precision_bf16 before quantize_int8); the layers verified and priced
+// are the ones that run. Without bf16 on this CPU the fallback stays fp32.
+TEST_CASE("kiln optimize keeps int8's sensitive layers in bf16 when bf16 is allowed", "[perfmodel][optimize]") {
+  TempDir dir;
+  write_file(dir.file("app.yaml"), "name: controlled\nmodel: {path: " + kExample + "model.onnx}\n"
+                                   "inputs: {input: {shape: [batch, 1, 28, 28], dtype: float32}}\n"
+                                   "objective: throughput\nconstraints: {max_accuracy_drop: 0.01}\n"
+                                   "optimizations: {batch_sizes: [8], precisions: [fp32, bf16, int8]}\n");
+  const KilnRun r = run_kiln(dir, "optimize " + dir.file("app.yaml") + " --db " + synthetic_store(dir) + " --cache-dir " +
+                                      dir.file("cache") + " --top 3 --no-measure -o " + dir.file("out"));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const bool has_bf16 = fingerprint_dtype_unsupported(fingerprint_local(), "bf16").empty();
+  const nlohmann::json report = read_json(dir.file("out/report.json"));
+  int int8_candidates = 0;
+  for (const auto& c : report.at("candidates")) {
+    if (c.at("precision") != "int8") continue;
+    ++int8_candidates;
+    const nlohmann::json& control = c.at("accuracy_control");
+    REQUIRE(control.is_object());
+    CHECK(control.at("fallback") == (has_bf16 ? "bf16" : "fp32"));
+    CHECK_FALSE(control.at("kept").empty());
+    const std::string passes = c.at("passes").get<std::string>();
+    CHECK(passes.find(has_bf16 ? "(kept bf16: " : "(kept fp32: ") != std::string::npos);
+    CHECK((passes.find("mixed_precision_bf16,quantize_int8") != std::string::npos) == has_bf16);
+    // Priced with its kept layers in their fallback: no faster than every layer int8.
+    CHECK(c.at("predicted_ms").get<double>() >= control.at("every_layer_predicted_ms").get<double>());
+    CHECK(c.at("top1_agreement").get<double>() >= 0.99);
+    CHECK(c.at("passed") == true);
+  }
+  CHECK(int8_candidates >= 1);
+}
+
 // kiln serve's compile stage: the job's uploads replace the description's paths, which point into
 // the submitter's machine.
 TEST_CASE("kiln optimize takes the model and data files from options over the description's paths", "[perfmodel][optimize]") {
