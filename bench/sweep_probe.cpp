@@ -4,7 +4,7 @@
 // had) or the model's context (the same shape alone runs faster than inside the model).
 //
 //   kiln_sweep_probe [--db FILE] [--target ID] --dtype f32|bf16|int8 --threads T SHAPE...
-//   SHAPE: conv:B,CIN,COUT,H,K,S  dwconv:B,C,H,K,S  (H: input height = width; pad K/2)
+//   SHAPE: conv:B,CIN,COUT,H,K,S  dwconv:B,C,H,K,S  add:B,C,H  (H: input height = width; pad K/2)
 //          add a suffix "+plain" (reads plain float32) or "+f32" (reads float32 in its own format)
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +38,8 @@ bool parse_shape(std::string spec, perf::SweepShape& s) {
     s = {perf::SweepOp::conv, v[0], v[1], v[2], v[3], v[3], v[4], v[5], v[4] / 2};
   } else if (op == "dwconv" && v.size() == 5) {
     s = {perf::SweepOp::depthwise_conv, v[0], v[1], v[1], v[2], v[2], v[3], v[4], v[3] / 2};
+  } else if (op == "add" && v.size() == 3) {
+    s = {perf::SweepOp::add, v[0], v[1], v[1], v[2], v[2]};
   } else {
     return false;
   }
@@ -60,7 +62,7 @@ int main(int argc, char** argv) {
     else if (a == "--threads" && has_value) threads = std::atoi(argv[++i]);
     else if (perf::SweepShape s; parse_shape(a, s)) shapes.push_back(s);
     else {
-      std::fprintf(stderr, "kiln_sweep_probe: cannot read '%s'\nusage: kiln_sweep_probe [--db FILE] [--target ID] --dtype f32|bf16|int8 --threads T conv:B,CIN,COUT,H,K,S[+plain|+f32] dwconv:B,C,H,K,S[+plain] ...\n", a.c_str());
+      std::fprintf(stderr, "kiln_sweep_probe: cannot read '%s'\nusage: kiln_sweep_probe [--db FILE] [--target ID] --dtype f32|bf16|int8 --threads T conv:B,CIN,COUT,H,K,S[+plain|+f32] dwconv:B,C,H,K,S[+plain] add:B,C,H ...\n", a.c_str());
       return 2;
     }
   }

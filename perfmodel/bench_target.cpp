@@ -4,11 +4,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <memory>
 
 #include "perfmodel/microbench/bandwidth.h"
 #include "perfmodel/microbench/foreign_load.h"
 #include "perfmodel/microbench/kernel_sweep.h"
 #include "perfmodel/microbench/peak.h"
+#include "perfmodel/microbench/thread_pace.h"
 
 namespace kiln::perf {
 namespace {
@@ -31,6 +34,58 @@ std::string result_text(const Measurement& m) {
   else std::snprintf(buf, sizeof buf, m.median_ms < 0.1 ? "%.4f ms" : "%.3f ms", m.median_ms);
   return buf;
 }
+
+// The CPUs the host takes from multi-thread points (thread_pace.h), probed again when the last
+// probe for that thread count is older than kRepeatSeconds: the slow mode it catches lasts minutes.
+class HostInterference {
+ public:
+  explicit HostInterference(std::ostream* progress) : progress_(progress) {}
+
+  double lost_cpus(int threads) {
+    constexpr double kRepeatSeconds = 15;
+    Probe& p = probes_[threads];
+    const auto now = std::chrono::steady_clock::now();
+    if (p.failed || (p.probe && std::chrono::duration<double>(now - p.at).count() < kRepeatSeconds)) return p.lost;
+    if (!p.probe) {
+      auto created = ThreadPaceProbe::create(threads);
+      if (!created) return fail(p, created.error().message);
+      p.probe = std::make_unique<ThreadPaceProbe>(std::move(*created));
+    }
+    auto pace = p.probe->measure();
+    if (!pace) return fail(p, pace.error().message);
+    p.at = std::chrono::steady_clock::now();
+    const double lost = thread_pace_lost_cpus(*pace);
+    if (progress_ && (lost > 0) != (p.lost > 0)) {
+      char line[256];
+      if (lost > 0)
+        std::snprintf(line, sizeof line,
+                      "kiln: %d threads now run a streaming Add at %.2fx the speed of one thread (%.3f vs %.3f ms): the host "
+                      "is taking bandwidth; %d-thread points measured now count as loaded\n",
+                      threads, pace->speedup(), pace->threads_ms, pace->one_thread_ms, threads);
+      else
+        std::snprintf(line, sizeof line, "kiln: %d threads are faster than one again (%.2fx)\n", threads, pace->speedup());
+      *progress_ << line << std::flush;
+    }
+    p.lost = lost;
+    return lost;
+  }
+
+ private:
+  struct Probe {
+    std::unique_ptr<ThreadPaceProbe> probe;
+    std::chrono::steady_clock::time_point at;
+    double lost = 0;
+    bool failed = false;
+  };
+  // Without a probe the points are measured as before (the foreign-load meter alone), said once.
+  double fail(Probe& p, const std::string& why) {
+    p.failed = true;
+    if (progress_) *progress_ << "kiln: thread pace probe unavailable (" << why << "): multi-thread points are not checked for host interference\n";
+    return 0;
+  }
+  std::ostream* progress_;
+  std::map<int, Probe> probes_;
+};
 
 }  // namespace
 
@@ -76,7 +131,7 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
     if (wants(options, kSectionSweep)) sections.push_back({kSectionSweep, sweep_points(fp, plan, &summary.skipped)});
   }
 
-  KILN_ASSIGN(stored, store.measurement_identities(fp.id));
+  KILN_ASSIGN(stored, store.measurement_identities(fp.id, options.remeasure_loaded));
   if (options.dry_run) {
     for (const Section& section : sections)
       for (const BenchPoint& p : section.points) {
@@ -108,6 +163,7 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
       *options.progress << "kiln: skipping " << s.kind << " " << s.dtype << ": " << s.reason << '\n';
   }
 
+  HostInterference host(options.progress);
   for (Section& section : sections) {
     summary.planned += static_cast<int64_t>(section.points.size());
     std::vector<BenchPoint*> todo;
@@ -117,7 +173,8 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
     }
     if (options.progress && todo.size() < section.points.size())
       *options.progress << "[" << section.name << "] " << section.points.size() - todo.size() << " of "
-                        << section.points.size() << " points already stored for this target (--force re-measures)\n";
+                        << section.points.size() << " points already stored for this target (--force re-measures them; --remeasure-loaded, those "
+                           "measured under load)\n";
     const auto section_start = std::chrono::steady_clock::now();
     for (size_t i = 0; i < todo.size(); ++i) {
       if (options.stop && options.stop->load()) {
@@ -125,10 +182,11 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
         break;
       }
       Measurement m = todo[i]->record;
+      // A device's time (CUDA events) does not depend on the host's cores: a GPU point is never "loaded".
+      const double lost = options.cuda || m.threads < 2 ? 0.0 : host.lost_cpus(m.threads);
       const ForeignLoadMeter foreign;
       Status ok = todo[i]->measure(m);
-      // A device's time (CUDA events) does not depend on the host's cores: a GPU point is never "loaded".
-      m.load_avg = m.threads + (options.cuda ? 0.0 : foreign.busy_cpus().value_or(0.0));
+      m.load_avg = m.threads + (options.cuda ? 0.0 : foreign.busy_cpus().value_or(0.0) + lost);
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - section_start).count();
       const double eta = elapsed / static_cast<double>(i + 1) * static_cast<double>(todo.size() - i - 1);
       std::string line("[");
@@ -139,6 +197,12 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
         KILN_TRY(store.measurement_put(fp.id, run_id, m));
         ++summary.measured;
         line += result_text(m);
+        if (m.load_avg > m.threads + kLoadSlack) {
+          ++summary.loaded;
+          char load[64];
+          std::snprintf(load, sizeof load, " [under load %.1f]", m.load_avg - m.threads);
+          line += load;
+        }
       } else {
         ++summary.failed;
         summary.failures.push_back(ok.message());
@@ -148,6 +212,11 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
     }
     if (summary.interrupted) break;
   }
+  if (options.progress && summary.loaded > 0)
+    *options.progress << "kiln: " << summary.loaded << " of the " << summary.measured
+                      << " points measured were under load (other processes, or the host slowing threads down): the fit "
+                         "leaves them out while enough quiet points remain; run again with --remeasure-loaded when the "
+                         "machine is quiet\n";
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   KILN_TRY(store.run_finish(run_id, summary.interrupted ? "interrupted" : summary.failed ? "failed" : "complete",
                             summary.measured, summary.already_stored));

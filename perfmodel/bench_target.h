@@ -2,6 +2,8 @@
 // the peak, bandwidth and kernel-sweep points, skips those already stored for this fingerprint
 // (unless forced), measures the rest with a progress line each and stores every point as soon as
 // it is measured, so an interrupted run keeps its work and the next run continues where it stopped.
+// Each point records the load it was measured under: other processes' CPUs and, for multi-thread
+// points, CPUs lost to the host (microbench/thread_pace.h); the fit drops loaded points.
 #pragma once
 
 #include <atomic>
@@ -29,6 +31,7 @@ struct BenchTargetOptions {
   const CudaBenchDevice* cuda = nullptr;
   std::vector<DevicePrecision> cuda_precisions;
   bool force = false;             // re-measure points already stored
+  bool remeasure_loaded = false;  // re-measure stored points that were measured under load
   bool dry_run = false;           // list the plan (each point, stored or to measure) without measuring or writing
   std::string options_text;       // recorded with the run
   std::ostream* progress = nullptr;
@@ -42,6 +45,7 @@ struct BenchTargetSummary {
   int64_t measured = 0;        // measured and stored by this run
   int64_t already_stored = 0;  // skipped: stored before (incremental)
   int64_t failed = 0;
+  int64_t loaded = 0;          // of those measured, how many under load (other work, or threads slowed by the host)
   int64_t to_measure = 0;      // dry run: points not stored yet
   bool interrupted = false;
   double seconds = 0;

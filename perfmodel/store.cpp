@@ -341,9 +341,11 @@ Result<std::vector<Measurement>> BenchmarkStore::measurements(const std::string&
   return out;
 }
 
-Result<std::set<std::string>> BenchmarkStore::measurement_identities(const std::string& target_id) {
-  KILN_ASSIGN(s, db_->prepared("SELECT kind, key, dtype, threads FROM measurements WHERE target_id = ?"));
+Result<std::set<std::string>> BenchmarkStore::measurement_identities(const std::string& target_id, bool quiet_only) {
+  KILN_ASSIGN(s, db_->prepared(std::string("SELECT kind, key, dtype, threads FROM measurements WHERE target_id = ?") +
+                               (quiet_only ? " AND load_avg <= threads + ?" : "")));
   s->bind(1, target_id);
+  if (quiet_only) s->bind(2, kLoadSlack);
   std::set<std::string> out;
   int rc;
   while ((rc = s->step()) == SQLITE_ROW) {

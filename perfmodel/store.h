@@ -62,7 +62,8 @@ class BenchmarkStore {
   Status measurement_put(const std::string& target_id, int64_t run_id, const Measurement& m);
   Result<std::vector<Measurement>> measurements(const std::string& target_id);
   // "kind|key|dtype|threads" of every stored measurement of the target (measurement_identity).
-  Result<std::set<std::string>> measurement_identities(const std::string& target_id);
+  // `quiet_only`: leave out points measured under load (load_avg above threads + kLoadSlack).
+  Result<std::set<std::string>> measurement_identities(const std::string& target_id, bool quiet_only = false);
 
   Status skipped_put(const std::string& target_id, const SkippedBenchmark& s);
   Result<std::vector<SkippedBenchmark>> skipped(const std::string& target_id);

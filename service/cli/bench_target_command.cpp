@@ -28,6 +28,7 @@ struct BenchTargetCli {
   std::vector<std::string> only;
   std::vector<int> threads;
   bool force = false;
+  bool remeasure_loaded = false;
   bool dry_run = false;
   std::string export_path;
   std::string import_path;
@@ -62,6 +63,7 @@ std::string options_text(const BenchTargetCli& o) {
         std::to_string(std::max(o.cuda_device, 0)));
   }
   if (o.force) add("--force");
+  if (o.remeasure_loaded) add("--remeasure-loaded");
   return s;
 }
 
@@ -168,6 +170,7 @@ int run_bench_target(const BenchTargetCli& o) {
         std::find(options.cuda_precisions.begin(), options.cuda_precisions.end(), precision) == options.cuda_precisions.end())
       options.cuda_precisions.push_back(precision);
   options.force = o.force;
+  options.remeasure_loaded = o.remeasure_loaded;
   options.dry_run = o.dry_run;
   options.options_text = options_text(o);
   options.progress = &std::cerr;
@@ -185,7 +188,7 @@ int run_bench_target(const BenchTargetCli& o) {
     std::cout << nlohmann::json{{"db", db_path},           {"target", s.fingerprint.id}, {"cpu_model", s.fingerprint.cpu_model},
                                 {"device", perf::fingerprint_is_cuda(s.fingerprint) ? "cuda" : "cpu"},
                                 {"run", s.run_id},         {"planned", s.planned},       {"measured", s.measured},
-                                {"already_stored", s.already_stored}, {"failed", s.failed}, {"to_measure", s.to_measure}, {"dry_run", o.dry_run}, {"failures", s.failures},
+                                {"already_stored", s.already_stored}, {"failed", s.failed}, {"loaded", s.loaded}, {"to_measure", s.to_measure}, {"dry_run", o.dry_run}, {"failures", s.failures},
                                 {"interrupted", s.interrupted}, {"seconds", s.seconds},  {"skipped", skipped}}
                      .dump(2)
               << '\n';
@@ -194,10 +197,10 @@ int run_bench_target(const BenchTargetCli& o) {
                 s.fingerprint.cpu_model.c_str(), static_cast<long long>(s.planned), static_cast<long long>(s.to_measure),
                 static_cast<long long>(s.already_stored), db_path.c_str());
   } else {
-    std::printf("target %s (%s): %lld points planned, %lld measured, %lld already stored, %lld failed in %.1f s; %s\n",
+    std::printf("target %s (%s): %lld points planned, %lld measured (%lld under load), %lld already stored, %lld failed in %.1f s; %s\n",
                 s.fingerprint.id.c_str(), s.fingerprint.cpu_model.c_str(), static_cast<long long>(s.planned),
-                static_cast<long long>(s.measured), static_cast<long long>(s.already_stored), static_cast<long long>(s.failed),
-                s.seconds, db_path.c_str());
+                static_cast<long long>(s.measured), static_cast<long long>(s.loaded), static_cast<long long>(s.already_stored),
+                static_cast<long long>(s.failed), s.seconds, db_path.c_str());
   }
   if (s.interrupted) {
     std::fprintf(stderr, "kiln: interrupted: %lld points stored; run again to continue where it stopped\n",
@@ -221,6 +224,8 @@ void add_bench_target_command(CLI::App& app, CommandRunner& run) {
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--force", o->force, "Re-measure points already stored for this machine (default: skip them)");
+  cmd->add_flag("--remeasure-loaded", o->remeasure_loaded,
+                "Re-measure the stored points that were measured under load (other processes, or the host slowing threads down)");
   cmd->add_flag("--dry-run", o->dry_run, "List the points that would be measured (and those already stored); measure nothing");
   cmd->add_option("--export", o->export_path, "Write every stored target to this JSON profile (does not measure)");
   cmd->add_option("--import", o->import_path, "Read a JSON profile into the store (does not measure)");

@@ -1,5 +1,5 @@
 // `kiln bench-target` end to end: a quick run prints progress and stores its points, a second
-// run measures nothing new, --export then --import moves the profile into another store, --list
+// run measures nothing new (--remeasure-loaded: only what was measured under load), --export then --import moves the profile into another store, --list
 // shows measured targets beside the priors, and bad input gives one clean error; --device cuda
 // on a machine without a usable GPU gives the device's one error line and writes nothing.
 #include <catch2/catch.hpp>
@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+#include <sqlite3.h>
 
 #include "tests/perfmodel/run_kiln.h"
 #include "tests/perfmodel/temp_dir.h"
@@ -29,7 +30,46 @@ nlohmann::json parse(const KilnRun& r) {
   return nlohmann::json::parse(r.out);
 }
 
+// Runs one statement on a store and returns the first column of its first row (0 without rows).
+int64_t sql_int(const std::string& db, const std::string& sql) {
+  sqlite3* handle = nullptr;
+  REQUIRE(sqlite3_open(db.c_str(), &handle) == SQLITE_OK);
+  sqlite3_stmt* stmt = nullptr;
+  REQUIRE(sqlite3_prepare_v2(handle, sql.c_str(), -1, &stmt, nullptr) == SQLITE_OK);
+  const int rc = sqlite3_step(stmt);
+  const int64_t value = rc == SQLITE_ROW ? sqlite3_column_int64(stmt, 0) : 0;
+  CHECK((rc == SQLITE_ROW || rc == SQLITE_DONE));
+  sqlite3_finalize(stmt);
+  sqlite3_close(handle);
+  return value;
+}
+
 }  // namespace
+
+TEST_CASE("kiln bench-target --remeasure-loaded measures again only the points stored as loaded", "[perfmodel][cli]") {
+  TempDir dir;
+  const std::string db = dir.file("a.sqlite");
+  const nlohmann::json first = parse(run_bench_target(dir, "--quick --threads 1 --json --db " + db));
+  // One point as if another process had kept a CPU busy while it ran (the quick run itself may
+  // have met load too: the count comes from the store).
+  sql_int(db, "UPDATE measurements SET load_avg = threads + 3 WHERE key = 'conv k3 s1 16->16 14x14 b1'");
+  const std::string loaded_rows = "SELECT count(*) FROM measurements WHERE load_avg > threads + 0.5";
+  const int64_t loaded = sql_int(db, loaded_rows);
+  REQUIRE(loaded >= 1);
+
+  // A plain re-run keeps them: stored is stored.
+  const nlohmann::json plain = parse(run_bench_target(dir, "--quick --threads 1 --json --db " + db));
+  CHECK(plain["measured"] == 0);
+
+  const KilnRun again = run_bench_target(dir, "--quick --threads 1 --remeasure-loaded --json --db " + db);
+  const nlohmann::json j = parse(again);
+  CHECK(j["measured"] == loaded);
+  CHECK(j["already_stored"] == first["planned"].get<int64_t>() - loaded);
+  CHECK(j["loaded"].get<int64_t>() <= loaded);
+  CHECK_THAT(again.err, Catch::Contains("conv k3 s1 16->16 14x14 b1 f32 t1: "));
+  // The point was measured again by this run, which replaced its row.
+  CHECK(sql_int(db, "SELECT run_id FROM measurements WHERE key = 'conv k3 s1 16->16 14x14 b1'") == j["run"].get<int64_t>());
+}
 
 TEST_CASE("kiln bench-target --quick measures, then skips what is stored, exports and imports", "[perfmodel][cli]") {
   TempDir dir;
