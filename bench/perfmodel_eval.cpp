@@ -12,7 +12,9 @@
 //                            [--canary]  (before each case, re-time a few of the profile's own sweep points (convs;
 //                                         an Add and a Concat) at the case's threads: time now over stored time says how
 //                                         far the machine has drifted since it was profiled; reported beside the
-//                                         error and used to split the summary, never to correct the score)
+//                                         error and used to split the summary, never to correct the score; at
+//                                         two threads also the thread pace: two threads' speed on a streaming
+//                                         Add over one thread's, "pace x0.30" in a shared VM's slow mode)
 //                            [--predict-only] (print each case's prediction, measure nothing)
 //                            [--repeat]  (measure every case a second time after the first pass: the share of
 //                                         cases whose two measurements agree within +-10% is this machine's
@@ -35,6 +37,7 @@
 #include "compilers/onnx/import.h"
 #include "kernels/engine.h"
 #include "perfmodel/microbench/kernel_sweep.h"
+#include "perfmodel/microbench/thread_pace.h"
 #include "perfmodel/plan_features.h"
 #include "perfmodel/precision_compile.h"
 #include "perfmodel/predictor.h"
@@ -233,11 +236,15 @@ struct Canary {
 
 struct Drift {
   double compute = 0, memory = 0;  // 0: not timed
+  // Multi-thread cases: the thread pace probe's speedup (perfmodel/microbench/thread_pace.h), which
+  // needs no stored point (a profile whose multi-thread data points were all flagged has no memory
+  // canary); 0: not timed. Below 0.75 the fit would have counted the machine as loaded.
+  double pace = 0;
   // Within a quarter of the profile's times: one canary shape's own noise is +-10-15% here, while
   // the two-vCPU slow mode moves data 3x slower.
   bool steady() const {
     const auto near = [](double r) { return r == 0 || (r >= 0.8 && r <= 1.25); };
-    return near(compute) && near(memory);
+    return near(compute) && near(memory) && (pace == 0 || pace >= 0.75);
   }
 };
 
@@ -329,7 +336,11 @@ int main(int argc, char** argv) {
                 g.params.overhead_ms, g.params.macs_per_ms / 1e6, g.params.bytes_per_ms / 1e6, percent(g.heldout_roofline).c_str(),
                 percent(g.heldout_knn).c_str(), g.use_knn ? "knn" : "roofline");
   std::map<int, Canary> canaries;
+  std::map<int, perf::ThreadPaceProbe> paces;
   if (o.canary) {
+    for (int threads : o.threads)
+      if (threads > 1)
+        if (auto probe = perf::ThreadPaceProbe::create(threads)) paces.emplace(threads, std::move(*probe));
     canaries = canary_points(*profile, o.threads);
     for (auto& [threads, c] : canaries) {
       std::printf("canary t%d:", threads);
@@ -395,7 +406,9 @@ int main(int argc, char** argv) {
                           p.total_ms);
               continue;
             }
-            const Drift drift = canaries.count(threads) ? canary_drift(canaries.at(threads)) : Drift{};
+            Drift drift = canaries.count(threads) ? canary_drift(canaries.at(threads)) : Drift{};
+            if (auto it = paces.find(threads); it != paces.end())
+              if (auto pace = it->second.measure()) drift.pace = pace->speedup();
             auto measured = measure(**engine, inputs, o);
             if (!measured) {
               std::printf("%-20s run failed: %s\n", path.stem().c_str(), measured.error().message.c_str());
@@ -409,6 +422,7 @@ int main(int argc, char** argv) {
                         100 * (measured->p10 / measured->median - 1), 100 * (measured->p90 / measured->median - 1), load_avg(),
                         std::abs(err) <= 0.10 ? "   " : "  *");
             if (drift.compute > 0) std::printf("  canary x%.2f mem x%.2f", drift.compute, drift.memory);
+            if (drift.pace > 0) std::printf(" pace x%.2f", drift.pace);
             if (const CaseResult* f = first ? same_case(*first, r) : nullptr)
               std::printf("  first pass %12.3f (%+.1f%%)", f->measured, 100 * (r.measured / f->measured - 1));
             std::printf("\n");
@@ -447,7 +461,7 @@ int main(int argc, char** argv) {
       else ++drifted, drifted_within += ok;
     }
     if (steady + drifted > 0)
-      std::printf("  by canary: machine as profiled (both canaries x0.8..x1.25) %d of %d within +-10%%; drifted %d of %d\n", steady_within,
+      std::printf("  by canary: machine as profiled (both canaries x0.8..x1.25, threads at least 0.75x one thread) %d of %d within +-10%%; drifted %d of %d\n", steady_within,
                   steady, drifted_within, drifted);
   };
 

@@ -59,8 +59,8 @@ class HostInterference {
       char line[256];
       if (lost > 0)
         std::snprintf(line, sizeof line,
-                      "kiln: %d threads now run a streaming Add at %.2fx the speed of one thread (%.3f vs %.3f ms): the host "
-                      "is taking bandwidth; %d-thread points measured now count as loaded\n",
+                      "kiln: %d threads now run a streaming Add at %.2fx the speed of one thread (%.3f vs %.3f ms): the host is "
+                      "slowing them down; %d-thread points measured now count as loaded\n",
                       threads, pace->speedup(), pace->threads_ms, pace->one_thread_ms, threads);
       else
         std::snprintf(line, sizeof line, "kiln: %d threads are faster than one again (%.2fx)\n", threads, pace->speedup());

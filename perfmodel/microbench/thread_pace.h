@@ -1,10 +1,11 @@
 // Whether this machine's threads still help each other. A shared VM can fall into a mode where two
-// vCPUs move data far slower together than apart (the Zen 4 VM of 2026-11-27: a streaming Add took
-// 3.3x its profiled time on two threads, longer than on one, for minutes at a time, while /proc/stat
-// showed no other work and no steal): the host took the bandwidth, so the foreign-load meter cannot
-// see it. The probe times one streaming Add (32 x 112 x 112 floats, 4.8 MB with its output) on one
-// thread and on T; T threads slower than one means CPUs lost to the host, counted as foreign load
-// of the multi-thread points measured meanwhile, so the fit drops them as it drops loaded ones.
+// vCPUs handle cached data far slower together than apart (the Zen 4 VM of 2026-11-27: a streaming
+// Add took 3.3x its profiled time on two threads, longer than on one, for minutes at a time, while
+// /proc/stat showed no other work and no steal; data from DRAM and convolutions were unaffected):
+// the host's doing, which the foreign-load meter cannot see. The probe times one streaming Add
+// (32 x 112 x 112 floats, 4.8 MB with its output) on one thread and on T; T threads slower than one
+// means CPUs lost to the host, counted as foreign load of the multi-thread points measured
+// meanwhile, so the fit drops them as it drops loaded ones (docs/benchmark-store.md).
 #pragma once
 
 #include <memory>
