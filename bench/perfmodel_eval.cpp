@@ -325,6 +325,11 @@ int main(int argc, char** argv) {
   std::printf("fit on %d kernel-sweep points (%d measured under load%s) + %d bandwidth points; method %s\n",
               fit.points_used, fit.points_loaded, fit.loaded_kept ? ", kept: all were" : ", dropped", fit.bandwidth_points,
               fit.method.c_str());
+  if (!fit.groups_only_loaded.empty()) {
+    std::printf("groups with every point under load, priced from another thread count:");
+    for (const std::string& g : fit.groups_only_loaded) std::printf(" %s", g.c_str());
+    std::printf("\n");
+  }
   std::printf("held-out sweep points (5-fold): median |error| roofline %.1f%%, roofline+knn %.1f%%, chosen per group %.1f%%; "
               "within 10%%: %.0f%% / %.0f%% / %.0f%%\n",
               100 * fit.heldout_median_roofline, 100 * fit.heldout_median_knn, 100 * fit.heldout_median_chosen,

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <set>
 
 namespace kiln::perf {
 namespace {
@@ -205,8 +207,19 @@ Result<LatencyPredictor> LatencyPredictor::fit(const std::vector<Measurement>& r
   p.summary_.points_loaded = static_cast<int>(kernels.size() - quiet.size());
   // Loaded points are dropped unless that leaves under a third of the sweep: a profile taken
   // entirely on a shared machine is still the best there is, and the summary says so.
-  if (!options.keep_loaded && quiet.size() * 3 >= kernels.size()) kernels = std::move(quiet);
-  else p.summary_.loaded_kept = p.summary_.points_loaded > 0;
+  if (!options.keep_loaded && quiet.size() * 3 >= kernels.size()) {
+    // A group whose every point was loaded is then priced from another thread count or dtype
+    // (kernel_ms): said in the summary, so a plan can tell which figures stand on which points.
+    std::map<std::string, int> loaded_only;
+    std::set<std::string> has_quiet;
+    for (const Measurement& m : quiet) has_quiet.insert(group_key(m.op, m.dtype, m.threads));
+    for (const Measurement& m : kernels)
+      if (!has_quiet.count(group_key(m.op, m.dtype, m.threads))) ++loaded_only[m.op + " " + m.dtype + " t" + std::to_string(m.threads)];
+    for (const auto& [group, n] : loaded_only) p.summary_.groups_only_loaded.push_back(group + " (" + std::to_string(n) + ")");
+    kernels = std::move(quiet);
+  } else {
+    p.summary_.loaded_kept = p.summary_.points_loaded > 0;
+  }
   p.summary_.points_used = static_cast<int>(kernels.size());
   for (const auto& [t, table] : p.bandwidth_) p.summary_.bandwidth_points += static_cast<int>(table.size());
 
@@ -466,6 +479,7 @@ nlohmann::json LatencyPredictor::to_json() const {
                        {"method", s.method}, {"heldout_median", {s.heldout_median_roofline, s.heldout_median_knn, s.heldout_median_chosen}},
                        {"heldout_within10", {s.heldout_within10_roofline, s.heldout_within10_knn, s.heldout_within10_chosen}},
                        {"step_overhead_ms", s.step_overhead_ms}, {"bandwidth_points", s.bandwidth_points},
+                       {"groups_only_loaded", s.groups_only_loaded},
                        {"groups", summary_groups}}}};
 }
 
@@ -508,6 +522,7 @@ Result<LatencyPredictor> LatencyPredictor::from_json(const nlohmann::json& j) {
     f.heldout_within10_roofline = hw.at(0), f.heldout_within10_knn = hw.at(1), f.heldout_within10_chosen = hw.at(2);
     f.step_overhead_ms = s.at("step_overhead_ms").get<double>();
     f.bandwidth_points = s.at("bandwidth_points").get<int>();
+    f.groups_only_loaded = s.at("groups_only_loaded").get<std::vector<std::string>>();
     for (const nlohmann::json& g : s.at("groups"))
       f.groups.push_back({g.at("op").get<std::string>(), g.at("dtype").get<std::string>(), g.at("threads").get<int>(),
                           g.at("points").get<int>(), params(g.at("params")), g.at("heldout_roofline").get<double>(),

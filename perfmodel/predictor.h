@@ -71,6 +71,9 @@ struct FitSummary {
   double step_overhead_ms = 0;  // per step without a sweep counterpart
   int bandwidth_points = 0;
   std::vector<GroupSummary> groups;
+  // Groups whose every point was measured under load and dropped ("add f32 t2 (8)"): priced from
+  // the nearest thread count's (or f32's) group instead.
+  std::vector<std::string> groups_only_loaded;
 };
 
 struct StepPrediction {

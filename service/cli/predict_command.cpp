@@ -52,6 +52,7 @@ nlohmann::json fit_json(const perf::FitSummary& s) {
           {"points_used", s.points_used},
           {"points_loaded", s.points_loaded},
           {"loaded_points_kept", s.loaded_kept},
+          {"groups_only_loaded", s.groups_only_loaded},
           {"bandwidth_points", s.bandwidth_points},
           {"step_overhead_ms", s.step_overhead_ms},
           {"heldout_median_error", s.heldout_median_chosen},
@@ -251,6 +252,12 @@ int run_predict(const PredictOptions& o) {
               profile->target.fingerprint.id.c_str(), profile->target.fingerprint.cpu_model.c_str(), fit.method.c_str(),
               fit.points_used, fit.loaded_kept ? " (all measured under load: noisy)" : "",
               100.0 * fit.heldout_median_chosen);
+  if (!fit.groups_only_loaded.empty()) {
+    std::string groups;
+    for (const std::string& g : fit.groups_only_loaded) groups += (groups.empty() ? "" : ", ") + g;
+    std::printf("  every point of %s was measured under load: priced from another thread count "
+                "(kiln bench-target --remeasure-loaded)\n", groups.c_str());
+  }
   if (o.verbose) {
     std::printf("  %10s  %-16s %-6s %10s %12s  %s\n", "ms", "op", "dtype", "MMACs", "KB", "step (kernel; model)");
     for (size_t i = 0; i < features.size(); ++i) {

@@ -312,6 +312,13 @@ Result<PlanOutcome> plan_application(const PlanInputs& in) {
     cpu_precisions = prior_cpu_precisions(*in.app, *cpu_prior, excluded);
   } else if (!out.profile.target.fingerprint.id.empty()) {
     KILN_ASSIGN(predictor, perf::predictor_fit_cached(out.profile.measurements, {}, root + "/predictor", &out.timings.fit_cached));
+    if (const std::vector<std::string>& only = predictor.summary().groups_only_loaded; !only.empty()) {
+      std::string groups;
+      for (const std::string& g : only) groups += (groups.empty() ? "" : ", ") + g;
+      notes.push_back("Every point of the profile's " + groups + " kernel group" + (only.size() > 1 ? "s" : "") +
+                      " was measured under load: those kernels are priced from another thread count "
+                      "(kiln bench-target --remeasure-loaded measures them again).");
+    }
     out.predictor = std::move(predictor);
     cpu_precisions = perf::plan_precisions(*in.app, out.profile.target.fingerprint, &excluded);
   }

@@ -237,3 +237,31 @@ TEST_CASE("element sizes: a GPU step's f16 moves 2 bytes per element, TF32 4", "
   // A conversion into f16 streams a float32 read and an f16 write: 6 bytes per element (was 5).
   CHECK(conversion_features("f16", 1, 1, 8, 4, 4, 0).bytes == Approx(6.0 * 8 * 4 * 4));
 }
+
+// A shared VM's slow mode can flag a whole group (bench-target's thread pace probe: every
+// two-thread Add of a run); the fit then prices it from the nearest thread count and says so.
+TEST_CASE("a group whose every point was loaded is named in the fit summary and priced from another thread count",
+          "[perfmodel][predictor]") {
+  const RooflineParams add{0.004, 5e6, 25e6};
+  std::vector<Measurement> rows = synthetic_sweep(add, "add", "f32", 1);
+  for (Measurement m : synthetic_sweep(add, "add", "f32", 2)) {
+    m.median_ms *= 3;             // the slow mode: two threads three times slower
+    m.load_avg = m.threads + 1.3; // as the probe flags it
+    rows.push_back(m);
+  }
+  for (const Measurement& m : synthetic_sweep({0.01, 40e6, 15e6}, "conv", "f32", 2)) rows.push_back(m);
+  auto p = LatencyPredictor::fit(rows, {false, 4, "roofline"});
+  REQUIRE(p);
+  const FitSummary& s = p->summary();
+  REQUIRE(s.groups_only_loaded.size() == 1);
+  CHECK(s.groups_only_loaded[0].rfind("add f32 t2 (", 0) == 0);
+  CHECK_FALSE(s.loaded_kept);
+  Measurement two = synthetic_sweep(add, "add", "f32", 2)[10];
+  const StepPrediction priced = p->kernel_ms(two);
+  CHECK(priced.how.rfind("add/f32/t1", 0) == 0);  // not the slow points
+  CHECK(priced.ms < two.median_ms * 1.5);
+  // The summary survives the fit cache.
+  auto cached = LatencyPredictor::from_json(p->to_json());
+  REQUIRE(cached);
+  CHECK(cached->summary().groups_only_loaded == s.groups_only_loaded);
+}
