@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -236,15 +237,15 @@ struct Canary {
 
 struct Drift {
   double compute = 0, memory = 0;  // 0: not timed
-  // Multi-thread cases: the thread pace probe's speedup (perfmodel/microbench/thread_pace.h), which
-  // needs no stored point (a profile whose multi-thread data points were all flagged has no memory
-  // canary); 0: not timed. Below 0.75 the fit would have counted the machine as loaded.
-  double pace = 0;
+  // Multi-thread cases: the thread pace probe (perfmodel/microbench/thread_pace.h), which needs no
+  // stored point (a profile whose multi-thread data points were all flagged has no memory canary).
+  std::optional<perf::ThreadPace> pace;
   // Within a quarter of the profile's times: one canary shape's own noise is +-10-15% here, while
-  // the two-vCPU slow mode moves data 3x slower.
+  // the two-vCPU slow mode moves data 3x slower. The pace by bench-target's own rule: a point
+  // measured now would count as loaded.
   bool steady() const {
     const auto near = [](double r) { return r == 0 || (r >= 0.8 && r <= 1.25); };
-    return near(compute) && near(memory) && (pace == 0 || pace >= 0.75);
+    return near(compute) && near(memory) && (!pace || perf::thread_pace_lost_cpus(*pace) <= perf::kLoadSlack);
   }
 };
 
@@ -413,7 +414,7 @@ int main(int argc, char** argv) {
             }
             Drift drift = canaries.count(threads) ? canary_drift(canaries.at(threads)) : Drift{};
             if (auto it = paces.find(threads); it != paces.end())
-              if (auto pace = it->second.measure()) drift.pace = pace->speedup();
+              if (auto pace = it->second.measure()) drift.pace = *pace;
             auto measured = measure(**engine, inputs, o);
             if (!measured) {
               std::printf("%-20s run failed: %s\n", path.stem().c_str(), measured.error().message.c_str());
@@ -427,7 +428,7 @@ int main(int argc, char** argv) {
                         100 * (measured->p10 / measured->median - 1), 100 * (measured->p90 / measured->median - 1), load_avg(),
                         std::abs(err) <= 0.10 ? "   " : "  *");
             if (drift.compute > 0) std::printf("  canary x%.2f mem x%.2f", drift.compute, drift.memory);
-            if (drift.pace > 0) std::printf(" pace x%.2f", drift.pace);
+            if (drift.pace) std::printf(" pace x%.2f", drift.pace->speedup());
             if (const CaseResult* f = first ? same_case(*first, r) : nullptr)
               std::printf("  first pass %12.3f (%+.1f%%)", f->measured, 100 * (r.measured / f->measured - 1));
             std::printf("\n");
@@ -466,7 +467,7 @@ int main(int argc, char** argv) {
       else ++drifted, drifted_within += ok;
     }
     if (steady + drifted > 0)
-      std::printf("  by canary: machine as profiled (both canaries x0.8..x1.25, threads at least 0.75x one thread) %d of %d within +-10%%; drifted %d of %d\n", steady_within,
+      std::printf("  by canary: machine as profiled (both canaries x0.8..x1.25, threads not slowed to a loaded point's pace) %d of %d within +-10%%; drifted %d of %d\n", steady_within,
                   steady, drifted_within, drifted);
   };
 
