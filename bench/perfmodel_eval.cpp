@@ -15,6 +15,10 @@
 //                                         error and used to split the summary, never to correct the score; at
 //                                         two threads also the thread pace: two threads' speed on a streaming
 //                                         Add over one thread's, "pace x0.30" in a shared VM's slow mode)
+//                            [--settle S] (before each multi-thread case, while the thread pace probe says the
+//                                         host slows threads down, wait for that to end, at most S seconds per case,
+//                                         as kiln bench-target --settle does before its multi-thread points; the wait is
+//                                         printed beside the case, and so is a case measured still slowed)
 //                            [--predict-only] (print each case's prediction, measure nothing)
 //                            [--repeat]  (measure every case a second time after the first pass: the share of
 //                                         cases whose two measurements agree within +-10% is this machine's
@@ -31,6 +35,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -68,6 +73,7 @@ struct Options {
   // Measure the whole matrix again after the first pass: how often two measurements of the same
   // case minutes apart agree within +-10% is the most any predictor can score on this machine.
   bool repeat = false;
+  double settle_s = 0;       // wait at most this long per multi-thread case for the host's slow mode to end
   int runs = 30;             // at most, after warm-up (more while under window_ms)
   double budget_ms = 2000;   // timed runs stop after this (at least 3)
   // Runs continue until they span this much (up to 300 runs): a shared VM's bursts of foreign
@@ -110,6 +116,7 @@ bool parse(int argc, char** argv, Options& o) {
     else if (a == "--target") o.target = v;
     else if (a == "--models") o.models = split(v);
     else if (a == "--precisions") o.precisions = split(v);
+    else if (a == "--settle") o.settle_s = std::max(0.0, std::atof(v.c_str()));
     else if (a == "--runs") o.runs = std::max(3, std::atoi(v.c_str()));
     else if (a == "--budget-ms") o.budget_ms = std::atof(v.c_str());
     else if (a == "--window-ms") o.window_ms = std::atof(v.c_str());
@@ -307,7 +314,7 @@ int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) {
     std::fprintf(stderr, "usage: kiln_perfmodel_eval [--cache DIR] [--db FILE] [--target ID] [--models a,b] "
-                         "[--batches 1,8,32] [--precisions fp32,bf16,int8] [--threads 1,2] [--runs N] [--budget-ms MS] [--window-ms MS] [--method auto|roofline|knn] [--neighbours K] [--steps] [--canary] [--predict-only] [--repeat]\n");
+                         "[--batches 1,8,32] [--precisions fp32,bf16,int8] [--threads 1,2] [--runs N] [--budget-ms MS] [--window-ms MS] [--method auto|roofline|knn] [--neighbours K] [--steps] [--canary] [--settle S] [--predict-only] [--repeat]\n");
     return 2;
   }
   const std::string db = o.db.empty() ? perf::benchmark_store_default_path() : o.db;
@@ -343,10 +350,11 @@ int main(int argc, char** argv) {
                 percent(g.heldout_knn).c_str(), g.use_knn ? "knn" : "roofline");
   std::map<int, Canary> canaries;
   std::map<int, perf::ThreadPaceProbe> paces;
-  if (o.canary) {
+  if (o.canary || o.settle_s > 0)
     for (int threads : o.threads)
       if (threads > 1)
         if (auto probe = perf::ThreadPaceProbe::create(threads)) paces.emplace(threads, std::move(*probe));
+  if (o.canary) {
     canaries = canary_points(*profile, o.threads);
     for (auto& [threads, c] : canaries) {
       std::printf("canary t%d:", threads);
@@ -378,6 +386,8 @@ int main(int argc, char** argv) {
     int threads = 0;
     double predicted = 0, measured = 0;
     Drift drift;  // the machine's drift while this case ran (--canary); zeros: not timed
+    double waited_s = 0;   // --settle: time waited for the host's slow mode to end
+    bool slowed = false;   // --settle: measured while still slowed (the wait ran out)
   };
   // The same case in another pass's results, or null.
   auto same_case = [](const std::vector<CaseResult>& results, const CaseResult& r) -> const CaseResult* {
@@ -412,8 +422,20 @@ int main(int argc, char** argv) {
                           p.total_ms);
               continue;
             }
+            // --settle: wait while the host slows threads down (bench-target's rule: any CPU lost).
+            double waited_s = 0;
+            bool slowed = false;
+            if (auto it = paces.find(threads); o.settle_s > 0 && it != paces.end())
+              for (;;) {
+                auto pace = it->second.measure();
+                slowed = pace && perf::thread_pace_lost_cpus(*pace) > 0;
+                if (!slowed || waited_s >= o.settle_s) break;
+                const double step = std::min(5.0, o.settle_s - waited_s);
+                std::this_thread::sleep_for(std::chrono::duration<double>(step));
+                waited_s += step;
+              }
             Drift drift = canaries.count(threads) ? canary_drift(canaries.at(threads)) : Drift{};
-            if (auto it = paces.find(threads); it != paces.end())
+            if (auto it = paces.find(threads); o.canary && it != paces.end())
               if (auto pace = it->second.measure()) drift.pace = *pace;
             auto measured = measure(**engine, inputs, o);
             if (!measured) {
@@ -421,7 +443,7 @@ int main(int argc, char** argv) {
               continue;
             }
             const double err = p.total_ms / measured->median - 1.0;
-            const CaseResult r{path.stem().string(), precision, batch, threads, p.total_ms, measured->median, drift};
+            const CaseResult r{path.stem().string(), precision, batch, threads, p.total_ms, measured->median, drift, waited_s, slowed};
             // The measured spread beside the error: p10 and p90 of the runs relative to their median.
             std::printf("%-20s %5lld %5s %3d %12.3f %12.3f %+7.1f%% %+5.0f..%+4.0f%% %6.2f%s", path.stem().c_str(),
                         static_cast<long long>(batch), precision.c_str(), threads, p.total_ms, measured->median, 100 * err,
@@ -429,6 +451,7 @@ int main(int argc, char** argv) {
                         std::abs(err) <= 0.10 ? "   " : "  *");
             if (drift.compute > 0) std::printf("  canary x%.2f mem x%.2f", drift.compute, drift.memory);
             if (drift.pace) std::printf(" pace x%.2f", drift.pace->speedup());
+            if (waited_s > 0) std::printf("  waited %.0f s%s", waited_s, slowed ? ", still slowed" : "");
             if (const CaseResult* f = first ? same_case(*first, r) : nullptr)
               std::printf("  first pass %12.3f (%+.1f%%)", f->measured, 100 * (r.measured / f->measured - 1));
             std::printf("\n");
@@ -466,6 +489,16 @@ int main(int argc, char** argv) {
       if (r.drift.steady()) ++steady, steady_within += ok;
       else ++drifted, drifted_within += ok;
     }
+    int waited = 0, slowed = 0, slowed_within = 0;
+    double waited_s = 0;
+    for (const CaseResult& r : results) {
+      waited += r.waited_s > 0;
+      waited_s += r.waited_s;
+      if (r.slowed) ++slowed, slowed_within += std::abs(r.predicted / r.measured - 1.0) <= 0.10;
+    }
+    if (waited > 0)
+      std::printf("  settle: %d cases waited for the host's slow mode to end (%.0f s in all); %d measured still slowed, %d of them within +-10%%\n",
+                  waited, waited_s, slowed, slowed_within);
     if (steady + drifted > 0)
       std::printf("  by canary: machine as profiled (both canaries x0.8..x1.25, threads not slowed to a loaded point's pace) %d of %d within +-10%%; drifted %d of %d\n", steady_within,
                   steady, drifted_within, drifted);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <thread>
 
 #include "perfmodel/microbench/bandwidth.h"
 #include "perfmodel/microbench/foreign_load.h"
@@ -36,16 +37,19 @@ std::string result_text(const Measurement& m) {
 }
 
 // The CPUs the host takes from multi-thread points (thread_pace.h), probed again when the last
-// probe for that thread count is older than kRepeatSeconds: the slow mode it catches lasts minutes.
+// probe for that thread count is older than kRepeatSeconds (the slow mode it catches lasts minutes),
+// or at once when asked for a fresh reading.
 class HostInterference {
  public:
-  explicit HostInterference(std::ostream* progress) : progress_(progress) {}
+  HostInterference(std::ostream* progress, std::function<double(int, bool)> stand_in)
+      : progress_(progress), stand_in_(std::move(stand_in)) {}
 
-  double lost_cpus(int threads) {
+  double lost_cpus(int threads, bool fresh = false) {
+    if (stand_in_) return stand_in_(threads, fresh);
     constexpr double kRepeatSeconds = 15;
     Probe& p = probes_[threads];
     const auto now = std::chrono::steady_clock::now();
-    if (p.failed || (p.probe && std::chrono::duration<double>(now - p.at).count() < kRepeatSeconds)) return p.lost;
+    if (p.failed || (!fresh && p.probe && std::chrono::duration<double>(now - p.at).count() < kRepeatSeconds)) return p.lost;
     if (!p.probe) {
       auto created = ThreadPaceProbe::create(threads);
       if (!created) return fail(p, created.error().message);
@@ -54,14 +58,15 @@ class HostInterference {
     auto pace = p.probe->measure();
     if (!pace) return fail(p, pace.error().message);
     p.at = std::chrono::steady_clock::now();
+    p.speedup = pace->speedup();
     const double lost = thread_pace_lost_cpus(*pace);
     if (progress_ && (lost > 0) != (p.lost > 0)) {
       char line[256];
       if (lost > 0)
         std::snprintf(line, sizeof line,
                       "kiln: %d threads now run a streaming Add at %.2fx the speed of one thread (%.3f vs %.3f ms): the host is "
-                      "slowing them down; %d-thread points measured now count as loaded\n",
-                      threads, pace->speedup(), pace->threads_ms, pace->one_thread_ms, threads);
+                      "slowing them down\n",
+                      threads, pace->speedup(), pace->threads_ms, pace->one_thread_ms);
       else
         std::snprintf(line, sizeof line, "kiln: %d threads are faster than one again (%.2fx)\n", threads, pace->speedup());
       *progress_ << line << std::flush;
@@ -69,12 +74,18 @@ class HostInterference {
     p.lost = lost;
     return lost;
   }
+  // The last probe's speedup of `threads` over one thread (0: none, or a stand-in).
+  double speedup(int threads) const {
+    auto it = probes_.find(threads);
+    return it == probes_.end() ? 0 : it->second.speedup;
+  }
 
  private:
   struct Probe {
     std::unique_ptr<ThreadPaceProbe> probe;
     std::chrono::steady_clock::time_point at;
     double lost = 0;
+    double speedup = 0;
     bool failed = false;
   };
   // Without a probe the points are measured as before (the foreign-load meter alone), said once.
@@ -84,8 +95,16 @@ class HostInterference {
     return 0;
   }
   std::ostream* progress_;
+  std::function<double(int, bool)> stand_in_;
   std::map<int, Probe> probes_;
 };
+
+// Sleeps up to `seconds`, in short steps so that Ctrl-C is not kept waiting.
+void sleep_unless_stopped(double seconds, const std::atomic<bool>* stop) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until && !(stop && stop->load()))
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+}
 
 }  // namespace
 
@@ -163,7 +182,9 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
       *options.progress << "kiln: skipping " << s.kind << " " << s.dtype << ": " << s.reason << '\n';
   }
 
-  HostInterference host(options.progress);
+  HostInterference host(options.progress, options.host_lost_cpus);
+  double settle_left = options.settle_seconds;
+  const auto stopped = [&] { return options.stop && options.stop->load(); };
   for (Section& section : sections) {
     summary.planned += static_cast<int64_t>(section.points.size());
     std::vector<BenchPoint*> todo;
@@ -176,21 +197,19 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
                         << section.points.size() << " points already stored for this target (--force re-measures them; --remeasure-loaded, those "
                            "measured under load)\n";
     const auto section_start = std::chrono::steady_clock::now();
-    for (size_t i = 0; i < todo.size(); ++i) {
-      if (options.stop && options.stop->load()) {
-        summary.interrupted = true;
-        break;
-      }
-      Measurement m = todo[i]->record;
-      // A device's time (CUDA events) does not depend on the host's cores: a GPU point is never "loaded".
-      const double lost = options.cuda || m.threads < 2 ? 0.0 : host.lost_cpus(m.threads);
+    size_t done = 0;
+    // Measures and stores one point; `lost`: CPUs the host took from its threads just before.
+    const auto measure_point = [&](const BenchPoint& point, double lost) -> Status {
+      Measurement m = point.record;
       const ForeignLoadMeter foreign;
-      Status ok = todo[i]->measure(m);
+      Status ok = point.measure(m);
+      // A device's time (CUDA events) does not depend on the host's cores: a GPU point is never "loaded".
       m.load_avg = m.threads + (options.cuda ? 0.0 : foreign.busy_cpus().value_or(0.0) + lost);
+      ++done;
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - section_start).count();
-      const double eta = elapsed / static_cast<double>(i + 1) * static_cast<double>(todo.size() - i - 1);
+      const double eta = elapsed / static_cast<double>(done) * static_cast<double>(todo.size() - done);
       std::string line("[");
-      line.append(section.name).append(" ").append(std::to_string(i + 1)).append("/").append(std::to_string(todo.size()));
+      line.append(section.name).append(" ").append(std::to_string(done)).append("/").append(std::to_string(todo.size()));
       line.append("] ").append(m.key).append(" ").append(m.dtype).append(" t").append(std::to_string(m.threads)).append(": ");
       if (ok) {
         m.measured_at = utc_now();
@@ -209,6 +228,56 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
         line += "failed: " + ok.message();
       }
       if (options.progress) *options.progress << line << " (ETA " << duration_text(eta) << ")\n" << std::flush;
+      return Status::ok();
+    };
+    const auto host_lost = [&](const BenchPoint& point, bool fresh) {
+      return options.cuda || point.record.threads < 2 ? 0.0 : host.lost_cpus(point.record.threads, fresh);
+    };
+    // While the host slows threads down, multi-thread points wait for the end of the section.
+    std::vector<const BenchPoint*> deferred;
+    for (const BenchPoint* point : todo) {
+      if (stopped()) {
+        summary.interrupted = true;
+        break;
+      }
+      const double lost = host_lost(*point, false);
+      if (lost > 0 && settle_left > 0) {
+        if (options.progress && deferred.empty())
+          *options.progress << "kiln: [" << section.name << "] putting " << point->record.threads
+                            << "-thread points off until the host stops slowing threads down; one-thread points go on\n";
+        deferred.push_back(point);
+        continue;
+      }
+      KILN_TRY(measure_point(*point, lost));
+    }
+    if (!deferred.empty() && !summary.interrupted && options.progress)
+      *options.progress << "kiln: [" << section.name << "] " << deferred.size() << " multi-thread points were put off; waiting up to "
+                        << duration_text(settle_left) << " for the host to let threads run at full speed (--settle)\n";
+    summary.deferred += static_cast<int64_t>(deferred.size());
+    for (const BenchPoint* point : deferred) {
+      if (summary.interrupted || stopped()) {
+        summary.interrupted = true;
+        break;
+      }
+      double lost = host_lost(*point, false);
+      double waited = 0;
+      while (lost > 0 && settle_left > 0 && !stopped()) {
+        constexpr double kSettleStep = 5;
+        const double step = std::min(kSettleStep, settle_left);
+        sleep_unless_stopped(step, options.stop);
+        settle_left -= step;
+        waited += step;
+        summary.settle_waited_seconds += step;
+        lost = host_lost(*point, true);
+        if (options.progress && lost > 0 && static_cast<int>(waited) % 30 == 0)
+          *options.progress << "kiln: still slowed down (" << point->record.threads << " threads at " << host.speedup(point->record.threads)
+                            << "x one); " << duration_text(settle_left) << " of waiting left\n" << std::flush;
+      }
+      if (stopped()) {
+        summary.interrupted = true;
+        break;
+      }
+      KILN_TRY(measure_point(*point, lost));
     }
     if (summary.interrupted) break;
   }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -33,6 +34,14 @@ struct BenchTargetOptions {
   bool force = false;             // re-measure points already stored
   bool remeasure_loaded = false;  // re-measure stored points that were measured under load
   bool dry_run = false;           // list the plan (each point, stored or to measure) without measuring or writing
+  // While the host slows multi-thread work down (microbench/thread_pace.h), multi-thread points are
+  // deferred to the end of their section (one-thread points go on meanwhile), and there the run waits
+  // for that mode to end, at most this many seconds in all; points it could not wait out are
+  // measured and flagged as loaded. 0: no deferring, flag at once.
+  double settle_seconds = 120;
+  // Stands in for the thread pace probe when set (tests): CPUs lost to the host at these threads;
+  // `fresh` asks for a new reading rather than one up to 15 s old.
+  std::function<double(int threads, bool fresh)> host_lost_cpus;
   std::string options_text;       // recorded with the run
   std::ostream* progress = nullptr;
   const std::atomic<bool>* stop = nullptr;  // set (by a signal handler) to stop after the current point
@@ -46,6 +55,8 @@ struct BenchTargetSummary {
   int64_t already_stored = 0;  // skipped: stored before (incremental)
   int64_t failed = 0;
   int64_t loaded = 0;          // of those measured, how many under load (other work, or threads slowed by the host)
+  int64_t deferred = 0;        // multi-thread points put off while the host slowed threads down
+  double settle_waited_seconds = 0;  // time spent waiting for that to end
   int64_t to_measure = 0;      // dry run: points not stored yet
   bool interrupted = false;
   double seconds = 0;

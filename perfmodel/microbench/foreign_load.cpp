@@ -39,7 +39,15 @@ std::optional<double> ForeignLoadMeter::busy_cpus() const {
   if (!busy || !start_busy_s_) return std::nullopt;
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   if (wall <= 0) return 0.0;
-  return std::max(0.0, (*busy - *start_busy_s_ - (self_cpu_s() - start_self_s_)) / wall);
+  // /proc/stat counts in ticks, each CPU's may fall on either side of the interval: up to one tick
+  // per CPU is the counter's own noise, not load. Without that slack a single 10 ms tick over a
+  // 2 ms point read as 5 busy CPUs on a 2-CPU machine, and short points were flagged at random.
+  const long ticks = sysconf(_SC_CLK_TCK);
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  const double cpus = static_cast<double>(online > 0 ? online : 1);
+  const double resolution_s = cpus / static_cast<double>(ticks > 0 ? ticks : 100);
+  const double foreign_s = *busy - *start_busy_s_ - (self_cpu_s() - start_self_s_);
+  return std::clamp((foreign_s - resolution_s) / wall, 0.0, cpus);
 }
 
 }  // namespace kiln::perf

@@ -12,8 +12,9 @@ namespace kiln::perf {
 class ForeignLoadMeter {
  public:
   ForeignLoadMeter();  // starts counting
-  // CPUs busy with other work since construction (>= 0, jiffy resolution: ~0.1 over 0.2 s);
-  // nullopt where /proc/stat cannot be read.
+  // CPUs busy with other work since construction, 0 up to the online CPUs. /proc/stat counts
+  // ticks (10 ms), so one tick per CPU is taken as noise: a point shorter than a few ticks reads
+  // as unloaded unless other work filled several ticks; nullopt where /proc/stat cannot be read.
   std::optional<double> busy_cpus() const;
 
  private:

@@ -30,6 +30,7 @@ struct BenchTargetCli {
   bool force = false;
   bool remeasure_loaded = false;
   bool dry_run = false;
+  double settle_seconds = 120;
   std::string export_path;
   std::string import_path;
   bool list = false;
@@ -172,6 +173,7 @@ int run_bench_target(const BenchTargetCli& o) {
   options.force = o.force;
   options.remeasure_loaded = o.remeasure_loaded;
   options.dry_run = o.dry_run;
+  options.settle_seconds = o.settle_seconds;
   options.options_text = options_text(o);
   options.progress = &std::cerr;
   options.stop = &g_stop;
@@ -188,7 +190,7 @@ int run_bench_target(const BenchTargetCli& o) {
     std::cout << nlohmann::json{{"db", db_path},           {"target", s.fingerprint.id}, {"cpu_model", s.fingerprint.cpu_model},
                                 {"device", perf::fingerprint_is_cuda(s.fingerprint) ? "cuda" : "cpu"},
                                 {"run", s.run_id},         {"planned", s.planned},       {"measured", s.measured},
-                                {"already_stored", s.already_stored}, {"failed", s.failed}, {"loaded", s.loaded}, {"to_measure", s.to_measure}, {"dry_run", o.dry_run}, {"failures", s.failures},
+                                {"already_stored", s.already_stored}, {"failed", s.failed}, {"loaded", s.loaded}, {"deferred", s.deferred}, {"settle_waited_seconds", s.settle_waited_seconds}, {"to_measure", s.to_measure}, {"dry_run", o.dry_run}, {"failures", s.failures},
                                 {"interrupted", s.interrupted}, {"seconds", s.seconds},  {"skipped", skipped}}
                      .dump(2)
               << '\n';
@@ -201,6 +203,9 @@ int run_bench_target(const BenchTargetCli& o) {
                 s.fingerprint.id.c_str(), s.fingerprint.cpu_model.c_str(), static_cast<long long>(s.planned),
                 static_cast<long long>(s.measured), static_cast<long long>(s.loaded), static_cast<long long>(s.already_stored),
                 static_cast<long long>(s.failed), s.seconds, db_path.c_str());
+    if (s.deferred > 0)
+      std::printf("%lld multi-thread points were put off while the host slowed threads down (%.0f s spent waiting for it to end)\n",
+                  static_cast<long long>(s.deferred), s.settle_waited_seconds);
   }
   if (s.interrupted) {
     std::fprintf(stderr, "kiln: interrupted: %lld points stored; run again to continue where it stopped\n",
@@ -226,6 +231,10 @@ void add_bench_target_command(CLI::App& app, CommandRunner& run) {
   cmd->add_flag("--force", o->force, "Re-measure points already stored for this machine (default: skip them)");
   cmd->add_flag("--remeasure-loaded", o->remeasure_loaded,
                 "Re-measure the stored points that were measured under load (other processes, or the host slowing threads down)");
+  cmd->add_option("--settle", o->settle_seconds,
+                  "While the host slows multi-thread work down, put those points off and wait at most this many seconds in "
+                  "all for it to end (default 120); 0 measures them at once and flags them as loaded")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--dry-run", o->dry_run, "List the points that would be measured (and those already stored); measure nothing");
   cmd->add_option("--export", o->export_path, "Write every stored target to this JSON profile (does not measure)");
   cmd->add_option("--import", o->import_path, "Read a JSON profile into the store (does not measure)");
