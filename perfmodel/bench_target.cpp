@@ -269,9 +269,12 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
         waited += step;
         summary.settle_waited_seconds += step;
         lost = host_lost(*point, true);
-        if (options.progress && lost > 0 && static_cast<int>(waited) % 30 == 0)
-          *options.progress << "kiln: still slowed down (" << point->record.threads << " threads at " << host.speedup(point->record.threads)
-                            << "x one); " << duration_text(settle_left) << " of waiting left\n" << std::flush;
+        if (options.progress && lost > 0 && static_cast<int>(waited) % 30 == 0) {
+          char line[128];
+          std::snprintf(line, sizeof line, "kiln: still slowed down (%d threads at %.2fx one); %s of waiting left\n",
+                        point->record.threads, host.speedup(point->record.threads), duration_text(settle_left).c_str());
+          *options.progress << line << std::flush;
+        }
       }
       if (stopped()) {
         summary.interrupted = true;

@@ -80,6 +80,30 @@ std::vector<SweepShape> depthwise_candidates() {
   return out;
 }
 
+// Inverted-residual layers with channel counts off the power-of-two grid: multiples of 8 that are
+// not multiples of 16 (and 16 itself), expanded and projected x6 by 1x1 convs, and the depthwise
+// 3x3/5x5 on the expanded channels. oneDNN computes channels in 16-lane blocks, so a 24-channel
+// output costs what 32 do, and thin 1x1 convs run far below the grid's GMAC/s: the power-of-two
+// grid priced such layers 20-60% too cheap (docs/perfmodel-next.md, 2026-11-27).
+std::vector<SweepShape> thin_channel_candidates() {
+  std::vector<SweepShape> out;
+  for (int64_t b : kBatches)
+    for (int64_t c : {16, 24, 40, 56, 72, 88, 104, 120})
+      for (int64_t hw : kSpatial) {
+        const int64_t wide = 6 * c;
+        for (const SweepShape& s : {SweepShape{SweepOp::conv, b, c, wide, hw, hw, 1, 1, 0},
+                                    SweepShape{SweepOp::conv, b, wide, c, hw, hw, 1, 1, 0}})
+          if (in_budget(s)) out.push_back(s);
+        for (int64_t k : {3, 5})
+          for (int64_t stride : {1, 2}) {
+            if (hw == 7 && stride == 2) continue;
+            const SweepShape s{SweepOp::depthwise_conv, b, wide, wide, hw, hw, k, stride, k / 2};
+            if (in_budget(s)) out.push_back(s);
+          }
+      }
+  return out;
+}
+
 std::vector<SweepShape> gemm_candidates() {
   std::vector<SweepShape> out;
   // M up to 4096: MatMuls over pixels or tokens (ConvNeXt's MLPs have M = batch x 56 x 56).
@@ -403,6 +427,10 @@ std::vector<SweepShape> sweep_grid(bool quick) {
   append(sample(concat_affine_candidates(), 24, [](const SweepShape& s) { return std::to_string(s.kernel); }));
   append(sample(depth_first_candidates(), 36, [](const SweepShape& s) {
     return std::to_string(s.expand) + std::to_string(s.project) + "/" + std::to_string(s.stride) + "/" + std::to_string(s.batch);
+  }));
+  // Last, so that a profile taken before them keeps every point and only these are measured.
+  append(sample(thin_channel_candidates(), 48, [](const SweepShape& s) {
+    return sweep_op_name(s.op) + (s.in_c < s.out_c ? "+" : "-") + window_stratum(s);
   }));
   return grid;
 }

@@ -2,6 +2,7 @@
 // the quick grid small; features (MACs, bytes) computed from the shape.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -38,6 +39,18 @@ TEST_CASE("the full grid is deterministic, covers every op and stays in the desi
   CHECK(kernels == std::set<int64_t>{1, 3, 5, 7});
   CHECK(strides == std::set<int64_t>{1, 2});
   CHECK(batches == std::set<int64_t>{1, 8, 32});
+  // Inverted-residual layers off the power-of-two channels: 1x1 expansions and projections x6 with
+  // channels off oneDNN's 16-lane blocks, and depthwise convs on the expanded channels.
+  const auto thin_conv = [&](bool expand) {
+    return std::count_if(a.begin(), a.end(), [&](const SweepShape& s) {
+      return s.op == SweepOp::conv && (s.in_c % 16 || s.out_c % 16) && (expand ? s.out_c == 6 * s.in_c : s.in_c == 6 * s.out_c);
+    });
+  };
+  CHECK(thin_conv(true) > 0);
+  CHECK(thin_conv(false) > 0);
+  CHECK(std::count_if(a.begin(), a.end(), [](const SweepShape& s) {
+          return s.op == SweepOp::depthwise_conv && (s.in_c & (s.in_c - 1)) != 0;  // not a power of two
+        }) > 0);
   CHECK(sweep_grid(true).size() < 12);
 }
 
