@@ -3,7 +3,8 @@
 // (unless forced), measures the rest with a progress line each and stores every point as soon as
 // it is measured, so an interrupted run keeps its work and the next run continues where it stopped.
 // Each point records the load it was measured under: other processes' CPUs and, for multi-thread
-// points, CPUs lost to the host (microbench/thread_pace.h); the fit drops loaded points.
+// points, CPUs lost to the host (microbench/thread_pace.h); the fit drops loaded points. While
+// the host slows threads down, multi-thread points are put off and waited for (settle_seconds).
 #pragma once
 
 #include <atomic>

@@ -36,8 +36,13 @@ std::vector<double> raw_features(const Measurement& m) {
   const auto l = [](double x) { return std::log(std::max(x, 0.0) + 1.0); };
   const double channels_in = m.op == "gemm" ? static_cast<double>(m.k) : static_cast<double>(m.in_c);
   const double channels_out = m.op == "gemm" ? static_cast<double>(m.n) : static_cast<double>(m.out_c);
+  // Lanes wasted on channels short of oneDNN's 16-lane blocks (24 channels compute as 32): such
+  // layers run far below their neighbours in MACs and bytes, and aligned layers must not be priced
+  // from them.
+  const auto waste = [](double c) { return c > 0 ? std::ceil(c / 16.0) * 16.0 / c - 1.0 : 0.0; };
   return {l(m.macs), l(m.bytes), l(static_cast<double>(m.batch)), l(channels_in), l(channels_out),
-          l(static_cast<double>(m.out_h * m.out_w)), static_cast<double>(m.kernel_h), static_cast<double>(m.stride)};
+          l(static_cast<double>(m.out_h * m.out_w)), static_cast<double>(m.kernel_h), static_cast<double>(m.stride),
+          waste(channels_in), waste(channels_out)};
 }
 
 void group_prepare(LatencyPredictor::Group& g, const std::vector<Measurement>& pts, double min_bytes_per_ms) {
