@@ -321,7 +321,18 @@ std::vector<StepFeatures> plan_features(const Plan& plan, const std::vector<Engi
       if (next_plan_step >= plan.steps.size())
         for (const auto& [slot, name] : plan.outputs)
           if (v.numel(slot) > elements) elements = v.numel(slot), converted = slot;
-      if (const Shape shape = v.shape(converted); !shape.empty()) m.batch = shape[0];
+      if (const Shape shape = v.shape(converted); !shape.empty()) {
+        m.batch = shape[0];
+        // A 4-D value leaving a oneDNN format: the reverse of the conversion the sweep's plain-input
+        // convolutions time, priced from those points (the predictor's "convert" groups).
+        if (shape.size() == 4 && converted >= 0 && slot_layout[static_cast<size_t>(converted)].starts_with("onednn:")) {
+          m.in_c = shape[1];
+          m.in_h = shape[2];
+          m.in_w = shape[3];
+          m.dtype = layout_dtype(slot_layout[static_cast<size_t>(converted)]);
+          f.input_conversion = "from layout";
+        }
+      }
       m.bytes = elements * (last_element_bytes + 4.0);
       if (converted >= 0) slot_layout[static_cast<size_t>(converted)] = "plain";
       out.push_back(std::move(f));

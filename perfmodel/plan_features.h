@@ -30,7 +30,8 @@ struct StepFeatures {
   // A oneDNN conv whose input arrives in another format ("layout": plain float32 after a Slice or
   // Transpose, or the model's input) or only in another precision ("precision": float32 NHWC from
   // a Concat into an int8 conv) converts the input (m.in_c x in_h x in_w per sample) inside its
-  // own step. "" when it reads what it computes in, as the sweep's interior points do.
+  // own step. "" when it reads what it computes in, as the sweep's interior points do. A ToPlain
+  // of a 4-D value in a oneDNN format: "from layout" (m.in_c/in_h/in_w and m.dtype: what it reads).
   std::string input_conversion;
   Measurement m;       // kind "kernel"; m.op empty when the sweep has no counterpart
 };

@@ -15,7 +15,7 @@ namespace {
 using nlohmann::json;
 
 // Bumped whenever plan_features or this file's format changes meaning: old files are then missed.
-constexpr int kCostsFormatVersion = 3;  // 2: io_bytes, epilogue_ops (dropped by v1); 3: input_conversion
+constexpr int kCostsFormatVersion = 4;  // 2: io_bytes, epilogue_ops (dropped by v1); 3: input_conversion; 4: ToPlain "from layout"
 constexpr const char* kCostsFormat = "kiln-model-costs";
 
 }  // namespace

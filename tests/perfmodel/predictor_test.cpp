@@ -226,6 +226,16 @@ TEST_CASE("border points fit the conversion and epilogue groups as their time be
   step.input_conversion.clear();
   step.epilogue_ops = 2.0 * elements;  // SiLU on as many outputs (in == out channels here)
   CHECK(p->predict({step}).total_ms == Approx(interior + 1e-6 * elements).epsilon(0.05));
+
+  // A value leaving a oneDNN format (ToPlain) costs what the conversion into it costs, not a stream.
+  StepFeatures to_plain = {};
+  to_plain.op = "ToPlain";
+  to_plain.input_conversion = "from layout";
+  to_plain.m = conversion_features("f32", 1, step.m.batch, step.m.in_c, step.m.in_h, step.m.in_w);
+  to_plain.m.op.clear();
+  const PlanPrediction converted = p->predict({to_plain});
+  CHECK(converted.total_ms == Approx(2e-6 * elements).epsilon(0.05));
+  CHECK(converted.steps[0].how.find("convert") != std::string::npos);
 }
 
 TEST_CASE("element sizes: a GPU step's f16 moves 2 bytes per element, TF32 4", "[perfmodel][predictor]") {
