@@ -380,6 +380,18 @@ std::vector<StepFeatures> plan_features(const Plan& plan, const std::vector<Engi
       m.bytes = f.view ? 0 : generic_bytes(v, s, out_bytes);
       const Shape y = v.shape(output(s));
       m.batch = y.empty() ? 1 : y[0];
+      // A 4-D Transpose that moves the innermost axis (ConvNeXt's NCHW <-> NHWC) is the permutation a
+      // oneDNN reorder does, not a copy of contiguous rows: priced from the "convert" groups.
+      if (const Shape x = v.shape(input(s, 0)); !f.view && s.op == OpKind::Transpose && x.size() == 4 &&
+                                                 attr_at(s.attrs, "perm", 3, 3) != 3) {
+        const bool to_channels_last = attr_at(s.attrs, "perm", 3, 3) == 1;  // (0,2,3,1): x is NCHW
+        m.batch = x[0];
+        m.in_c = to_channels_last ? x[1] : x[3];
+        m.in_h = to_channels_last ? x[2] : x[1];
+        m.in_w = to_channels_last ? x[3] : x[2];
+        m.dtype = layout_dtype(slot_layout[static_cast<size_t>(input(s, 0))]);
+        f.input_conversion = "transpose";
+      }
     }
     last_element_bytes = out_bytes;
     for (int slot : s.outputs)

@@ -31,7 +31,8 @@ struct StepFeatures {
   // Transpose, or the model's input) or only in another precision ("precision": float32 NHWC from
   // a Concat into an int8 conv) converts the input (m.in_c x in_h x in_w per sample) inside its
   // own step. "" when it reads what it computes in, as the sweep's interior points do. A ToPlain
-  // of a 4-D value in a oneDNN format: "from layout" (m.in_c/in_h/in_w and m.dtype: what it reads).
+  // of a 4-D value in a oneDNN format: "from layout"; a 4-D Transpose that moves the innermost axis:
+  // "transpose" (both: m.in_c/in_h/in_w as NCHW and m.dtype, what it reads; priced as a conversion).
   std::string input_conversion;
   Measurement m;       // kind "kernel"; m.op empty when the sweep has no counterpart
 };

@@ -13,6 +13,7 @@
 #include "kernels/engine.h"
 #include "perfmodel/microbench/kernel_sweep.h"
 #include "perfmodel/plan_features.h"
+#include "tests/support/plan_builder.h"
 
 using namespace kiln;
 using namespace kiln::perf;
@@ -182,4 +183,26 @@ TEST_CASE("plan features of fused blocks: ConcatAffine and a depth-first block i
     CHECK(s.m.bytes == Approx(sweep_bytes(block, 4)));
     CHECK(s.epilogue_ops == 0);  // ReLU costs nothing beside the kernel
   }
+}
+
+TEST_CASE("a Transpose that moves the innermost axis carries its NCHW dims, to be priced as a conversion",
+          "[perfmodel][predictor]") {
+  // ConvNeXt's permutes: NCHW -> NHWC and back; ShuffleNet's channel shuffle keeps rows whole.
+  const auto transpose_features = [](const Shape& shape, std::vector<int64_t> perm) {
+    kiln::testing::Builder b;
+    const int x = b.input(shape);
+    b.output(b.op(OpKind::Transpose, kiln::testing::attrs({{"perm", perm}}), {x}));
+    for (const StepFeatures& f : features_of(b.plan))
+      if (f.op == "Transpose") return f;
+    FAIL("no Transpose step");
+    return StepFeatures{};
+  };
+  const StepFeatures to_nhwc = transpose_features({2, 24, 7, 5}, {0, 2, 3, 1});
+  CHECK(to_nhwc.input_conversion == "transpose");
+  CHECK((to_nhwc.m.batch == 2 && to_nhwc.m.in_c == 24 && to_nhwc.m.in_h == 7 && to_nhwc.m.in_w == 5));
+  CHECK(to_nhwc.m.dtype == "f32");
+  const StepFeatures to_nchw = transpose_features({2, 7, 5, 24}, {0, 3, 1, 2});
+  CHECK(to_nchw.input_conversion == "transpose");
+  CHECK((to_nchw.m.batch == 2 && to_nchw.m.in_c == 24 && to_nchw.m.in_h == 7 && to_nchw.m.in_w == 5));
+  CHECK(transpose_features({2, 2, 12, 7, 7}, {0, 2, 1, 3, 4}).input_conversion.empty());  // a stream of rows
 }

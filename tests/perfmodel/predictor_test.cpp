@@ -236,6 +236,9 @@ TEST_CASE("border points fit the conversion and epilogue groups as their time be
   const PlanPrediction converted = p->predict({to_plain});
   CHECK(converted.total_ms == Approx(2e-6 * elements).epsilon(0.05));
   CHECK(converted.steps[0].how.find("convert") != std::string::npos);
+  to_plain.op = "Transpose";  // NCHW <-> NHWC: the same permutation
+  to_plain.input_conversion = "transpose";
+  CHECK(p->predict({to_plain}).total_ms == Approx(converted.total_ms));
 }
 
 TEST_CASE("element sizes: a GPU step's f16 moves 2 bytes per element, TF32 4", "[perfmodel][predictor]") {
