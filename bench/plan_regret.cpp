@@ -246,7 +246,7 @@ int main(int argc, char** argv) {
       // kiln optimize: measure the candidates to try again, choose on those measurements.
       const Measured* optimize_pick = nullptr;
       const Measured* optimize_measured = nullptr;
-      for (const perf::Candidate& k : planning::candidates_to_try(outcome->result, o.top)) {
+      for (const perf::Candidate& k : planning::candidates_to_try(outcome->result, o.top, app.objective)) {
         const Measured* config = in_space(k.precision, k.batch, k.threads);
         if (!config) continue;
         auto [it, fresh] = remeasured.try_emplace(config->name(), *config);

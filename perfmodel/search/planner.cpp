@@ -205,6 +205,8 @@ std::string Candidate::name() const {
   return precision + " b" + std::to_string(batch) + " t" + std::to_string(threads) + "x" + std::to_string(instances);
 }
 
+bool candidate_better(api::Objective objective, const Candidate& a, const Candidate& b) { return better(objective, a, b); }
+
 std::vector<std::string> plan_precisions(const api::ApplicationDescription& app, const TargetFingerprint& target,
                                          std::vector<ExcludedChoice>* excluded) {
   std::vector<api::Precision> wanted = app.optimizations.precisions;

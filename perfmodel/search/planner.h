@@ -115,6 +115,9 @@ struct PlanSpace {
   std::vector<ModelRun> runs;   // earlier whole-model measurements on this device
 };
 
+// True when `a` is better than `b` for the objective, as the plan ranks its feasible candidates.
+bool candidate_better(api::Objective objective, const Candidate& a, const Candidate& b);
+
 // Adds to `c.blocked_by` (and `c.violation`) each constraint its predicted figures miss.
 void candidate_check_constraints(const api::Constraints& k, const PlanTarget& target, const PlanSpace& space, Candidate& c);
 

@@ -389,7 +389,7 @@ int run_optimize(const OptimizeOptions& o) {
   std::map<std::string, Verification> verified;  // per precision
   const StepPricer target_prices = outcome->predictor ? perf::predicted_step_prices(*outcome->predictor) : StepPricer{};
   std::string calibration_note, bf16_fallback_note;
-  const std::vector<perf::Candidate> picks = planning::candidates_to_try(plan, o.top);
+  const std::vector<perf::Candidate> picks = planning::candidates_to_try(plan, o.top, app->objective);
   const auto gpu = std::find_if(plan.candidates.begin(), plan.candidates.end(), [](const perf::Candidate& c) { return c.device == "cuda"; });
   if (gpu != plan.candidates.end() && picks.empty())
     return report_error("every candidate of this target runs on its GPUs (best planned: " + gpu->name() +

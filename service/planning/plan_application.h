@@ -76,8 +76,11 @@ nlohmann::json plan_json(const PlanInputs& inputs, const PlanOutcome& outcome);
 
 // The candidates kiln optimize compiles, verifies and (on this machine) measures: the top `top`
 // CPU candidates in plan order, plus the best one of each precision not among them (fp32 is the
-// fallback when a reduced precision loses too much accuracy). GPU candidates need the GPU to run them.
-std::vector<perf::Candidate> candidates_to_try(const perf::PlanResult& result, int top);
+// fallback when a reduced precision loses too much accuracy), plus up to two near misses: predicted
+// to break a constraint by at most kNearMissViolation (within the predictor's error) and to beat
+// the plan's choice on `objective` if they meet it when measured. GPU candidates need the GPU.
+inline constexpr double kNearMissViolation = 0.10;
+std::vector<perf::Candidate> candidates_to_try(const perf::PlanResult& result, int top, api::Objective objective);
 
 // One candidate as plan.json and report.json list it.
 nlohmann::json candidate_json(const perf::Candidate& c, bool chosen);
