@@ -278,3 +278,25 @@ TEST_CASE("a group whose every point was loaded is named in the fit summary and 
   REQUIRE(cached);
   CHECK(cached->summary().groups_only_loaded == s.groups_only_loaded);
 }
+
+TEST_CASE("T threads are never priced below 1/T of one thread's price", "[perfmodel][predictor]") {
+  // A two-thread group fitted 4x faster than one thread (differences of noisy times can do that):
+  // two threads are priced at half the one-thread time, the most two threads can save.
+  std::vector<Measurement> rows = synthetic_sweep({0.0, 40e6, 15e6}, "conv", "f32", 1);
+  for (const Measurement& m : synthetic_sweep({0.0, 160e6, 60e6}, "conv", "f32", 2)) rows.push_back(m);
+  auto p = LatencyPredictor::fit(rows, {false, 4, "roofline"});
+  REQUIRE(p);
+  StepFeatures one = {};
+  one.m = synthetic_sweep({0.0, 40e6, 15e6}, "conv", "f32", 1)[20];
+  StepFeatures two = one;
+  two.m.threads = 2;
+  const PlanPrediction single = p->predict({one}), pair = p->predict({two});
+  CHECK(pair.total_ms == Approx(single.total_ms / 2));
+  CHECK(pair.steps[0].how.find("floor: one thread's price / threads") != std::string::npos);
+  // A two-thread group at 1.6x stands as fitted.
+  std::vector<Measurement> sane = synthetic_sweep({0.0, 40e6, 15e6}, "conv", "f32", 1);
+  for (const Measurement& m : synthetic_sweep({0.0, 64e6, 24e6}, "conv", "f32", 2)) sane.push_back(m);
+  auto q = LatencyPredictor::fit(sane, {false, 4, "roofline"});
+  REQUIRE(q);
+  CHECK(q->predict({two}).total_ms == Approx(q->predict({one}).total_ms / 1.6).epsilon(0.02));
+}
