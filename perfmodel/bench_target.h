@@ -38,7 +38,8 @@ struct BenchTargetOptions {
   // While the host slows multi-thread work down (microbench/thread_pace.h), multi-thread points are
   // deferred to the end of their section (one-thread points go on meanwhile), and there the run waits
   // for that mode to end, at most this many seconds in all; points it could not wait out are
-  // measured and flagged as loaded. 0: no deferring, flag at once.
+  // measured and flagged as loaded. 0: no deferring, flag at once (the CLI's default with --quick:
+  // under a parallel test run the other CPU is busy for minutes, and a quick run takes seconds).
   double settle_seconds = 120;
   // Stands in for the thread pace probe when set (tests): CPUs lost to the host at these threads;
   // `fresh` asks for a new reading rather than one up to 15 s old.

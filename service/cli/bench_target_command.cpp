@@ -30,7 +30,7 @@ struct BenchTargetCli {
   bool force = false;
   bool remeasure_loaded = false;
   bool dry_run = false;
-  double settle_seconds = 120;
+  double settle_seconds = -1;  // not given: 120 s, or none with --quick
   std::string export_path;
   std::string import_path;
   bool list = false;
@@ -173,7 +173,8 @@ int run_bench_target(const BenchTargetCli& o) {
   options.force = o.force;
   options.remeasure_loaded = o.remeasure_loaded;
   options.dry_run = o.dry_run;
-  options.settle_seconds = o.settle_seconds;
+  // A quick run takes seconds (tests, smoke checks): waiting minutes for the host would dwarf it.
+  options.settle_seconds = o.settle_seconds >= 0 ? o.settle_seconds : o.quick ? 0.0 : 120.0;
   options.options_text = options_text(o);
   options.progress = &std::cerr;
   options.stop = &g_stop;
@@ -233,7 +234,7 @@ void add_bench_target_command(CLI::App& app, CommandRunner& run) {
                 "Re-measure the stored points that were measured under load (other processes, or the host slowing threads down)");
   cmd->add_option("--settle", o->settle_seconds,
                   "While the host slows multi-thread work down, put those points off and wait at most this many seconds in "
-                  "all for it to end (default 120); 0 measures them at once and flags them as loaded")
+                  "all for it to end (default 120, with --quick 0); 0 measures them at once and flags them as loaded")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--dry-run", o->dry_run, "List the points that would be measured (and those already stored); measure nothing");
   cmd->add_option("--export", o->export_path, "Write every stored target to this JSON profile (does not measure)");

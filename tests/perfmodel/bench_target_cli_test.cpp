@@ -71,6 +71,16 @@ TEST_CASE("kiln bench-target --remeasure-loaded measures again only the points s
   CHECK(sql_int(db, "SELECT run_id FROM measurements WHERE key = 'conv k3 s1 16->16 14x14 b1'") == j["run"].get<int64_t>());
 }
 
+TEST_CASE("kiln bench-target --quick neither puts two-thread points off nor waits for the host", "[perfmodel][cli]") {
+  // A quick run takes seconds: under a parallel test run the other CPU is busy for minutes, and
+  // waiting for it (the full run's --settle 120) would make it take minutes. Flagging is enough.
+  TempDir dir;
+  const nlohmann::json j = parse(run_bench_target(dir, "--quick --only sweep --threads 1,2 --json --db " + dir.file("q.sqlite")));
+  CHECK(j["measured"] == j["planned"]);
+  CHECK(j["deferred"] == 0);
+  CHECK(j["settle_waited_seconds"] == 0);
+}
+
 TEST_CASE("kiln bench-target --quick measures, then skips what is stored, exports and imports", "[perfmodel][cli]") {
   TempDir dir;
   const std::string db = dir.file("a.sqlite");
