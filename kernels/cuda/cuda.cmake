@@ -12,6 +12,7 @@ add_library(kiln_cuda_device OBJECT
   cuda/layer_norm.cu
   cuda/elementwise_chain.cu
   cuda/copy.cu
+  cuda/depthwise_conv.cu
 )
 target_include_directories(kiln_cuda_device PRIVATE ${PROJECT_SOURCE_DIR})
 set_target_properties(kiln_cuda_device PROPERTIES POSITION_INDEPENDENT_CODE ON CUDA_VISIBILITY_PRESET hidden
@@ -26,6 +27,7 @@ add_library(kiln_cuda MODULE
   cuda/cuda_status.cpp
   cuda/device_buffer.cpp
   cuda/conv.cpp
+  cuda/depthwise_conv_op.cpp
   cuda/gemm.cpp
   cuda/pool_op.cpp
   cuda/softmax_op.cpp

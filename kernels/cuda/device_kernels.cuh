@@ -1,4 +1,5 @@
-// Launchers for kiln's own CUDA kernels (elementwise.cu, elementwise_chain.cu, pool.cu, softmax.cu, layer_norm.cu, copy.cu). Plain types only:
+// Launchers for kiln's own CUDA kernels (elementwise.cu, elementwise_chain.cu, pool.cu, softmax.cu, layer_norm.cu, copy.cu,
+// depthwise_conv.cu). Plain types only:
 // this header is read by nvcc and by the C++ side, so it includes no kiln header. Every launcher
 // enqueues on `stream` and returns the launch's error (cudaSuccess when nothing went wrong).
 #pragma once
@@ -9,6 +10,7 @@
 
 #include "kernels/cuda/broadcast_shape.h"  // BroadcastShape
 #include "kernels/cuda/pool_window.h"      // Pool2d
+#include "kernels/cuda/depthwise_window.h" // Depthwise2d
 #include "kernels/cuda/strided_view.h"     // StridedView
 #include "kernels/cuda/activation_math.h"  // ActivationParams
 
@@ -76,6 +78,11 @@ struct DeviceChain {
 // y[i] = the chain's last register on element i of x (n elements); operands[k] is input k + 1.
 cudaError_t launch_elementwise_chain(FloatType type, const DeviceChain& chain, const void* x, const void* const* operands, void* y,
                                      int64_t n, cudaStream_t stream);
+
+// Depthwise 2-D convolution over NCHW (depthwise_window.h): y = act(conv(x, w) + bias + residual);
+// bias [C] and residual (y's shape) may be null; w is [C, 1, kh, kw], all of `type`.
+cudaError_t launch_depthwise_conv(FloatType type, const Depthwise2d& p, const void* x, const void* w, const void* bias,
+                                  const void* residual, void* y, const ActivationParams& act, cudaStream_t stream);
 
 // y[i] = x[strided_source(view, i)] for every output element, `element_bytes` (1, 2, 4 or 8) each.
 cudaError_t launch_strided_copy(int element_bytes, const void* x, void* y, const StridedView& view, cudaStream_t stream);

@@ -112,12 +112,32 @@ const std::vector<OpCase>& op_cases() {
          const int r = b.op(OpKind::Relu, {}, {skip});
          b.output(b.op(OpKind::Conv, a, {y1, b.weight({8, 8, 3, 3}, 0.3f), b.weight({8}), r}));
        }},
-      {"depthwise conv stride 2 with fused SiLU (activation after cuDNN)",
+      {"depthwise conv stride 2 with fused SiLU",
        [](Builder& b) {
          const int x = b.input({2, 13, 10, 10});
          b.output(b.op(OpKind::Conv,
                        with_activation(attrs({{"pads", Ints{1, 1, 1, 1}}, {"strides", Ints{2, 2}}, {"group", int64_t{13}}}), Activation::silu),
                        {x, b.weight({13, 1, 3, 3}), b.weight({13})}));
+       }},
+      {"depthwise 7x7 pad 3 over planes of several tiles (4 rows a thread), bias, no activation",
+       [](Builder& b) {
+         const int x = b.input({2, 6, 40, 70});
+         b.output(b.op(OpKind::Conv, attrs({{"pads", Ints{3, 3, 3, 3}}, {"group", int64_t{6}}}),
+                       {x, b.weight({6, 1, 7, 7}, 0.3f), b.weight({6})}));
+       }},
+      {"depthwise 5x5 stride 2 with a residual (in place) and fused ReLU; 3x3 with unequal pads; dilation 2 with clip",
+       [](Builder& b) {
+         const int x = b.input({2, 5, 33, 35});
+         const int skip = b.input({2, 5, 17, 18});
+         const int r = b.op(OpKind::Relu, {}, {skip});
+         b.output(b.op(OpKind::Conv, with_activation(attrs({{"pads", Ints{2, 2, 2, 2}}, {"strides", Ints{2, 2}}, {"group", int64_t{5}}}),
+                                                     Activation::relu),
+                       {x, b.weight({5, 1, 5, 5}, 0.3f), b.weight({5}), r}));
+         b.output(b.op(OpKind::Conv, attrs({{"pads", Ints{1, 0, 2, 1}}, {"group", int64_t{5}}}), {x, b.weight({5, 1, 3, 3}, 0.3f)}));
+         b.output(b.op(OpKind::Conv,
+                       with_activation(attrs({{"pads", Ints{2, 2, 2, 2}}, {"dilations", Ints{2, 2}}, {"group", int64_t{5}}}),
+                                       Activation::clip, 0.0f, 0.5f),
+                       {x, b.weight({5, 1, 3, 3}, 0.3f), b.weight({5})}));
        }},
       {"grouped conv, dilation 2, fused clip",
        [](Builder& b) {
@@ -255,6 +275,17 @@ const std::vector<OpCase>& op_cases() {
          Attrs scale_attrs;
          elementwise_program_to_attrs(scale_add, scale_attrs);
          b.output(b.op(OpKind::ElementwiseChain, scale_attrs, {x, b.weight({1, 5, 1, 1}), b.input({2, 5, 7, 24})}));
+       }},
+      {"ElementwiseChain, one element a thread: an innermost dim not a multiple of 4, a broadcast row operand",
+       [](Builder& b) {
+         const int x = b.input({3, 7, 10}, -3.0f, 3.0f);
+         ElementwiseProgram p;
+         p.operands = 2;
+         p.scalars = {0.5f};  // register 3
+         p.code = {{ChainOp::add, 0, 1}, {ChainOp::mul, 4, 2}, {ChainOp::tanh, 5, -1}, {ChainOp::mul, 6, 3}};
+         Attrs a;
+         elementwise_program_to_attrs(p, a);
+         b.output(b.op(OpKind::ElementwiseChain, a, {x, b.weight({10}), b.weight({7, 1})}));
        }},
       {"Transpose of planes larger than a tile (NCHW <-> NHWC, partial tiles), and a bias over the last axis",
        [](Builder& b) {

@@ -4,11 +4,16 @@
 // (walked as the kernel walks them) against the reference Add; the pooling window walk the
 // device kernel runs (pool_window.h, the same code) with the geometry the plugin resolves
 // against the reference MaxPool/AveragePool; the device activations (activation_math.h) against
-// post_ops.cpp's definitions; the strided views of Transpose and Slice against the reference.
+// post_ops.cpp's definitions; the strided views of Transpose and Slice against the reference; the
+// depthwise convolution's tiles (each output computed by exactly one thread).
 #include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <vector>
 
 #include "kernels/cuda/activation_map.h"
 #include "kernels/cuda/broadcast_shape.h"
+#include "kernels/cuda/depthwise_window.h"
 #include "kernels/cuda/gemm_layout.h"
 #include "kernels/cuda/pool_geometry.h"
 #include "kernels/cuda/strided_view.h"
@@ -219,6 +224,41 @@ TEST_CASE("the pooling window walk and geometry match the reference pooling", "[
   }
   testing::require_close(got, want->outputs[0]);
   testing::require_close(got32, want->outputs[0]);
+}
+
+TEST_CASE("depthwise tiles give every output to exactly one thread, in blocks the GPU accepts", "[cuda]") {
+  for (const int out_h : {1, 7, 14, 28, 31, 32, 56, 57, 112, 200})
+    for (const int out_w : {1, 7, 14, 28, 33, 56, 112, 300})
+      for (const int stride : {1, 2})
+        for (const int kernel : {3, 7}) {
+          cuda::Depthwise2d p;
+          p.batch = 1;
+          p.channels = 1;
+          p.out_h = out_h;
+          p.out_w = out_w;
+          p.kernel_h = p.kernel_w = kernel;
+          p.stride_h = p.stride_w = stride;
+          cuda::choose_depthwise_tiles(p);
+          INFO(out_h << "x" << out_w << " stride " << stride << " kernel " << kernel << ": tile " << p.tile_h << "x" << p.tile_w
+                     << ", " << p.thread_rows << " thread rows");
+          REQUIRE(p.tile_w >= 1);
+          REQUIRE(p.tile_w <= 32);
+          REQUIRE(p.tile_h >= 1);
+          const int threads = p.tile_w * p.thread_rows;
+          REQUIRE(threads <= 1024);
+          CHECK(p.shared_bytes() <= 48 * 1024);
+          // Walk the kernel's loops: block (tile), thread (column, first row), rows by thread_rows.
+          std::vector<int> computed(static_cast<size_t>(out_h) * out_w, 0);
+          for (int tile = 0; tile < p.tiles_w() * p.tiles_h(); ++tile)
+            for (int t = 0; t < threads; ++t) {
+              const int oh0 = tile / p.tiles_w() * p.tile_h, ow0 = tile % p.tiles_w() * p.tile_w;
+              const int ow = ow0 + t % p.tile_w;
+              if (t / p.tile_w >= p.thread_rows || ow >= out_w) continue;
+              for (int ty = t / p.tile_w; ty < p.tile_h && oh0 + ty < out_h; ty += p.thread_rows)
+                ++computed[static_cast<size_t>(oh0 + ty) * out_w + ow];
+            }
+          CHECK(std::count(computed.begin(), computed.end(), 1) == static_cast<std::ptrdiff_t>(computed.size()));
+        }
 }
 
 }  // namespace kiln
