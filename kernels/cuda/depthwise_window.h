@@ -15,8 +15,9 @@ struct Depthwise2d {
   int kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
   int pad_top = 0, pad_left = 0;  // windows start at out * stride - pad; taps outside the input read 0
   // The launch: a block per tile_h x tile_w outputs of one plane; its tile_w x thread_rows threads
-  // each compute rows ty, ty + thread_rows, ... of the tile, in one column.
-  int tile_h = 1, tile_w = 1, thread_rows = 1;
+  // each compute rows_per_thread consecutive rows of the tile (tile_h = thread_rows * rows_per_thread),
+  // in one column.
+  int tile_h = 1, tile_w = 1, thread_rows = 1, rows_per_thread = 1;
 
   KILN_HOST_DEVICE int in_tile_h() const { return (tile_h - 1) * stride_h + (kernel_h - 1) * dilation_h + 1; }
   KILN_HOST_DEVICE int in_tile_w() const { return (tile_w - 1) * stride_w + (kernel_w - 1) * dilation_w + 1; }
@@ -29,19 +30,21 @@ struct Depthwise2d {
 };
 
 // Tiles of at most 32 columns and about 256 threads, split evenly over the plane (a 56-wide
-// plane: two tiles of 28, not 32 + 24); a thread takes 4 rows on planes of 32 rows or more (the
-// weights and the row's taps are reused from registers), else 1 (a 7x7 plane is one 49-thread block).
+// plane: two tiles of 28, not 32 + 24); a thread takes 4 consecutive rows on planes of 16 rows or
+// more (each input row's taps, read once from shared memory, serve the outputs of every row whose
+// window holds it), else 1 (a 7x7 plane is one 49-thread block).
 inline void choose_depthwise_tiles(Depthwise2d& p) {
   auto even_split = [](int extent, int most) {
     const int parts = (extent + most - 1) / most;
     return (extent + parts - 1) / parts;
   };
   p.tile_w = even_split(p.out_w, 32);
-  const int rows_per_thread = p.out_h >= 32 ? 4 : 1;
+  p.rows_per_thread = p.out_h >= 16 ? 4 : 1;
   const int most_thread_rows = 256 / p.tile_w > 0 ? 256 / p.tile_w : 1;
-  const int target = most_thread_rows * rows_per_thread < p.out_h ? most_thread_rows * rows_per_thread : p.out_h;
-  p.tile_h = even_split(p.out_h, target);
-  p.thread_rows = (p.tile_h + rows_per_thread - 1) / rows_per_thread;
+  const int most_rows = most_thread_rows * p.rows_per_thread;
+  const int rows = even_split(p.out_h, most_rows < p.out_h ? most_rows : p.out_h);
+  p.thread_rows = (rows + p.rows_per_thread - 1) / p.rows_per_thread;
+  p.tile_h = p.thread_rows * p.rows_per_thread;
 }
 
 }  // namespace kiln::cuda

@@ -246,6 +246,7 @@ TEST_CASE("depthwise tiles give every output to exactly one thread, in blocks th
           REQUIRE(p.tile_h >= 1);
           const int threads = p.tile_w * p.thread_rows;
           REQUIRE(threads <= 1024);
+          REQUIRE(p.tile_h == p.thread_rows * p.rows_per_thread);
           CHECK(p.shared_bytes() <= 48 * 1024);
           // Walk the kernel's loops: block (tile), thread (column, first row), rows by thread_rows.
           std::vector<int> computed(static_cast<size_t>(out_h) * out_w, 0);
@@ -254,7 +255,8 @@ TEST_CASE("depthwise tiles give every output to exactly one thread, in blocks th
               const int oh0 = tile / p.tiles_w() * p.tile_h, ow0 = tile % p.tiles_w() * p.tile_w;
               const int ow = ow0 + t % p.tile_w;
               if (t / p.tile_w >= p.thread_rows || ow >= out_w) continue;
-              for (int ty = t / p.tile_w; ty < p.tile_h && oh0 + ty < out_h; ty += p.thread_rows)
+              const int row0 = t / p.tile_w * p.rows_per_thread;
+              for (int ty = row0; ty < row0 + p.rows_per_thread && ty < p.tile_h && oh0 + ty < out_h; ++ty)
                 ++computed[static_cast<size_t>(oh0 + ty) * out_w + ow];
             }
           CHECK(std::count(computed.begin(), computed.end(), 1) == static_cast<std::ptrdiff_t>(computed.size()));
