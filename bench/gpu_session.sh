@@ -12,6 +12,8 @@
 #   precision_ref  PyTorch's own fp16/bf16 error on the same conditioned models (bench/pytorch_precision_error.py),
 #           the yardstick for verify's figures, in OUT_DIR/precision_ref.jsonl;
 #   bench   kiln bench --device cuda and PyTorch eager, batch 1 and 64, in BENCH_PRECISIONS, side by side;
+#   bench_cudnn  kiln bench again with KILN_CUDA_POINTWISE=0 (1x1 convolutions on cuDNN instead of
+#           cuBLASLt batched GEMMs) into OUT_DIR/kiln_bench_cudnn.jsonl, the A/B of that choice;
 #   profile kiln bench --profile at batch 64 in fp16 (time per op, kernel and every step: KILN_PROFILE_ALL) of
 #           PROFILE_MODELS, in bench.log (to set beside `kiln predict -v` per step);
 #   compile PyTorch torch.compile(mode="reduce-overhead") on COMPILE_MODELS, while time is left.
@@ -177,6 +179,15 @@ if stage_on bench && [ "$(time_left)" -gt 90 ]; then
   done
   python3 bench/compare_cuda.py "$out/kiln_bench.jsonl" "$out/torch_bench.jsonl" >>"$out/bench.log" 2>&1
   log "bench done"
+fi
+
+if stage_on bench_cudnn && [ "$(time_left)" -gt 60 ]; then
+  log "bench_cudnn: kiln with KILN_CUDA_POINTWISE=0 (1x1 convolutions on cuDNN)"
+  (export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" OMP_WAIT_POLICY=PASSIVE KILN_CUDA_POINTWISE=0
+   JSONL="$out/kiln_bench_cudnn.jsonl" PRECISIONS="$BENCH_PRECISIONS" ITERS=50 WARMUP=10 timeout 200 bench/cuda_torchvision.sh $MODELS_LIST) >>"$out/bench.log" 2>&1
+  echo "--- kiln with 1x1 convolutions on cuDNN (KILN_CUDA_POINTWISE=0)" >>"$out/bench.log"
+  python3 bench/compare_cuda.py "$out/kiln_bench_cudnn.jsonl" "$out/torch_bench.jsonl" >>"$out/bench.log" 2>&1
+  log "bench_cudnn done"
 fi
 
 if stage_on profile && [ "$(time_left)" -gt 30 ]; then

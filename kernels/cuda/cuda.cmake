@@ -28,6 +28,7 @@ add_library(kiln_cuda MODULE
   cuda/device_buffer.cpp
   cuda/conv.cpp
   cuda/depthwise_conv_op.cpp
+  cuda/pointwise_conv.cpp
   cuda/gemm.cpp
   cuda/pool_op.cpp
   cuda/softmax_op.cpp

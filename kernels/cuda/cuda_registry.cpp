@@ -7,7 +7,7 @@ namespace {
 
 // First match wins.
 const std::array kKernels = {
-    &kCudaDepthwiseConv, &kCudaConv,       &kCudaGemm,   &kCudaPool,      &kCudaGlobalPool, &kCudaSoftmax,
+    &kCudaDepthwiseConv, &kCudaPointwiseConv, &kCudaConv,       &kCudaGemm,   &kCudaPool,      &kCudaGlobalPool, &kCudaSoftmax,
     &kCudaActivation, &kCudaBinary, &kCudaBatchNorm, &kCudaConcat,     &kCudaView,
     &kCudaStridedCopy, &kCudaReduce,     &kCudaLayerNorm,  &kCudaElementwiseChain,
 };

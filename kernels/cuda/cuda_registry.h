@@ -28,6 +28,7 @@ Result<const CudaKernelImpl*> cuda_kernel_find(const KernelBuild& build);
 Status cuda_plan_check(const Plan& plan, DevicePrecision precision);
 
 extern const CudaKernelImpl kCudaDepthwiseConv;   // depthwise Conv 2-D (kiln's kernel; + bias, residual, activation fused)
+extern const CudaKernelImpl kCudaPointwiseConv;   // 1x1 Conv 2-D (cuBLASLt batched GEMM; + residual, then bias/activation)
 extern const CudaKernelImpl kCudaConv;            // Conv 2-D (cuDNN; + bias, residual, ReLU fused; other activations after)
 extern const CudaKernelImpl kCudaGemm;            // Gemm and 2-D MatMul (cuBLASLt; bias/ReLU epilogue, residual as C)
 extern const CudaKernelImpl kCudaPool;            // MaxPool, AveragePool (2-D)

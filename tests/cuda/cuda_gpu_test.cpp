@@ -139,6 +139,16 @@ const std::vector<OpCase>& op_cases() {
                                        Activation::clip, 0.0f, 0.5f),
                        {x, b.weight({5, 1, 3, 3}, 0.3f), b.weight({5})}));
        }},
+      {"1x1 conv (cuBLASLt batched GEMM): bias + SiLU, a residual (in place) + ReLU, no bias; and one with a stride (cuDNN)",
+       [](Builder& b) {
+         const int x = b.input({3, 12, 7, 9});
+         const int a = b.op(OpKind::Conv, with_activation({}, Activation::silu), {x, b.weight({20, 12, 1, 1}, 0.3f), b.weight({20})});
+         b.output(a);
+         const int skip = b.op(OpKind::Relu, {}, {b.input({3, 20, 7, 9})});
+         b.output(b.op(OpKind::Conv, with_activation({}, Activation::relu), {a, b.weight({20, 20, 1, 1}, 0.3f), b.weight({20}), skip}));
+         b.output(b.op(OpKind::Conv, {}, {x, b.weight({5, 12, 1, 1}, 0.3f)}));
+         b.output(b.op(OpKind::Conv, attrs({{"strides", Ints{2, 2}}}), {x, b.weight({5, 12, 1, 1}, 0.3f)}));
+       }},
       {"grouped conv, dilation 2, fused clip",
        [](Builder& b) {
          const int x = b.input({1, 12, 13, 13});
@@ -345,6 +355,22 @@ TEST_CASE("every CUDA kernel matches the CPU reference", "[ops]") {
   // Every kernel must be capturable: the limit is above every case's dim 0 (37 for Gemm transA).
   const std::string how = check_on_gpu(b, precision, /*graph_max_batch=*/64);
   CHECK(how.find(", CUDA Graph") != std::string::npos);
+}
+
+TEST_CASE("depthwise and 1x1 convolutions run on kiln's kernel and cuBLASLt, others on cuDNN", "[ops]") {
+  Builder b;
+  const int x = b.input({2, 8, 20, 20});
+  const int dw = b.op(OpKind::Conv, attrs({{"pads", Ints{1, 1, 1, 1}}, {"group", int64_t{8}}}), {x, b.weight({8, 1, 3, 3}), b.weight({8})});
+  const int pw = b.op(OpKind::Conv, {}, {dw, b.weight({16, 8, 1, 1}), b.weight({16})});
+  b.output(b.op(OpKind::Conv, attrs({{"pads", Ints{1, 1, 1, 1}}}), {pw, b.weight({4, 16, 3, 3})}));
+  check_on_gpu(b, DevicePrecision::fp16);
+  PlanRunnerOptions options;
+  options.device = DeviceKind::cuda;
+  auto runner = PlanRunner::create(b.plan, options);
+  REQUIRE(runner);
+  std::vector<std::string> kernels;
+  for (const EngineStep& step : (*runner)->steps()) kernels.push_back(step.kernel);
+  CHECK(kernels == std::vector<std::string>{"cuda.depthwise_conv", "cuda.pointwise_conv", "cuda.conv"});
 }
 
 TEST_CASE("a batch above the graph limit runs step by step, with the same results", "[ops]") {
