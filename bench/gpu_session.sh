@@ -23,7 +23,7 @@
 # Usage: bench/gpu_session.sh BUNDLE.tar.xz OUT_DIR
 #   env: STAGES ("tests profile_gpu export verify precision_ref bench profile compile"), BUDGET_S (380), PROFILE_GPU_S (150),
 #        PROFILE_GPU_PRECISIONS (fp32,fp16), MODELS_LIST (the torchvision set), VERIFY_PRECISIONS ("fp32 tf32 fp16 bf16"),
-#        BENCH_PRECISIONS ("fp16"), BUILT_ROOT (/work/main: where the bundle was built;
+#        BENCH_PRECISIONS ("fp16"), BENCH_TORCH (1; 0: the bench stage runs kiln alone), BUILT_ROOT (/work/main: where the bundle was built;
 #        the test executable has its paths compiled in)
 set -u
 cd "$(dirname "$0")/.."
@@ -39,6 +39,7 @@ VERIFY_PRECISIONS=${VERIFY_PRECISIONS:-fp32 tf32 fp16 bf16}
 BENCH_PRECISIONS=${BENCH_PRECISIONS:-fp16}
 PROFILE_GPU_PRECISIONS=${PROFILE_GPU_PRECISIONS:-fp32,fp16}
 BUILT_ROOT=${BUILT_ROOT:-/work/main}
+BENCH_TORCH=${BENCH_TORCH:-1}
 start=$SECONDS
 mkdir -p "$out"
 log() { echo "[$((SECONDS - start))s] $*" | tee -a "$out/session.log"; }
@@ -173,8 +174,9 @@ if stage_on bench && [ "$(time_left)" -gt 90 ]; then
   log "bench: kiln"
   (export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" OMP_WAIT_POLICY=PASSIVE
    JSONL="$out/kiln_bench.jsonl" PRECISIONS="$BENCH_PRECISIONS" ITERS=50 WARMUP=10 timeout 240 bench/cuda_torchvision.sh $MODELS_LIST) >>"$out/bench.log" 2>&1
-  log "bench: PyTorch eager"
+  [ "$BENCH_TORCH" = 1 ] && log "bench: PyTorch eager"
   for precision in $BENCH_PRECISIONS; do
+    [ "$BENCH_TORCH" = 1 ] || break
     timeout 240 python3 bench/pytorch_cuda.py --models "$models_csv" --batches 1,64 --precision "$precision" >>"$out/torch_bench.jsonl" 2>>"$out/bench.log"
   done
   python3 bench/compare_cuda.py "$out/kiln_bench.jsonl" "$out/torch_bench.jsonl" >>"$out/bench.log" 2>&1

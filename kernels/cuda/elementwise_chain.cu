@@ -3,10 +3,12 @@
 // out (six nodes) reads and writes memory once instead of six times. Each op is computed as
 // kernels/elementwise_program.h's chain_op_apply defines it.
 // The program is interpreted (decoded per instruction), so a thread takes four consecutive
-// elements whenever the innermost dim allows: one decode and one index split serve four elements,
-// X and Y move in 4-element vectors, and only values read again later touch shared memory. (One element per thread
+// elements whenever the innermost dim allows: one decode, one index split and one register-file
+// access serve four elements, and X and Y move in 4-element vectors. (One element per thread
 // took 0.91 ms for ConvNeXt-T's 77M-element bias + GELU at batch 64 on an H100, about 10x its
-// memory time: the interpretation, not memory, was the cost.)
+// memory time: the interpretation, not memory, was the cost; four a thread: 0.345 ms. Keeping X,
+// the scalars and the previous result out of shared memory, read through a branchy fetch, measured
+// slower: 0.477 ms.)
 #include <cfloat>
 #include <cstdint>
 
@@ -137,25 +139,23 @@ __device__ inline float4 load_operand4(const T* p, Index at, Index step) {
   return make_float4(load_float(p, at), load_float(p, at + step), load_float(p, at + 2 * step), load_float(p, at + 3 * step));
 }
 
-// Four elements a thread. X, the scalars and the previous instruction's result are read from
-// registers and the constant bank; only the operands and results read again later (`kept`, bit j
-// for result j) go through shared memory, as float4 [register][thread] (a 16-byte access a
-// thread: conflict-free by quarter warps). With every register in shared memory the 4-byte-wide
-// shared traffic bound it: ConvNeXt-T's bias + GELU at batch 64 took 0.35 ms on an H100, about
-// 3x its memory time. 64 threads: 32 registers take 32 KB.
+// The registers as float4 in dynamic shared memory, [register][thread] (a 16-byte access per
+// thread: conflict-free by quarter warps). 64 threads: 32 registers take 32 KB.
 constexpr int kChainBlock4 = 64;
-static_assert(kMaxChainCode <= 32, "kept_results is a 32-bit mask");
 
 template <typename T, typename Index>
 __global__ void __launch_bounds__(kChainBlock4)
-    chain_kernel4(const KILN_GRID_CONSTANT DeviceChain c, const KILN_GRID_CONSTANT Operands operands, const T* x, T* y, Index n,
-                  uint32_t kept) {
+    chain_kernel4(const KILN_GRID_CONSTANT DeviceChain c, const KILN_GRID_CONSTANT Operands operands, const T* x, T* y, Index n) {
   extern __shared__ float4 registers4[];
   float4* r = registers4 + threadIdx.x;  // register k is r[k * kChainBlock4]
+  for (int s = c.first_scalar; s < c.first_result; ++s) {
+    const float v = c.scalars[s - c.first_scalar];
+    r[s * kChainBlock4] = make_float4(v, v, v, v);
+  }
   const Index groups = n / 4;
   for (Index g = static_cast<Index>(global_thread()); g < groups; g += static_cast<Index>(grid_threads())) {
     const Index i = g * 4;
-    const float4 x4 = load4(x + i);
+    r[0] = load4(x + i);
     // The four elements share every coordinate but the innermost (dims[rank - 1] % 4 == 0).
     Index at[kMaxChainOperands] = {};
     Index rest = i;
@@ -177,35 +177,13 @@ __global__ void __launch_bounds__(kChainBlock4)
       if (k < c.operands)
         r[(1 + k) * kChainBlock4] =
             load_operand4(static_cast<const T*>(operands.p[k]), at[k], static_cast<Index>(c.strides[k][c.rank - 1]));
-    float4 acc = x4;
-    int previous = -1;  // the register acc holds
-    auto fetch = [&](int reg) {
-      if (reg == previous) return acc;
-      if (reg == 0) return x4;
-      if (reg >= c.first_scalar && reg < c.first_result) {
-        const float v = c.scalars[reg - c.first_scalar];
-        return make_float4(v, v, v, v);
-      }
-      return r[reg * kChainBlock4];
-    };
     for (int j = 0; j < c.code_size; ++j) {
-      const float4 a = fetch(c.a[j]);
-      const float4 b = c.b[j] < 0 ? make_float4(0.0f, 0.0f, 0.0f, 0.0f) : fetch(c.b[j]);
-      acc = chain_apply4(c.op[j], a, b);
-      previous = c.first_result + j;
-      if ((kept >> j) & 1u) r[previous * kChainBlock4] = acc;
+      const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      r[(c.first_result + j) * kChainBlock4] =
+          chain_apply4(c.op[j], r[c.a[j] * kChainBlock4], c.b[j] < 0 ? zero : r[c.b[j] * kChainBlock4]);
     }
-    store4(y + i, acc);
+    store4(y + i, r[(c.first_result + c.code_size - 1) * kChainBlock4]);
   }
-}
-
-// Bit j: result j is read by an instruction after the next one (the next reads it from a register).
-uint32_t kept_results(const DeviceChain& c) {
-  uint32_t kept = 0;
-  for (int j = 0; j < c.code_size; ++j)
-    for (int k = j + 2; k < c.code_size; ++k)
-      if (c.a[k] == c.first_result + j || c.b[k] == c.first_result + j) kept |= 1u << j;
-  return kept;
 }
 
 template <typename T>
@@ -217,10 +195,9 @@ void chain(const DeviceChain& c, const void* x, const void* const* operands, voi
   const bool aligned = reinterpret_cast<uintptr_t>(x) % sizeof(Pack4<T>) == 0 && reinterpret_cast<uintptr_t>(y) % sizeof(Pack4<T>) == 0;
   if (aligned && c.rank > 0 && c.dims[c.rank - 1] % 4 == 0) {
     const size_t shared = static_cast<size_t>(c.first_result + c.code_size) * kChainBlock4 * sizeof(float4);
-    const uint32_t kept = kept_results(c);
     const unsigned grid = grid_for(n / 4, kChainBlock4);
     launch_indexed(n, n < kIndex32Limit,
-                   [&](auto count) { chain_kernel4<<<grid, kChainBlock4, shared, stream>>>(c, p, tx, ty, count, kept); });
+                   [&](auto count) { chain_kernel4<<<grid, kChainBlock4, shared, stream>>>(c, p, tx, ty, count); });
     return;
   }
   const unsigned grid = grid_for(n, kChainBlock);
