@@ -9,6 +9,19 @@
 namespace kiln::cuda {
 namespace {
 
+// The block's tile: its first output row and column, its channel and its (image, channel) plane.
+struct BlockTile {
+  int oh0, ow0, channel;
+  int64_t plane;
+};
+
+__device__ inline BlockTile block_tile(const Depthwise2d& p) {
+  const int tiles_w = p.tiles_w();
+  const int c = static_cast<int>(blockIdx.y);
+  return {static_cast<int>(blockIdx.x) / tiles_w * p.tile_h, static_cast<int>(blockIdx.x) % tiles_w * p.tile_w, c,
+          static_cast<int64_t>(blockIdx.z) * p.channels + c};
+}
+
 // Stages the block's input tile (zeros outside the input) and its plane's weights as float.
 template <typename T>
 __device__ inline void stage_tile(const Depthwise2d& p, const T* in, const T* w, int c, int ih0, int iw0, int in_tile_h,
@@ -46,10 +59,9 @@ __global__ void depthwise_fixed_kernel(const KILN_GRID_CONSTANT Depthwise2d p, c
   const int in_tile_h = (p.tile_h - 1) * kS + kK, in_tile_w = (p.tile_w - 1) * kS + kK;
   float* tile = shared;
   float* weights = shared + in_tile_h * in_tile_w;
-  const int tiles_w = p.tiles_w();
-  const int oh0 = static_cast<int>(blockIdx.x) / tiles_w * p.tile_h, ow0 = static_cast<int>(blockIdx.x) % tiles_w * p.tile_w;
-  const int c = static_cast<int>(blockIdx.y);
-  const int64_t plane = static_cast<int64_t>(blockIdx.z) * p.channels + c;
+  const BlockTile block = block_tile(p);
+  const int oh0 = block.oh0, ow0 = block.ow0, c = block.channel;
+  const int64_t plane = block.plane;
   stage_tile(p, x + plane * p.in_h * p.in_w, w, c, oh0 * kS - p.pad_top, ow0 * kS - p.pad_left, in_tile_h, in_tile_w, kK * kK,
              tile, weights);
   __syncthreads();
@@ -94,10 +106,9 @@ __global__ void depthwise_any_kernel(const KILN_GRID_CONSTANT Depthwise2d p, con
   const int in_tile_h = p.in_tile_h(), in_tile_w = p.in_tile_w();
   float* tile = shared;
   float* weights = shared + in_tile_h * in_tile_w;
-  const int tiles_w = p.tiles_w();
-  const int oh0 = static_cast<int>(blockIdx.x) / tiles_w * p.tile_h, ow0 = static_cast<int>(blockIdx.x) % tiles_w * p.tile_w;
-  const int c = static_cast<int>(blockIdx.y);
-  const int64_t plane = static_cast<int64_t>(blockIdx.z) * p.channels + c;
+  const BlockTile block = block_tile(p);
+  const int oh0 = block.oh0, ow0 = block.ow0, c = block.channel;
+  const int64_t plane = block.plane;
   stage_tile(p, x + plane * p.in_h * p.in_w, w, c, oh0 * p.stride_h - p.pad_top, ow0 * p.stride_w - p.pad_left, in_tile_h,
              in_tile_w, p.kernel_h * p.kernel_w, tile, weights);
   __syncthreads();
