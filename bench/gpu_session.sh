@@ -14,6 +14,8 @@
 #   bench   kiln bench --device cuda and PyTorch eager, batch 1 and 64, in BENCH_PRECISIONS, side by side;
 #   bench_cudnn  kiln bench again with KILN_CUDA_POINTWISE=0 (1x1 convolutions on cuDNN instead of
 #           cuBLASLt batched GEMMs) into OUT_DIR/kiln_bench_cudnn.jsonl, the A/B of that choice;
+#   copy_bench  the host copy into pinned staging by helper thread count (kiln_chunked_copy_bench),
+#           in bench.log: what end-to-end latency pays before the transfer;
 #   profile kiln bench --profile at batch 64 in fp16 (time per op, kernel and every step: KILN_PROFILE_ALL) of
 #           PROFILE_MODELS, in bench.log (to set beside `kiln predict -v` per step);
 #   compile PyTorch torch.compile(mode="reduce-overhead") on COMPILE_MODELS, while time is left.
@@ -21,7 +23,7 @@
 # is not started once BUDGET_S seconds have passed.
 #
 # Usage: bench/gpu_session.sh BUNDLE.tar.xz OUT_DIR
-#   env: STAGES ("tests profile_gpu export verify precision_ref bench profile compile"), BUDGET_S (380), PROFILE_GPU_S (150),
+#   env: STAGES ("tests profile_gpu export verify precision_ref bench copy_bench profile compile"), BUDGET_S (380), PROFILE_GPU_S (150),
 #        PROFILE_GPU_PRECISIONS (fp32,fp16), MODELS_LIST (the torchvision set), VERIFY_PRECISIONS ("fp32 tf32 fp16 bf16"),
 #        BENCH_PRECISIONS ("fp16"), BENCH_TORCH (1; 0: the bench stage runs kiln alone), BUILT_ROOT (/work/main: where the bundle was built;
 #        the test executable has its paths compiled in)
@@ -29,7 +31,7 @@ set -u
 cd "$(dirname "$0")/.."
 bundle=$1
 out=$2
-STAGES=${STAGES:-tests profile_gpu export verify precision_ref bench profile compile}
+STAGES=${STAGES:-tests profile_gpu export verify precision_ref bench copy_bench profile compile}
 PROFILE_GPU_S=${PROFILE_GPU_S:-150}
 PROFILE_MODELS=${PROFILE_MODELS:-resnet50 convnext_tiny mobilenet_v2 squeezenet1_1 shufflenet_v2_x1_0}
 COMPILE_MODELS=${COMPILE_MODELS:-resnet50 mobilenet_v2}
@@ -190,6 +192,12 @@ if stage_on bench_cudnn && [ "$(time_left)" -gt 60 ]; then
   echo "--- kiln with 1x1 convolutions on cuDNN (KILN_CUDA_POINTWISE=0)" >>"$out/bench.log"
   python3 bench/compare_cuda.py "$out/kiln_bench_cudnn.jsonl" "$out/torch_bench.jsonl" >>"$out/bench.log" 2>&1
   log "bench_cudnn done"
+fi
+
+if stage_on copy_bench && [ "$(time_left)" -gt 20 ]; then
+  echo "--- kiln_chunked_copy_bench ($(nproc) CPUs)" >>"$out/bench.log"
+  kiln_env timeout 30 build/bench/kiln_chunked_copy_bench 38.5 7 >>"$out/bench.log" 2>&1
+  log "copy_bench exit $?"
 fi
 
 if stage_on profile && [ "$(time_left)" -gt 30 ]; then
