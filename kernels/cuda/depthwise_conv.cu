@@ -48,10 +48,11 @@ __device__ inline void store_output(const Depthwise2d& p, T* y, const T* residua
 // A kK x kK window (dilation 1) at stride kS, kR rows a thread: each of the kR outputs'
 // (kR - 1) * kS + kK input rows is read once (kK taps) and used by every output row whose window
 // holds it. Measured on an H100, fp16, batch 64: ConvNeXt-T's 56x56x96 7x7 0.396 -> 0.203 ms
-// against one row a thread (cuDNN: 0.78 ms). Two variants measured slower and were dropped:
-// the weights loaded from global memory into registers (nvcc keeps only the rows in use live and
-// re-reads the rest; 14x14 planes 0.113 -> 0.148 ms) and the staging loads predicated and batched
-// eight a thread (no gain on 56x56, slower on small planes).
+// against one row a thread (cuDNN: 0.78 ms). A variant measured slower and was dropped (both
+// changes in one run, so not told apart): the weights loaded into registers from global memory
+// instead of the shared copy (still 40 registers: nvcc keeps only the weight rows in use live)
+// with the staging loads predicated and batched eight a thread: 56x56 unchanged (0.205 ms),
+// 14x14 planes 0.113 -> 0.148 ms.
 template <typename T, int kK, int kS, int kR>
 __global__ void depthwise_fixed_kernel(const KILN_GRID_CONSTANT Depthwise2d p, const T* x, const T* w, const T* bias,
                                        const T* residual, T* y, const KILN_GRID_CONSTANT ActivationParams act) {
