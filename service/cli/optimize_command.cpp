@@ -500,6 +500,13 @@ int run_optimize(const OptimizeOptions& o) {
       explanation.push_back("The measurements were stored in " + db + ": later plans of this model on this target use them.");
   }
 
+  std::vector<std::string> near_misses;
+  for (const Trial& t : trials)
+    if (!t.candidate.feasible()) near_misses.push_back(t.candidate.name() + " (" + join(t.candidate.blocked_by, ", ") + ")");
+  if (!near_misses.empty())
+    explanation.push_back("Tried though predicted to miss a constraint (a near miss, the best of its precision, or nothing "
+                          "was predicted to meet it): " + join(near_misses, "; ") + ". What was verified and measured decides.");
+
   std::optional<size_t> chosen;
   for (size_t i = 0; i < trials.size(); ++i)
     if (trials[i].ok() && (!chosen || better(app->objective, trials[i], trials[*chosen]))) chosen = i;
@@ -531,6 +538,7 @@ int run_optimize(const OptimizeOptions& o) {
     else
       j["accuracy_control"] = nullptr;
     j["error"] = t.error;
+    j["predicted_blocked_by"] = t.candidate.blocked_by;  // why the plan did not count it feasible (a near miss)
     j["blocked_by"] = t.blocked_by;
     j["passed"] = t.ok();
     j["passes"] = t.passes;
@@ -579,6 +587,7 @@ int run_optimize(const OptimizeOptions& o) {
       if (v.control) result += (result.empty() ? "" : ", ") + std::to_string(v.control->kept.size()) + " layers kept " + v.control->fallback;
       if (!t.error.empty()) result = t.error;
       for (const std::string& b : t.blocked_by) result += (result.empty() ? "" : "; ") + b;
+      if (!t.candidate.feasible()) result += (result.empty() ? "" : "; ") + std::string("predicted to miss: ") + join(t.candidate.blocked_by, ", ");
       std::printf("%-18s %12.3f %12s %8s %12.1f %10s %10s  %s\n", t.candidate.name().c_str(), t.candidate.latency_ms,
                   t.measured ? fmt("%.3f", t.measured->median_ms).c_str() : "-",
                   t.measured ? fmt("%+.0f%%", 100.0 * (t.candidate.latency_ms / t.measured->median_ms - 1.0)).c_str() : "-",

@@ -70,6 +70,8 @@ TEST_CASE("kiln optimize compiles, verifies and measures the best candidates and
     CHECK(c.at("verification_data").get<std::string>().find("sample.npz") != std::string::npos);
   }
   CHECK(has_fp32);  // the fallback is always tried
+  for (const auto& c : candidates)  // no constraint but accuracy, which is not predicted: nothing predicted to miss
+    CHECK(c.at("predicted_blocked_by").empty());
   REQUIRE(report.at("chosen").is_object());
   CHECK(report.at("chosen").at("passed") == true);
   auto loaded = plan_read_file(dir.file("out/model.kiln"));
@@ -214,8 +216,16 @@ TEST_CASE("kiln optimize with a latency nothing meets is infeasible and writes n
   INFO(r.out << r.err);
   CHECK(r.exit_code == 3);
   CHECK(r.out.find("Infeasible") != std::string::npos);
-  CHECK(read_json(dir.file("out/report.json")).at("status") == "infeasible");
+  const nlohmann::json report = read_json(dir.file("out/report.json"));
+  CHECK(report.at("status") == "infeasible");
   CHECK_FALSE(std::filesystem::exists(dir.file("out/model.kiln")));
+  // Every candidate was predicted to miss the latency: the report and the table say so beside what was measured.
+  for (const auto& c : report.at("candidates")) {
+    REQUIRE(c.at("predicted_blocked_by").size() == 1);
+    CHECK(c.at("predicted_blocked_by")[0].get<std::string>().find("latency") != std::string::npos);
+  }
+  CHECK(r.out.find("predicted to miss: ") != std::string::npos);
+  CHECK(r.out.find("Tried though predicted to miss a constraint") != std::string::npos);
 }
 
 TEST_CASE("kiln optimize for a target with GPUs checks the GPU candidates against the CUDA backend; a GPU-only target is an error",
