@@ -2,9 +2,8 @@
 // cuDNN in the registry: per image, Y[n] (Cout x HW) = W (Cout x Cin) X[n] (Cin x HW). Column-major,
 // that is D (HW x Cout) = X[n] (HW x Cin, ld HW) times W^T (Cin x Cout, ld Cin), batched over
 // the images with the weights' batch stride 0 (one call per image where cuBLASLt refuses that):
-// no layout change and no copy. The residual is
-// cuBLASLt's C (beta 1); bias and activation follow in one pass (cuBLASLt's bias epilogue is per
-// row of D, that is per pixel here, not per channel).
+// no layout change and no copy. The residual is cuBLASLt's C (beta 1); bias and activation follow
+// in one pass (cuBLASLt's bias epilogue is per row of D, that is per pixel here, not per channel).
 // Why: cuDNN's NCHW half-precision 1x1 convolutions were measured far from memory speed on an
 // H100 at batch 64 (EfficientNet-B0's 16 -> 96 expansion on 112x112: 0.45-0.71 ms for 180 MB).
 // Precision as gemm.cpp: fp32 without TF32, tf32 with it, fp16/bf16 accumulate in float.
