@@ -81,6 +81,12 @@ Status run_step(const PlanStep& step, std::vector<Tensor>& slots, const ExecuteO
   const OpDef& def = op_def(step.op);
   KILN_TRY(check_arity(step, def));
 
+  // Shallow copies only when a hook may replace them.
+  std::vector<Tensor> replaced;
+  if (options.step_inputs) {
+    for (int slot : step.inputs) replaced.push_back(slot < 0 ? Tensor() : slots[static_cast<size_t>(slot)]);
+    options.step_inputs(step, replaced);
+  }
   std::vector<ValueType> input_types(step.inputs.size());
   InferContext infer;
   infer.attrs = &step.attrs;
@@ -91,7 +97,7 @@ Status run_step(const PlanStep& step, std::vector<Tensor>& slots, const ExecuteO
       infer.values.push_back(nullptr);
       continue;
     }
-    const Tensor& t = slots[static_cast<size_t>(slot)];
+    const Tensor& t = options.step_inputs ? replaced[i] : slots[static_cast<size_t>(slot)];
     input_types[i] = ValueType::of(t.dtype(), sym_shape_from(t.shape()));
     infer.inputs.push_back(&input_types[i]);
     infer.values.push_back(&t);
@@ -113,6 +119,7 @@ Status run_step(const PlanStep& step, std::vector<Tensor>& slots, const ExecuteO
     run.outputs.push_back(&outputs[i]);
   }
   KILN_TRY(def.run(run));
+  if (options.step_outputs) options.step_outputs(step, outputs);
   for (size_t i = 0; i < step.outputs.size(); ++i)
     if (step.outputs[i] >= 0) slots[static_cast<size_t>(step.outputs[i])] = std::move(outputs[i]);
   return Status::ok();

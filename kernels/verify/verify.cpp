@@ -16,6 +16,7 @@
 #include "kernels/engine.h"
 #include "kernels/executor.h"
 #include "kernels/quantization.h"
+#include "kernels/verify/precision_emulation.h"
 
 namespace kiln {
 namespace {
@@ -215,11 +216,20 @@ Result<VerifyReport> verify_plans(const Plan& compiled, const Plan& reference, c
     labels = l.data<int64_t>();
   }
 
-  PlanRunnerOptions runner_options;
-  runner_options.device = options.device;
-  runner_options.threads = options.threads;
-  runner_options.device_options = options.device_options;
-  KILN_ASSIGN(engine, PlanRunner::create(compiled, runner_options));
+  // The compiled plan runs on an engine, or emulated beside the reference (both on the CPU's
+  // reference kernels, so they share its threads).
+  std::unique_ptr<PlanRunner> engine;
+  std::optional<PrecisionEmulator> emulator;
+  if (options.emulate) {
+    emulator.emplace(compiled, *options.emulate);
+  } else {
+    PlanRunnerOptions runner_options;
+    runner_options.device = options.device;
+    runner_options.threads = options.threads;
+    runner_options.device_options = options.device_options;
+    KILN_ASSIGN(e, PlanRunner::create(compiled, runner_options));
+    engine = std::move(e);
+  }
   std::unique_ptr<PlanRunner> sensitivity_engine;  // the reference plan, compiled for the CPU, on the sensitivity data
   if (options.sensitivity_data) {
     PlanRunnerOptions cpu;
@@ -236,8 +246,8 @@ Result<VerifyReport> verify_plans(const Plan& compiled, const Plan& reference, c
   report.batch = batch;
   report.batches = (samples + batch - 1) / batch;
   report.padded_samples = report.batches * batch - samples;
-  report.engine_threads = engine->threads();
-  report.engine = engine->describe();
+  report.engine_threads = engine ? engine->threads() : 0;
+  report.engine = engine ? engine->describe() : emulation_description(*options.emulate);
 
   std::vector<OutputComparison> comparisons;
   for (const auto& [slot, name] : compiled.outputs) comparisons.emplace_back(name);
@@ -248,8 +258,8 @@ Result<VerifyReport> verify_plans(const Plan& compiled, const Plan& reference, c
   // on it concurrently (one per thread), then on the engine, then is compared; memory stays
   // bounded by one group's outputs.
   const int64_t group = std::max<int64_t>(1, options.reference_threads > 0 ? options.reference_threads
-                                             : engine->threads() > 0     ? engine->threads()
-                                                                         : cpu_quota_threads());
+                                             : engine && engine->threads() > 0 ? engine->threads()
+                                                                               : cpu_quota_threads());
   report.reference_threads = static_cast<int>(group);
   const int64_t batches = report.batches;
   for (int64_t first = 0; first < batches; first += group) {
@@ -278,14 +288,25 @@ Result<VerifyReport> verify_plans(const Plan& compiled, const Plan& reference, c
     report.reference_seconds += seconds_since(t0);
     for (auto& r : refs)
       if (!r->is_ok()) return r->status().with_context("reference executor: ");
+    std::vector<std::optional<Result<std::vector<Tensor>>>> emulated(static_cast<size_t>(count));
+    if (emulator) {
+      t0 = Clock::now();
+      {
+        std::vector<std::jthread> workers;
+        for (int64_t b = 1; b < count; ++b)
+          workers.emplace_back([&, b] { emulated[static_cast<size_t>(b)] = emulator->run(inputs[static_cast<size_t>(b)]); });
+        emulated[0] = emulator->run(inputs[0]);
+      }
+      report.compiled_seconds += seconds_since(t0);
+    }
 
     for (int64_t b = 0; b < count; ++b) {
       const int64_t start = (first + b) * batch;
       const int64_t rows = std::min(batch, samples - start);
-      t0 = Clock::now();
-      auto got = engine->run(inputs[static_cast<size_t>(b)]);
-      if (!got) return got.status().with_context("compiled engine: ");
-      report.compiled_seconds += seconds_since(t0);
+      if (engine) t0 = Clock::now();
+      Result<std::vector<Tensor>> got = engine ? engine->run(inputs[static_cast<size_t>(b)]) : std::move(*emulated[static_cast<size_t>(b)]);
+      if (!got) return got.status().with_context(engine ? "compiled engine: " : "emulation: ");
+      if (engine) report.compiled_seconds += seconds_since(t0);
       const ExecuteResult& ref = refs[static_cast<size_t>(b)]->value();
       std::vector<Tensor> moved;  // the reference plan on the sensitivity data, when asked for
       if (sensitivity_engine) {

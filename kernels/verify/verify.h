@@ -49,6 +49,9 @@ struct VerifyOptions {
   std::string reference_description;  // what the reference plan is, for the report
   DeviceKind device = DeviceKind::cpu;  // where the compiled plan runs (the reference always on the CPU)
   DeviceEngineOptions device_options;
+  // Set: the compiled plan (compiled for the CUDA engine) runs on the CPU's reference kernels with
+  // this GPU precision's rounding (kernels/verify/precision_emulation.h), not on `device`.
+  std::optional<DevicePrecision> emulate;
   // The input sensitivity check: when set (the same samples and shapes as `data`, e.g. rounded to
   // 8 bits), the reference plan also runs on the CPU engine over these inputs and is compared with
   // the same reference outputs (report.input_rounding): the reference executor runs once for both.

@@ -13,6 +13,7 @@
 #include "kernels/io/npy.h"
 #include "kernels/io/npz.h"
 #include "kernels/io/plan_io.h"
+#include "kernels/device/device_plugin.h"
 #include "kernels/plan_file.h"
 #include "kernels/verify/verify.h"
 #include "service/cli/commands.h"
@@ -35,6 +36,7 @@ struct VerifyCliOptions {
   DeviceCli device;
   bool json = false;
   bool input_sensitivity = false;
+  bool emulate = false;  // --device cuda without a GPU: the plan on the reference kernels at --cuda-precision
   double max_accuracy_drop = NAN, min_cosine = NAN, min_top1 = NAN;
   CalibrationCli calibration;
   PruneCli prune;
@@ -73,6 +75,8 @@ int run_verify(VerifyCliOptions opts) {
   if (sources > 1) return report_error("give one data source: --input, --idx-images or --random");
   if (!d.idx_labels.empty() && d.idx_images.empty()) return report_error("--idx-labels needs --idx-images");
   if (d.std == 0.0f) return report_error("--std must not be zero");
+  if (opts.emulate && opts.device.kind() != DeviceKind::cuda)
+    return report_error("--emulate runs a GPU plan on the CPU: add --device cuda (and --cuda-precision)");
 
   Plan compiled, reference;
   std::string reference_what;
@@ -127,6 +131,13 @@ int run_verify(VerifyCliOptions opts) {
   options.threads = opts.threads;
   options.device = opts.device.kind();
   options.device_options = opts.device.runner_options(opts.threads, nullptr).device_options;
+  if (opts.emulate) {
+    options.emulate = options.device_options.precision;
+    // Emulating a plan the GPU could not run would verify nothing real: the CUDA backend must
+    // have a kernel for every step (the plugin answers without a GPU).
+    if (Status runs = cuda_plugin_check_plan(compiled, options.device_options); !runs)
+      return report_error(opts.model + ": --emulate: " + runs.message());
+  }
   options.reference_description = reference_what;
   // The fp32 model on its inputs rounded to 8 bits, against the same reference outputs.
   const VerifyData rounded = opts.input_sensitivity ? round_inputs_to_8_bits(data) : VerifyData{};
@@ -174,6 +185,9 @@ void add_verify_command(CLI::App& app, CommandRunner& run) {
   opts->prune.add_to(*cmd);
   cmd->add_option("--threads", opts->threads, "Engine threads (default: the CPU quota)")->check(CLI::NonNegativeNumber);
   opts->device.add_to(*cmd);
+  cmd->add_flag("--emulate", opts->emulate,
+                "With --device cuda: run the GPU plan on this CPU's reference kernels, rounding values as the CUDA engine "
+                "stores them at --cuda-precision (no GPU needed; approximates the GPU's error)");
   cmd->add_flag("--json", opts->json, "Print the report as JSON");
   cmd->add_flag("--input-sensitivity", opts->input_sensitivity,
                 "Also run the fp32 model on its inputs rounded to 8 bits and compare with the clean inputs: how much "

@@ -1,0 +1,122 @@
+#include "kernels/verify/precision_emulation.h"
+
+#include <cstring>
+#include <span>
+
+#include "kernels/core/half.h"
+#include "kernels/executor.h"
+
+namespace kiln {
+namespace {
+
+float tf32_round(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if ((u & 0x7f800000u) == 0x7f800000u) return x;  // inf, NaN
+  u += 0xfffu + ((u >> 13) & 1u);                  // to nearest even at the 10th mantissa bit
+  u &= ~0x1fffu;
+  float out;
+  std::memcpy(&out, &u, sizeof out);
+  return out;
+}
+
+// Rounds `t` (float32 only) in place, writing only the elements that change: a value that is
+// already rounded — a view of a rounded input, a constant shared between threads — is only read.
+void round_in_place(Tensor& t, DevicePrecision precision) {
+  if (t.dtype() != DType::f32 || precision == DevicePrecision::fp32) return;
+  float* p = t.data<float>();
+  for (int64_t i = 0, n = t.numel(); i < n; ++i) {
+    const float r = emulated_round(p[i], precision);
+    if (std::memcmp(&r, &p[i], sizeof r) != 0) p[i] = r;
+  }
+}
+
+Tensor rounded_copy(const Tensor& t, DevicePrecision precision) {
+  if (t.dtype() != DType::f32 || precision == DevicePrecision::fp32) return t;
+  Tensor out = t.clone();
+  round_in_place(out, precision);
+  return out;
+}
+
+// Whether the CUDA engine runs `step` on TF32 tensor cores in tf32 mode: Conv (cuDNN, or a 1x1
+// as a cuBLASLt GEMM), Gemm and MatMul (cuBLASLt); a depthwise Conv (one input channel per group)
+// runs on kiln's own float kernel.
+bool multiplies_in_tf32(const Plan& plan, const PlanStep& step) {
+  if (step.op == OpKind::Gemm || step.op == OpKind::MatMul) return true;
+  if (step.op != OpKind::Conv || step.inputs.size() < 2) return false;
+  const Result<int64_t> group_attr = step.attrs.get_int("group", 1);
+  const int64_t group = group_attr ? *group_attr : 1;
+  if (group == 1) return true;
+  const ValueType& w = plan.slot_types[static_cast<size_t>(step.inputs[1])];
+  const bool one_channel_per_group = w.rank_known && w.shape.size() >= 2 && w.shape[1].known() && w.shape[1].value == 1;
+  return !one_channel_per_group;
+}
+
+constexpr size_t kTf32Operands = 2;  // data and weights (A and B); not the bias or a residual
+
+}  // namespace
+
+float emulated_round(float x, DevicePrecision precision) {
+  switch (precision) {
+    case DevicePrecision::fp32: return x;
+    case DevicePrecision::tf32: return tf32_round(x);
+    case DevicePrecision::fp16: return Half::to_float(Half::from_float(x));
+    case DevicePrecision::bf16: return static_cast<float>(BFloat16(x));
+  }
+  return x;
+}
+
+PrecisionEmulator::PrecisionEmulator(const Plan& plan, DevicePrecision precision)
+    : plan_(plan), precision_(precision), rounded_constant_(static_cast<size_t>(plan.num_slots), false) {
+  for (const PlanStep& step : plan_.steps)
+    tf32_step_.push_back(precision == DevicePrecision::tf32 && multiplies_in_tf32(plan_, step));
+  // fp16/bf16 store every constant rounded; tf32 rounds a weight only where a tensor core reads it.
+  std::vector<bool> tf32_read(rounded_constant_.size(), false), other_read(rounded_constant_.size(), false);
+  for (size_t s = 0; s < plan_.steps.size(); ++s)
+    for (size_t i = 0; i < plan_.steps[s].inputs.size(); ++i)
+      if (const int slot = plan_.steps[s].inputs[i]; slot >= 0)
+        (tf32_step_[s] && i < kTf32Operands ? tf32_read : other_read)[static_cast<size_t>(slot)] = true;
+  const bool storage = precision == DevicePrecision::fp16 || precision == DevicePrecision::bf16;
+  for (auto& [slot, value] : plan_.constants) {
+    const size_t k = static_cast<size_t>(slot);
+    if (!storage && !(tf32_read[k] && !other_read[k])) continue;
+    value = rounded_copy(value, precision);
+    rounded_constant_[k] = true;
+  }
+}
+
+Result<std::vector<Tensor>> PrecisionEmulator::run(const std::vector<Tensor>& inputs) const {
+  ExecuteOptions options;
+  std::vector<Tensor> stored = inputs;
+  const DevicePrecision precision = precision_;
+  if (precision == DevicePrecision::fp16 || precision == DevicePrecision::bf16) {
+    for (Tensor& t : stored) t = rounded_copy(t, precision);
+    options.step_outputs = [precision](const PlanStep&, std::span<Tensor> outputs) {
+      for (Tensor& t : outputs) round_in_place(t, precision);
+    };
+  } else if (precision == DevicePrecision::tf32) {
+    options.step_inputs = [this](const PlanStep& step, std::span<Tensor> read) {
+      if (!tf32_step_[static_cast<size_t>(&step - plan_.steps.data())]) return;
+      for (size_t i = 0; i < read.size() && i < kTf32Operands; ++i) {
+        const int slot = step.inputs[i];
+        if (slot >= 0 && !rounded_constant_[static_cast<size_t>(slot)]) read[i] = rounded_copy(read[i], DevicePrecision::tf32);
+      }
+    };
+  }
+  KILN_ASSIGN(result, execute_reference(plan_, stored, options));
+  return std::move(result.outputs);
+}
+
+std::string emulation_description(DevicePrecision precision) {
+  const std::string p(device_precision_name(precision));
+  switch (precision) {
+    case DevicePrecision::fp32: return "fp32 emulated on the CPU (reference kernels, nothing rounded)";
+    case DevicePrecision::tf32:
+      return "tf32 emulated on the CPU (reference kernels; Conv/Gemm/MatMul operands rounded to 10 mantissa bits)";
+    case DevicePrecision::fp16:
+    case DevicePrecision::bf16: return p + " emulated on the CPU (reference kernels, every stored value rounded to " + p + ")";
+  }
+  return p;
+}
+
+}  // namespace kiln

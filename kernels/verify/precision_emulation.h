@@ -1,0 +1,52 @@
+// GPU precision emulation: runs a plan compiled for kiln's CUDA engine on the CPU's reference
+// kernels, rounding values where that engine stores or feeds them at lower precision, so that a
+// machine without a GPU can verify the accuracy of a GPU precision (kiln verify --emulate,
+// kiln optimize for GPU targets). What the CUDA engine does, and so what is rounded
+// (docs/cuda-backend.md, "Precision"):
+//   fp16 / bf16: every float32 value is stored as half / bfloat16 (weights converted on the host,
+//     inputs by a kernel, every step's output when written); arithmetic accumulates in float.
+//     Emulated: constants and inputs rounded once, every float step output rounded when written.
+//   tf32: values stay float32; Conv (except depthwise ones, kiln's own float kernel), Gemm and
+//     MatMul multiply on TF32 tensor cores, which keep 10 of the 23 mantissa bits of each
+//     operand. Emulated: those steps' data and weight operands rounded to nearest (bias not).
+//   fp32: nothing rounded (the reference kernels as they are).
+// Not emulated: the order of the GPU's float accumulation, and the extra rounding where the GPU
+// runs one step as two (a 1x1 convolution as a GEMM, then its bias and activation) — so the
+// figures approximate the GPU's, the first-order effect being the storage rounding.
+#pragma once
+
+#include <vector>
+
+#include "kernels/core/status.h"
+#include "kernels/core/tensor.h"
+#include "kernels/device/device_backend.h"
+#include "kernels/plan.h"
+
+namespace kiln {
+
+// `x` as `precision` stores it (fp32: unchanged), returned as float. Round to nearest even;
+// fp16 overflows to infinity as a half does; NaN stays NaN.
+float emulated_round(float x, DevicePrecision precision);
+
+// `plan` ready to run emulated at `precision`: its float32 constants rounded once (fp16 and bf16
+// all of them; tf32 the weights that only TF32 operands read), deep copies made here.
+class PrecisionEmulator {
+ public:
+  PrecisionEmulator(const Plan& plan, DevicePrecision precision);
+  // One run on the reference executor with the precision's rounding; inputs are rounded on a
+  // copy. Safe to call from several threads at once. Errors: the reference executor's.
+  Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) const;
+  DevicePrecision precision() const { return precision_; }
+
+ private:
+  Plan plan_;
+  DevicePrecision precision_;
+  std::vector<bool> tf32_step_;        // per step: multiplies on TF32 tensor cores
+  std::vector<bool> rounded_constant_;  // per slot: a constant rounded at construction
+};
+
+// What the emulation did, for reports: "fp16 emulated on the CPU (reference kernels, every stored
+// value rounded to fp16)".
+std::string emulation_description(DevicePrecision precision);
+
+}  // namespace kiln

@@ -1,0 +1,128 @@
+// GPU precision emulation (kernels/verify/precision_emulation.h): the rounding of each precision,
+// which steps and values each one rounds, and the verification stage running a plan emulated.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include "kernels/verify/precision_emulation.h"
+#include "kernels/verify/verify.h"
+#include "tests/support/plan_builder.h"
+
+using namespace kiln;
+using kiln::testing::attrs;
+using kiln::testing::Builder;
+
+namespace {
+
+// 1 + k * 2^-e, exactly.
+float one_plus(int k, int e) { return 1.0f + static_cast<float>(k) * std::ldexp(1.0f, -e); }
+
+Tensor scalar_tensor(Shape shape, float v) {
+  Tensor t = Tensor::zeros(DType::f32, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = v;
+  return t;
+}
+
+float run_one(const Plan& plan, const std::vector<Tensor>& inputs, DevicePrecision precision, size_t output = 0) {
+  PrecisionEmulator emulator(plan, precision);
+  auto got = emulator.run(inputs);
+  INFO((got ? std::string() : got.error().message));
+  REQUIRE(got);
+  return (*got)[output].data<float>()[0];
+}
+
+}  // namespace
+
+TEST_CASE("emulated rounding: each precision keeps its mantissa, to nearest even", "[emulation]") {
+  const float inf = std::numeric_limits<float>::infinity();
+  // fp16: 10 mantissa bits; ties go to the even neighbour; overflow is infinity; tiny values flush.
+  CHECK(emulated_round(one_plus(1, 11), DevicePrecision::fp16) == 1.0f);
+  CHECK(emulated_round(one_plus(3, 11), DevicePrecision::fp16) == one_plus(1, 9));
+  CHECK(emulated_round(one_plus(1, 10), DevicePrecision::fp16) == one_plus(1, 10));
+  CHECK(emulated_round(65504.0f, DevicePrecision::fp16) == 65504.0f);
+  CHECK(emulated_round(65520.0f, DevicePrecision::fp16) == inf);
+  CHECK(emulated_round(1e-8f, DevicePrecision::fp16) == 0.0f);
+  // bf16: 7 mantissa bits, float's range.
+  CHECK(emulated_round(one_plus(1, 8), DevicePrecision::bf16) == 1.0f);
+  CHECK(emulated_round(one_plus(3, 8), DevicePrecision::bf16) == one_plus(1, 6));
+  CHECK(emulated_round(1e30f, DevicePrecision::bf16) == Approx(1e30f).epsilon(1e-2));
+  // tf32: 10 mantissa bits, float's range.
+  CHECK(emulated_round(one_plus(1, 11), DevicePrecision::tf32) == 1.0f);
+  CHECK(emulated_round(one_plus(3, 11), DevicePrecision::tf32) == one_plus(1, 9));
+  CHECK(emulated_round(1e30f, DevicePrecision::tf32) == Approx(1e30f).epsilon(1e-3));
+  CHECK(emulated_round(inf, DevicePrecision::tf32) == inf);
+  // fp32: unchanged; NaN stays NaN everywhere.
+  CHECK(emulated_round(one_plus(1, 23), DevicePrecision::fp32) == one_plus(1, 23));
+  for (DevicePrecision p : {DevicePrecision::fp16, DevicePrecision::bf16, DevicePrecision::tf32})
+    CHECK(std::isnan(emulated_round(std::numeric_limits<float>::quiet_NaN(), p)));
+}
+
+TEST_CASE("emulation rounds what the CUDA engine rounds at each precision", "[emulation]") {
+  // x = w = 1 + 2^-12: below half a unit of fp16's and tf32's last place, so rounding either
+  // operand to them gives 1; in float x * w = 1 + 2^-11 (+ 2^-24, rounded away).
+  const float v = one_plus(1, 12);
+  SECTION("MatMul: tf32 and fp16 round its operands, fp32 does not") {
+    Builder b;
+    const int x = b.input({1, 1});
+    b.inputs[0] = scalar_tensor({1, 1}, v);
+    const int w = b.constant(scalar_tensor({1, 1}, v));
+    b.output(b.op(OpKind::MatMul, {}, {x, w}));
+    CHECK(run_one(b.plan, b.inputs, DevicePrecision::fp32) == one_plus(1, 11));
+    CHECK(run_one(b.plan, b.inputs, DevicePrecision::tf32) == 1.0f);
+    CHECK(run_one(b.plan, b.inputs, DevicePrecision::fp16) == 1.0f);
+    CHECK(run_one(b.plan, b.inputs, DevicePrecision::bf16) == 1.0f);
+    // The plan's own weights are untouched: the emulator rounds a copy.
+    CHECK(b.plan.constants[0].second.data<float>()[0] == v);
+  }
+  SECTION("tf32 leaves other steps and depthwise convolutions in float; fp16 stores every output rounded") {
+    Builder b;
+    const int x = b.input({1, 2, 1, 1});
+    b.inputs[0] = scalar_tensor({1, 2, 1, 1}, v);
+    const int relu = b.op(OpKind::Relu, {}, {x});
+    const int dw_w = b.constant(scalar_tensor({2, 1, 1, 1}, v));
+    const int depthwise = b.op(OpKind::Conv, attrs({{"group", int64_t{2}}}), {x, dw_w});
+    const int w = b.constant(scalar_tensor({2, 2, 1, 1}, v));
+    const int dense = b.op(OpKind::Conv, {}, {x, w});
+    b.output(relu);
+    b.output(depthwise);
+    b.output(dense);
+    CHECK(run_one(b.plan, b.inputs, DevicePrecision::tf32, 0) == v);                // not a GEMM: float
+    CHECK(run_one(b.plan, b.inputs, DevicePrecision::tf32, 1) == one_plus(1, 11));  // depthwise: kiln's float kernel
+    CHECK(run_one(b.plan, b.inputs, DevicePrecision::tf32, 2) == 2.0f);             // two products of 1 x 1
+    CHECK(run_one(b.plan, b.inputs, DevicePrecision::fp16, 0) == 1.0f);             // the input is stored in fp16
+    CHECK(run_one(b.plan, b.inputs, DevicePrecision::fp32, 2) == Approx(2.0f * one_plus(1, 11)));
+  }
+  SECTION("fp16 rounds each stored output, not just the inputs") {
+    Builder b;
+    const int x = b.input({1, 1});
+    b.inputs[0] = scalar_tensor({1, 1}, 1.0f);
+    const int third = b.constant(scalar_tensor({1, 1}, 1.0f / 3.0f));
+    b.output(b.op(OpKind::Mul, {}, {x, third}));
+    CHECK(run_one(b.plan, b.inputs, DevicePrecision::fp16) == emulated_round(1.0f / 3.0f, DevicePrecision::fp16));
+    CHECK(run_one(b.plan, b.inputs, DevicePrecision::fp16) != 1.0f / 3.0f);
+  }
+}
+
+TEST_CASE("verify_plans runs the compiled plan emulated and reports it", "[emulation][verify]") {
+  Builder b;
+  const int x = b.input({2, 8});
+  const int w = b.weight({8, 4});
+  b.output(b.op(OpKind::MatMul, {}, {x, w}));
+  const VerifyData data = verify_random_data(b.plan, 6, 3);
+  VerifyOptions options;
+  options.emulate = DevicePrecision::fp32;
+  auto exact = verify_plans(b.plan, b.plan, data, options);
+  REQUIRE(exact);
+  CHECK(exact->outputs[0].max_abs_error == 0.0);
+  CHECK(exact->engine.find("fp32 emulated on the CPU") == 0);
+  CHECK(exact->engine_threads == 0);
+  options.emulate = DevicePrecision::bf16;
+  auto bf16 = verify_plans(b.plan, b.plan, data, options);
+  REQUIRE(bf16);
+  CHECK(bf16->samples == 6);
+  CHECK(bf16->outputs[0].max_rel_error > 1e-4);  // bf16 keeps 8 significant bits: far from exact
+  CHECK(bf16->outputs[0].max_rel_error < 2e-2);
+  CHECK(bf16->outputs[0].cosine > 0.999);
+  CHECK(bf16->engine.find("bf16 emulated on the CPU") == 0);
+}
