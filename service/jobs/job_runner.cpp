@@ -22,6 +22,26 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Where kiln optimize's choice runs, from the optimize/report.json this job's compile stage
+// wrote: device "cpu" or "cuda" and, on a GPU, the precision. Empty when nothing was optimized.
+struct OptimizedChoice {
+  std::string device, precision;
+};
+OptimizedChoice optimized_choice(const std::string& dir) {
+  std::ifstream in(fs::path(dir) / "optimize" / "report.json");
+  if (!in) return {};
+  const nlohmann::json report = nlohmann::json::parse(in, nullptr, false);
+  if (report.is_discarded() || !report.contains("chosen") || !report["chosen"].is_object()) return {};
+  const nlohmann::json& chosen = report["chosen"];
+  OptimizedChoice out;
+  if (chosen.contains("device") && chosen["device"].is_string()) out.device = chosen["device"].get<std::string>();
+  if (chosen.contains("precision") && chosen["precision"].is_string()) out.precision = chosen["precision"].get<std::string>();
+  if (out.device != "cpu" && out.device != "cuda") return {};
+  if (out.device == "cuda" && out.precision != "fp32" && out.precision != "tf32" && out.precision != "fp16" && out.precision != "bf16")
+    return {};
+  return out;
+}
+
 enum class Outcome { ok, failed, cancelled, stopped };
 
 struct ChildResult {
@@ -230,16 +250,26 @@ std::string JobRunner::stage_run(const JobRecord& job, const std::string& stage,
     return child_run(job.id, dir, {kiln, "compile", "model.onnx", "-o", "model.kiln", "--target", "target.yaml"}, "", log, deadline);
   }
   if (stage == "verify") {
-    // The packaged plan against the original model, on the uploaded validation set when there is one.
+    // The packaged plan against the original model, on the uploaded validation set when there is one;
+    // a plan chosen for the GPU is verified by emulating its precision (this machine has no GPU to ask).
     std::vector<std::string> argv = {kiln, "verify", "model.kiln", "--reference", "model.onnx", "--json"};
     std::error_code ec;
     if (fs::exists(fs::path(dir) / "validation.npz", ec)) argv.insert(argv.end(), {"--input", "validation.npz"});
     else argv.insert(argv.end(), {"--random", "16"});
+    if (const OptimizedChoice chosen = optimized_choice(dir); chosen.device == "cuda")
+      argv.insert(argv.end(), {"--device", "cuda", "--cuda-precision", chosen.precision, "--emulate"});
     return child_run(job.id, dir, argv, "verify.json", log, deadline);
   }
-  if (stage == "package")
-    return child_run(job.id, dir, {kiln, "image", "model.kiln", "-o", "image", "--target", "target.yaml", "--json"},
-                     "package.json", log, deadline);
+  if (stage == "package") {
+    // The image runs where kiln optimize's choice runs: on a GPU node, its GPU at the chosen
+    // precision, or its CPUs when a CPU candidate won.
+    std::vector<std::string> argv = {kiln, "image", "model.kiln", "-o", "image", "--target", "target.yaml", "--json"};
+    if (const OptimizedChoice chosen = optimized_choice(dir); !chosen.device.empty()) {
+      argv.insert(argv.end(), {"--device", chosen.device});
+      if (chosen.device == "cuda") argv.insert(argv.end(), {"--cuda-precision", chosen.precision});
+    }
+    return child_run(job.id, dir, argv, "package.json", log, deadline);
+  }
   if (stage == "report") {
     // Records the artifacts the stages wrote and writes report.json (in-process: no untrusted
     // parsing happens here, only listing files this job's children wrote).
@@ -326,12 +356,11 @@ std::string JobRunner::benchmark_store_path() const {
 }
 
 // Why the compile stage does not plan: nothing to price the target with (no stored profile, no
-// spec prior), or GPU nodes (kiln optimize verifies and measures on this machine's CPUs: a GPU
-// node's image keeps the CUDA pipeline). Both documents passed the validate stage.
+// spec prior). GPU nodes are planned too: kiln optimize verifies their candidates by emulation.
+// Both documents passed the validate stage.
 std::string JobRunner::optimize_refusal(const std::string& dir, const std::string& db) const {
   auto target = api::target_load((fs::path(dir) / "target.yaml").string());
   if (!target) return target.message();
-  if (!target->node.gpus.empty()) return "the target's nodes have GPUs, which kiln optimize cannot verify or measure here";
   auto app = api::application_load((fs::path(dir) / "description.yaml").string());
   if (!app) return app.message();
   planning::PlanInputs in;

@@ -228,7 +228,7 @@ TEST_CASE("kiln optimize with a latency nothing meets is infeasible and writes n
   CHECK(r.out.find("Tried though predicted to miss a constraint") != std::string::npos);
 }
 
-TEST_CASE("kiln optimize for a target with GPUs checks the GPU candidates against the CUDA backend; a GPU-only target is an error",
+TEST_CASE("kiln optimize for a target with GPUs verifies the GPU candidates by emulation and may choose one",
           "[perfmodel][optimize]") {
   TempDir dir;
   const std::string common = " --db " + synthetic_store(dir) + " --cache-dir " + dir.file("cache") + " --top 1 --runs 3";
@@ -238,33 +238,71 @@ TEST_CASE("kiln optimize for a target with GPUs checks the GPU candidates agains
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   const nlohmann::json report = read_json(dir.file("out/report.json"));
-  CHECK(report.at("chosen").at("device") == "cpu");  // nothing was verified on a GPU here
   const auto& gpu = report.at("gpu_candidates");
   REQUIRE(gpu.size() == 3);  // the best of fp32, fp16 and bf16 on the H100s
   std::set<std::string> precisions;
   for (const auto& c : gpu) {
     precisions.insert(c.at("precision").get<std::string>());
     CHECK(c.at("device") == "cuda");
-    CHECK(c.at("verified") == false);
+    CHECK(c.at("measured") == false);
 #ifdef KILN_CUDA_PLUGIN_PATH
     CHECK(c.at("runs_on_gpu") == true);  // Fashion-MNIST has a CUDA kernel for every step
     CHECK(c.at("problem") == "");
+    CHECK(c.at("verified") == "emulated");
 #else
     CHECK(c.at("runs_on_gpu") == false);
     CHECK_THAT(c.at("problem").get<std::string>(), Catch::Contains("the CUDA backend plugin is not installed"));
+    CHECK(c.at("verified") == false);
 #endif
   }
   CHECK(precisions == std::set<std::string>{"fp32", "fp16", "bf16"});
   CHECK_THAT(r.out, Catch::Contains("were compiled for the GPU and checked against the CUDA backend's kernels"));
   CHECK_THAT(r.out, !Catch::Contains("on the CPUs on the CPUs"));
+#ifdef KILN_CUDA_PLUGIN_PATH
+  // The GPU candidates are trials beside the CPU ones, verified emulated against the same fp32
+  // reference (the labelled sample), and chosen on predictions: the priors put the H100s far ahead.
+  int gpu_trials = 0;
+  for (const auto& c : report.at("candidates")) {
+    if (c.at("device") != "cuda") continue;
+    ++gpu_trials;
+    CHECK_THAT(c.at("verified_on").get<std::string>(), Catch::Contains("emulated on the CPU"));
+    CHECK(c.at("measured_ms").is_null());
+    CHECK(c.at("accuracy_drop").is_number());
+    CHECK(c.at("top1_agreement").is_number());
+  }
+  CHECK(gpu_trials == 3);
+  CHECK(report.at("chosen").at("device") == "cuda");
+  CHECK_THAT(r.out, Catch::Contains("its accuracy was verified by emulation, its latency is a prediction"));
+  REQUIRE(std::filesystem::exists(dir.file("out/model.kiln")));
+  // The written model is the GPU's plan: kiln verify emulates it at the chosen precision.
+  const std::string precision = report.at("chosen").at("precision").get<std::string>();
+  r = run_kiln(dir, "verify " + dir.file("out/model.kiln") + " --device cuda --cuda-precision " + precision + " --emulate --random 4");
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains(precision + " emulated on the CPU"));
+#else
+  CHECK(report.at("chosen").at("device") == "cpu");  // no GPU candidate could be checked
+#endif
 
-  // Unknown CPUs, known GPUs: nothing this machine can verify, and it says where to go instead.
+  // Unknown CPUs, known GPUs: only the GPU candidates, verified by emulation (or, without the
+  // CUDA backend, none runnable: infeasible, saying why).
   write_file(dir.file("gpu-only.yaml"),
              "name: gpu-box\nkind: cloud\nscheduler: kubernetes\ncontainer_runtime: docker\n"
              "node: {cpu: {model: Imaginary CPU 9000, cores: 16}, memory_gb: 128, gpus: [{model: NVIDIA L4, count: 1, memory_gb: 24}]}\n");
   r = run_kiln(dir, "optimize " + dir.file("app.yaml") + " --target " + dir.file("gpu-only.yaml") + common + " -o " + dir.file("gpu-out"));
   INFO(r.out << r.err);
+#ifdef KILN_CUDA_PLUGIN_PATH
+  CHECK(r.exit_code == 0);
+  CHECK(read_json(dir.file("gpu-out/report.json")).at("chosen").at("device") == "cuda");
+#else
+  CHECK(r.exit_code == 3);
+  CHECK_THAT(r.out, Catch::Contains("not runnable"));
+#endif
+}
+
+TEST_CASE("kiln verify --emulate needs --device cuda", "[perfmodel][optimize]") {
+  TempDir dir;
+  const KilnRun r = run_kiln(dir, "verify " + kExample + "model.onnx --emulate --random 2");
   CHECK(r.exit_code == 1);
-  CHECK_THAT(r.err, Catch::Contains("every candidate of this target runs on its GPUs"));
-  CHECK_THAT(r.err, Catch::Contains("kiln verify/bench --device cuda on the GPU node"));
+  CHECK_THAT(r.err, Catch::Contains("--emulate runs a GPU plan on the CPU: add --device cuda"));
 }

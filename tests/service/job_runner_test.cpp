@@ -31,10 +31,15 @@ struct RunnerFixture {
                           "           echo plan > model.kiln ;;\n"
                           "  optimize) [ -e ../../measuring ] && echo overlap >> ../../overlaps; touch ../../measuring; sleep 0.3;\n"
                           "            rm ../../measuring; mkdir -p optimize && echo chosen-plan > optimize/model.kiln &&\n"
-                          "            echo '{\"candidates\": [{\"name\": \"int8 b8 t1x2\", \"chosen\": true}], '\\\n"
-                          "                 '\"chosen\": {\"name\": \"int8 b8 t1x2\"}, \"explanation\": [\"why\"]}' > optimize/report.json ;;\n"
-                          "  verify) echo '{}' ;;\n"
-                          "  image) mkdir -p image && echo tar > image/image.oci.tar ;;\n"
+                          "            if grep -q gpus target.yaml; then\n"
+                          "              echo '{\"chosen\": {\"name\": \"fp16 b8 cuda x1\", \"device\": \"cuda\", \"precision\": \"fp16\"}}' > optimize/report.json;\n"
+                          "            else\n"
+                          "              echo '{\"candidates\": [{\"name\": \"int8 b8 t1x2\", \"chosen\": true}], '\\\n"
+                          "                   '\"chosen\": {\"name\": \"int8 b8 t1x2\", \"device\": \"cpu\", \"precision\": \"int8\"}, '\\\n"
+                          "                   '\"explanation\": [\"why\"]}' > optimize/report.json;\n"
+                          "            fi ;;\n"
+                          "  verify) echo \"$@\" > verify.args; echo '{}' ;;\n"
+                          "  image) echo \"$@\" > image.args; mkdir -p image && echo tar > image/image.oci.tar ;;\n"
                           "esac\n"
                           "exit 0\n";
     fs::permissions(fake, fs::perms::owner_all);
@@ -111,8 +116,10 @@ std::string file_text(const fs::path& path) {
 
 // When the target can be priced (a stored profile, or a spec prior as for this cloud node) the
 // compile stage plans (kiln optimize) and packages its choice, whose candidates reach report.json;
-// GPU nodes, or this machine without a profile, compile unplanned and say why in the log.
-TEST_CASE("job runner: a plannable CPU target is optimized; GPU nodes and an unprofiled machine compile unplanned", "[service]") {
+// a choice for GPU nodes is verified emulated and packaged for the GPU at its precision; this
+// machine without a profile compiles unplanned and says why in the log.
+TEST_CASE("job runner: plannable targets are optimized, GPU choices packaged for the GPU; an unprofiled machine compiles unplanned",
+          "[service]") {
   RunnerFixture f;
   const std::string app = "model: {path: model.onnx}\ninputs: {x: {shape: [1, 4], dtype: float32}}\nobjective: latency\n";
   const std::string cloud = std::string("name: t\nkind: cloud\nscheduler: kubernetes\ncontainer_runtime: docker\nnodes: 1\n") +
@@ -144,9 +151,13 @@ TEST_CASE("job runner: a plannable CPU target is optimized; GPU nodes and an unp
   CHECK(report.find("\"chosen\": \"int8 b8 t1x2\"") != std::string::npos);
   CHECK(report.find("\"name\": \"int8 b8 t1x2\"") != std::string::npos);
   CHECK(report.find("\"explanation\"") != std::string::npos);
+  CHECK(file_text(planned_dir / "image.args").find("--device cpu") != std::string::npos);
+  CHECK(file_text(planned_dir / "verify.args").find("--emulate") == std::string::npos);
   const fs::path gpu_dir = job_dir(f.dir.string(), on_gpus);
-  CHECK(file_text(gpu_dir / "compile.log").find("not planned (the target's nodes have GPUs") != std::string::npos);
-  CHECK(file_text(gpu_dir / "model.kiln") == "plan\n");
+  CHECK(file_text(gpu_dir / "compile.log").find("not planned") == std::string::npos);
+  CHECK(file_text(gpu_dir / "model.kiln") == "chosen-plan\n");
+  CHECK(file_text(gpu_dir / "verify.args").find("--device cuda --cuda-precision fp16 --emulate") != std::string::npos);
+  CHECK(file_text(gpu_dir / "image.args").find("--device cuda --cuda-precision fp16") != std::string::npos);
   const fs::path here_dir = job_dir(f.dir.string(), unprofiled);
   const std::string here_log = file_text(here_dir / "compile.log");
   INFO(here_log);
