@@ -324,6 +324,8 @@ Status plan_write_file(const std::string& path, const Plan& plan, const PlanFile
   m["source"] = info.source;
   m["passes"] = info.passes;
   m["notes"] = info.notes;
+  m["device"] = info.device;
+  m["cuda_precision"] = info.cuda_precision;
   m["num_slots"] = plan.num_slots;
   m["slot_types"] = json::array();
   for (const ValueType& t : plan.slot_types) m["slot_types"].push_back(type_to_json(t));
@@ -418,7 +420,16 @@ Result<LoadedPlan> plan_read_file(const std::string& path, bool verify_weights) 
     if (!plan) return plan.status().with_context(path + ": ");
     loaded.plan = std::move(*plan);
     loaded.info = {m.at("producer").get<std::string>(), m.at("source").get<std::string>(),
-                   m.at("passes").get<std::string>(), m.at("notes").get<std::string>()};
+                   m.at("passes").get<std::string>(), m.at("notes").get<std::string>(),
+                   m.value("device", std::string()), m.value("cuda_precision", std::string())};
+    const std::string& device = loaded.info.device;
+    const std::string& precision = loaded.info.cuda_precision;
+    KILN_REQUIRE(device.empty() || device == "cpu" || device == "cuda", parse, path, ": metadata 'device' is '", device,
+                 "', expected cpu or cuda");
+    KILN_REQUIRE(precision.empty() || (device == "cuda" && (precision == "fp32" || precision == "tf32" || precision == "fp16" ||
+                                                            precision == "bf16")),
+                 parse, path, ": metadata 'cuda_precision' is '", precision, "' for device '", device,
+                 "', expected fp32, tf32, fp16 or bf16 on cuda");
   } catch (const json::exception& e) {
     return make_error(ErrorCode::parse, path, ": malformed metadata: ", e.what());
   }

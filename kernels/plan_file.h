@@ -22,6 +22,11 @@ struct PlanFileInfo {
   std::string source;    // the model it was compiled from
   std::string passes;    // comma-separated pipeline that produced it
   std::string notes;     // free text, e.g. the batch size
+  // What it was compiled for: "cpu" or "cuda" (the CUDA pipeline's plan); "" in files written
+  // before kiln recorded it. `cuda_precision`: the GPU precision kiln optimize chose for it ("" when
+  // none was chosen); `kiln image` defaults to both.
+  std::string device;
+  std::string cuda_precision;
 };
 
 Status plan_write_file(const std::string& path, const Plan& plan, const PlanFileInfo& info);

@@ -2,7 +2,8 @@
 // the .kiln artifact. --print-passes lists the pipeline table. --device cuda compiles with the
 // CUDA pipeline and fails, naming the node and op, when a step has no CUDA kernel. --target T.yaml
 // compiles for that target's nodes: the CUDA pipeline when they have GPUs (unless --device says
-// otherwise), as `kiln image --target` packages it.
+// otherwise), as `kiln image --target` packages it. The .kiln records the device, and a
+// --cuda-precision given for the GPU, which `kiln image` then defaults to.
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -33,6 +34,7 @@ struct CompileOptions {
   PruneCli prune;
   DeviceCli device;
   bool device_given = false;  // --device on the command line (wins over --target)
+  bool precision_given = false;  // --cuda-precision on the command line: recorded in the .kiln for kiln image
   std::string target;
 };
 
@@ -70,7 +72,8 @@ int run_compile(const CompileOptions& opts) {
     if (!supported) return report_error(supported.message());
   }
   PlanFileInfo info{"kiln 0.1.0", opts.model, on_device && opts.passes == "default" ? "default for " + device.device : opts.passes,
-                    compiled->bindings_text};
+                    compiled->bindings_text, std::string(device_kind_name(device.kind())),
+                    on_device && opts.precision_given ? device.cuda_precision : ""};
   Status written = plan_write_file(opts.output, compiled->plan, info);
   if (!written) return report_error(written.message());
   std::printf("wrote %s (%zu steps, %s)\n", opts.output.c_str(), compiled->plan.steps.size(), compiled->bindings_text.c_str());
@@ -100,6 +103,7 @@ void add_compile_command(CLI::App& app, CommandRunner& run) {
                 "Check every pass against the reference executor on seeded inputs");
   cmd->callback([opts, &run, cmd] {
     opts->device_given = cmd->count("--device") > 0;
+    opts->precision_given = cmd->count("--cuda-precision") > 0;
     run = [opts] { return run_compile(*opts); };
   });
 }

@@ -120,7 +120,7 @@ Result<PreparedModel> prepare_model(const ImageCmdOptions& opts, const fs::path&
     // The file name only: the same model at another path gives the same image.
     PlanFileInfo info{std::string("kiln ") + KILN_VERSION, fs::path(opts.model).filename().string(),
                       gpu && default_passes ? "default for " + std::string(device_kind_name(device)) : opts.passes,
-                      compiled.bindings_text};
+                      compiled.bindings_text, std::string(device_kind_name(device)), ""};
     KILN_TRY(plan_write_file(m.model_file, compiled.plan, info));
     m.reference = std::move(compiled.reference_plan);
   }
@@ -206,7 +206,7 @@ recipes::DeploymentSpec deployment_spec(const Bundle& bundle, const oci::BuiltIm
   return spec;
 }
 
-int run_image(const ImageCmdOptions& opts) {
+int run_image(ImageCmdOptions opts) {
   const auto start = Clock::now();
   if (opts.output.empty()) return report_error("image needs -o DIR");
   auto created = oci::source_date_epoch();
@@ -224,6 +224,17 @@ int run_image(const ImageCmdOptions& opts) {
   if (target)
     for (const api::Gpu& g : target->node.gpus) target_gpus = target_gpus || g.count > 0;
   const DeviceKind device = (opts.device.empty() ? target_gpus : opts.device == "cuda") ? DeviceKind::cuda : DeviceKind::cpu;
+  // A .kiln compiled for a GPU precision records it (kiln optimize's choice, or kiln compile
+  // --device cuda --cuda-precision): the image runs at it unless --cuda-precision says otherwise.
+  std::string precision_note;
+  if (device == DeviceKind::cuda && opts.cuda_precision.empty() && is_plan_file(opts.model)) {
+    auto recorded = plan_read_file(opts.model, /*verify_weights=*/false);
+    if (!recorded) return report_error(recorded.error().message);
+    if (!recorded->info.cuda_precision.empty()) {
+      opts.cuda_precision = recorded->info.cuda_precision;
+      precision_note = "GPU precision " + opts.cuda_precision + ", as recorded in " + opts.model + " (--cuda-precision overrides)";
+    }
+  }
   std::string plugin;
   if (device == DeviceKind::cuda) {
     if (!target_gpus)
@@ -318,6 +329,7 @@ int run_image(const ImageCmdOptions& opts) {
     std::cout << doc.dump(2) << '\n';
     return kExitOk;
   }
+  if (!precision_note.empty()) std::printf("%s\n", precision_note.c_str());
   std::printf("bundle %s (%zu libraries, batch %lld)\n", bundle_dir.c_str(), bundle->libraries.size(),
               static_cast<long long>(model->batch));
   for (const SelftestCheck& c : bundle->checks)

@@ -611,8 +611,10 @@ int run_optimize(const OptimizeOptions& o) {
     const Trial& t = trials[*chosen];
     const std::string path = (fs::path(o.output) / "model.kiln").string();
     const std::string runs_on = t.candidate.device == "cuda" ? ", for the GPU at " + t.candidate.precision : "";
+    const bool gpu = t.candidate.device == "cuda";
     if (Status written = plan_write_file(path, t.plan, {std::string("kiln ") + KILN_VERSION, *model_path, t.passes,
-                                                         "batch " + std::to_string(t.candidate.batch) + runs_on + ", chosen by kiln optimize"});
+                                                         "batch " + std::to_string(t.candidate.batch) + runs_on + ", chosen by kiln optimize",
+                                                         gpu ? "cuda" : "cpu", gpu ? t.candidate.precision : ""});
         !written.ok())
       return report_error(written.message());
   }

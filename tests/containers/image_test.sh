@@ -223,6 +223,12 @@ PY
       { cat "$work/gpu-bf16.log"; fail "kiln image of a CPU .kiln for a GPU target failed"; }
     grep -q "^kiln: warning: .*bf16.kiln will fail on the GPU: no CUDA kernel for node '/stem/Conv'" "$work/gpu-bf16.log" ||
       { cat "$work/gpu-bf16.log"; fail "no warning for a .kiln the GPU cannot run"; }
+    # A .kiln compiled for the GPU at a precision records it, and its image runs at it by default.
+    "$kiln" compile "$model" --device cuda --cuda-precision fp16 -o "$work/fp16.kiln" > /dev/null || fail "kiln compile --device cuda failed"
+    "$kiln" image "$work/fp16.kiln" -o "$work/gpu-fp16" --target "$gpu_target" > "$work/gpu-fp16.log" 2>&1 ||
+      { cat "$work/gpu-fp16.log"; fail "kiln image of a GPU .kiln failed"; }
+    grep -q "^GPU precision fp16, as recorded in .*fp16.kiln" "$work/gpu-fp16.log" || { cat "$work/gpu-fp16.log"; fail "no note of the recorded precision"; }
+    grep -q "KILN_CUDA_PRECISION=fp16" "$work/gpu-fp16/Dockerfile" || fail "the image of an fp16 .kiln does not run at fp16"
     # The recipes: NVIDIA's image with the plugin's CUDA major, each library from its folder there, one GPU.
     grep -q "^ARG CUDA_IMAGE=nvidia/cuda:$cuda_major\..*-cudnn-runtime-" "$work/gpu/Dockerfile" || fail "the Dockerfile's CUDA image is not CUDA $cuda_major with cuDNN"
     grep -q "^      /usr/local/cuda/lib64/libcublasLt.so.$cuda_major \\\\$" "$work/gpu/Dockerfile" || fail "the Dockerfile does not copy libcublasLt.so.$cuda_major"

@@ -274,8 +274,13 @@ TEST_CASE("kiln optimize for a target with GPUs verifies the GPU candidates by e
   CHECK(report.at("chosen").at("device") == "cuda");
   CHECK_THAT(r.out, Catch::Contains("its accuracy was verified by emulation, its latency is a prediction"));
   REQUIRE(std::filesystem::exists(dir.file("out/model.kiln")));
-  // The written model is the GPU's plan: kiln verify emulates it at the chosen precision.
+  // The written model is the GPU's plan, recorded as such with its precision (kiln image's
+  // default); kiln verify emulates it at that precision.
   const std::string precision = report.at("chosen").at("precision").get<std::string>();
+  auto written = kiln::plan_read_file(dir.file("out/model.kiln"), false);
+  REQUIRE(written);
+  CHECK(written->info.device == "cuda");
+  CHECK(written->info.cuda_precision == precision);
   r = run_kiln(dir, "verify " + dir.file("out/model.kiln") + " --device cuda --cuda-precision " + precision + " --emulate --random 4");
   INFO(r.out << r.err);
   CHECK(r.exit_code == 0);

@@ -66,6 +66,28 @@ TEST_CASE("a .kiln file round-trips and runs the same", "[plan_file]") {
   for (int i = 0; i < 6; ++i) REQUIRE(got->outputs[0].data<float>()[i] == want->outputs[0].data<float>()[i]);
 }
 
+TEST_CASE("a .kiln file records the device and GPU precision it was compiled for", "[plan_file]") {
+  const fs::path path = temp_file("device.kiln");
+  REQUIRE(plan_write_file(path.string(), tiny_plan(), {"kiln test", "tiny", "none", "", "cuda", "fp16"}));
+  auto loaded = plan_read_file(path.string());
+  REQUIRE(loaded);
+  CHECK(loaded->info.device == "cuda");
+  CHECK(loaded->info.cuda_precision == "fp16");
+  REQUIRE(plan_write_file(path.string(), tiny_plan(), {"kiln test", "tiny", "none", "", "", ""}));
+  loaded = plan_read_file(path.string());
+  REQUIRE(loaded);
+  CHECK(loaded->info.device.empty());  // not recorded (as in files written before the field)
+  // A value kiln does not know is refused, naming the field.
+  REQUIRE(plan_write_file(path.string(), tiny_plan(), {"kiln test", "tiny", "none", "", "tpu", ""}));
+  loaded = plan_read_file(path.string());
+  REQUIRE_FALSE(loaded);
+  CHECK_THAT(loaded.error().message, Catch::Contains("metadata 'device' is 'tpu', expected cpu or cuda"));
+  REQUIRE(plan_write_file(path.string(), tiny_plan(), {"kiln test", "tiny", "none", "", "cpu", "fp16"}));
+  loaded = plan_read_file(path.string());
+  REQUIRE_FALSE(loaded);
+  CHECK_THAT(loaded.error().message, Catch::Contains("metadata 'cuda_precision' is 'fp16' for device 'cpu'"));
+}
+
 TEST_CASE("damaged .kiln files are refused with a clear error", "[plan_file]") {
   const fs::path good = temp_file("good.kiln");
   REQUIRE(plan_write_file(good.string(), tiny_plan(), {"kiln test", "tiny", "none", ""}));
