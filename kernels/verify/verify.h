@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -43,6 +44,14 @@ VerifyData verify_random_data(const Plan& plan, int64_t samples, uint32_t seed);
 // symmetric over the whole set (u8 when no value is negative, else s8), nothing clipped.
 VerifyData round_inputs_to_8_bits(const VerifyData& data);
 
+// Reference outputs kept from one verification to the next of the same reference plan on the
+// same data (kiln optimize verifies several candidates, CPU and GPU, at one batch): per batch size,
+// the outputs of each batch in order. The caller keeps plan and data the same; the reference
+// executor is by far the slower side, so each later verification costs only its compiled runs.
+struct ReferenceCache {
+  std::map<int64_t, std::vector<std::vector<Tensor>>> outputs;
+};
+
 struct VerifyOptions {
   int threads = 0;            // compiled engine threads (0: the CPU quota)
   int reference_threads = 0;  // reference batches run at once (0: as many as engine threads)
@@ -52,6 +61,7 @@ struct VerifyOptions {
   // Set: the compiled plan (compiled for the CUDA engine) runs on the CPU's reference kernels with
   // this GPU precision's rounding (kernels/verify/precision_emulation.h), not on `device`.
   std::optional<DevicePrecision> emulate;
+  ReferenceCache* reference_cache = nullptr;  // see ReferenceCache; nullptr: the reference always runs
   // The input sensitivity check: when set (the same samples and shapes as `data`, e.g. rounded to
   // 8 bits), the reference plan also runs on the CPU engine over these inputs and is compared with
   // the same reference outputs (report.input_rounding): the reference executor runs once for both.

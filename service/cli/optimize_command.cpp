@@ -173,8 +173,9 @@ Result<VerifyData> verification_data(const api::ApplicationDescription& app, con
   return load_dataset(options, plan);
 }
 
-// `emulate`: a GPU plan, verified by emulating that GPU precision on this CPU.
-void verify(const api::ApplicationDescription& app, const CompiledModel& model, Verification& v,
+// `emulate`: a GPU plan, verified by emulating that GPU precision on this CPU. `cache`: the
+// reference outputs shared by every verification of one optimize run (same model, same data).
+void verify(const api::ApplicationDescription& app, const CompiledModel& model, Verification& v, ReferenceCache* cache,
             std::optional<DevicePrecision> emulate = std::nullopt) {
   v.ran = true;
   auto data = verification_data(app, model.plan);
@@ -184,6 +185,7 @@ void verify(const api::ApplicationDescription& app, const CompiledModel& model, 
   }
   VerifyOptions options;
   options.emulate = emulate;
+  options.reference_cache = cache;
   auto report = verify_plans(model.plan, *model.reference_plan, *data, options);
   if (!report) {
     v.error = "verification: " + report.error().message;
@@ -338,7 +340,7 @@ struct GpuCheck {
 // this CPU. Each verified one becomes a trial, held to its predictions (never measured here).
 std::vector<Trial> gpu_trials(const std::string& model, const api::ApplicationDescription& app, const perf::PlanResult& plan,
                               const perf::PlanTarget& target, std::map<std::string, Verification>& verified,
-                              std::vector<GpuCheck>& checks) {
+                              ReferenceCache* cache, std::vector<GpuCheck>& checks) {
   std::vector<Trial> trials;
   // One plan per batch: the GPU precisions share it (the precision is the engine's, not the plan's).
   std::map<int64_t, Result<CompiledModel>> by_batch;
@@ -365,7 +367,7 @@ std::vector<Trial> gpu_trials(const std::string& model, const api::ApplicationDe
     if (check.problem.empty()) {
       std::fprintf(stderr, "; verifying %s emulated on this CPU", c.precision.c_str());
       Verification& v = verified[verification_key(c)];
-      verify(app, *compiled, v, options.precision);
+      verify(app, *compiled, v, cache, options.precision);
       check.verified = v.error.empty();
       Trial t;
       t.candidate = c;
@@ -427,7 +429,8 @@ int run_optimize(const OptimizeOptions& o) {
   const std::vector<perf::Candidate> picks = planning::candidates_to_try(plan, o.top, app->objective);
   const auto gpu = std::find_if(plan.candidates.begin(), plan.candidates.end(), [](const perf::Candidate& c) { return c.device == "cuda"; });
   std::vector<GpuCheck> gpu_checks;
-  std::vector<Trial> on_gpu = gpu_trials(*model_path, *app, plan, outcome->target, verified, gpu_checks);
+  ReferenceCache reference_cache;  // every verification below compares with the same reference on the same data
+  std::vector<Trial> on_gpu = gpu_trials(*model_path, *app, plan, outcome->target, verified, &reference_cache, gpu_checks);
   if (!gpu_checks.empty()) {
     std::vector<std::string> runnable, not_runnable;
     for (const GpuCheck& k : gpu_checks)
@@ -458,7 +461,7 @@ int run_optimize(const OptimizeOptions& o) {
     }
     if (!v.ran) {
       std::fprintf(stderr, ", verifying");
-      verify(*app, *compiled, v);
+      verify(*app, *compiled, v, &reference_cache);
       if (accuracy_control_may_help(*app, c, v)) {
         std::fprintf(stderr, ": every layer %s: %s; accuracy control\n", c.precision.c_str(), v.failure.c_str());
         // int8's kept layers run in bf16 where the plan may use bf16 (the description allows it and the
@@ -476,7 +479,7 @@ int run_optimize(const OptimizeOptions& o) {
           v.failure += "; accuracy control: " + controlled.error().message;
         } else {
           Verification again;
-          verify(*app, *controlled, again);
+          verify(*app, *controlled, again, &reference_cache);
           again.every_layer_failure = v.failure;
           again.control = controlled->accuracy_control;
           if (auto costs = kept_layer_costs(*model_path, c.precision, {again.control->kept, again.control->fallback}))

@@ -128,6 +128,24 @@ TEST_CASE("verify_plans batches samples, pads the last batch and trims it", "[ve
     REQUIRE(m.compiled_correct == 9);
     REQUIRE(m.accuracy_drop == Approx(0.1));
   }
+  SECTION("a reference cache runs the reference once per batch and serves later verifications") {
+    ReferenceCache cache;
+    VerifyOptions options{1, 2, "relu"};
+    options.reference_cache = &cache;
+    auto first = verify_plans(relu, relu, data, options);
+    REQUIRE(first);
+    REQUIRE(cache.outputs.at(4).size() == 3);  // batch 4: three batches' outputs
+    // The second verification reads the cache, not the reference plan: an Abs "reference" would
+    // differ, the cached Relu outputs do not.
+    auto second = verify_plans(relu, unary_plan(OpKind::Abs, 4), data, options);
+    REQUIRE(second);
+    CHECK(second->outputs.at(0).max_abs_error == 0.0);
+    CHECK(cache.outputs.at(4).size() == 3);
+    // Another batch size is another entry.
+    auto other = verify_plans(unary_plan(OpKind::Relu, 5), unary_plan(OpKind::Relu, 5), data, options);
+    REQUIRE(other);
+    CHECK(cache.outputs.at(5).size() == 2);
+  }
   SECTION("data that does not fit the model is refused with a typed error") {
     VerifyData wrong = data;
     wrong.inputs[0] = f32({2, 2}, {1, 2, 3, 4});
