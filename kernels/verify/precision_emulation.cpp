@@ -107,14 +107,64 @@ Result<std::vector<Tensor>> PrecisionEmulator::run(const std::vector<Tensor>& in
   return std::move(result.outputs);
 }
 
+Result<Plan> storage_rounding_plan(const Plan& plan, DevicePrecision precision) {
+  KILN_REQUIRE(precision != DevicePrecision::tf32, unsupported,
+               "tf32 rounds the operands of Conv/Gemm/MatMul, not stored values: run it on PrecisionEmulator");
+  if (precision == DevicePrecision::fp32) return plan;
+  const bool bf16 = precision == DevicePrecision::bf16;
+  const DType half = bf16 ? DType::bf16 : DType::f16;
+  Plan out;
+  out.num_slots = plan.num_slots;
+  out.slot_types = plan.slot_types;
+  out.inputs = plan.inputs;
+  out.outputs = plan.outputs;
+  for (const auto& [slot, value] : plan.constants) out.constants.emplace_back(slot, rounded_copy(value, precision));
+  auto new_slot = [&](const ValueType& type) {
+    out.slot_types.push_back(type);
+    return out.num_slots++;
+  };
+  Attrs to_half, to_float;
+  to_half.set("to", int64_t{bf16 ? 16 : 10});  // ONNX BFLOAT16 / FLOAT16
+  to_float.set("to", int64_t{1});
+  // `stored` takes the value the plan computes as `raw` and holds it rounded: raw -> half -> stored.
+  auto round_into = [&](int raw, int stored, const std::string& name) {
+    ValueType half_type = out.slot_types[static_cast<size_t>(stored)];
+    half_type.dtype = half;
+    const int h = new_slot(half_type);
+    out.steps.push_back({OpKind::Cast, to_half, {raw}, {h}, name + " (to " + std::string(device_precision_name(precision)) + ")"});
+    out.steps.push_back({OpKind::Cast, to_float, {h}, {stored}, name + " (from " + std::string(device_precision_name(precision)) + ")"});
+  };
+  auto is_float = [&](int slot) { return slot >= 0 && plan.slot_types[static_cast<size_t>(slot)].dtype == DType::f32; };
+  // Each float input arrives in a new slot and is rounded into the one the steps read.
+  for (PlanInput& in : out.inputs) {
+    if (!is_float(in.slot)) continue;
+    const int raw = new_slot(plan.slot_types[static_cast<size_t>(in.slot)]);
+    round_into(raw, in.slot, in.name);
+    in.slot = raw;
+  }
+  for (const PlanStep& step : plan.steps) {
+    PlanStep computed = step;
+    std::vector<std::pair<int, int>> rounded;  // (raw, stored)
+    for (int& o : computed.outputs) {
+      if (!is_float(o)) continue;
+      const int raw = new_slot(plan.slot_types[static_cast<size_t>(o)]);
+      rounded.emplace_back(raw, o);
+      o = raw;
+    }
+    out.steps.push_back(std::move(computed));
+    for (const auto& [raw, stored] : rounded) round_into(raw, stored, step.name);
+  }
+  return out;
+}
+
 std::string emulation_description(DevicePrecision precision) {
   const std::string p(device_precision_name(precision));
   switch (precision) {
-    case DevicePrecision::fp32: return "fp32 emulated on the CPU (reference kernels, nothing rounded)";
+    case DevicePrecision::fp32: return "fp32 emulated on the CPU (the GPU plan on the CPU engine, nothing rounded)";
     case DevicePrecision::tf32:
       return "tf32 emulated on the CPU (reference kernels; Conv/Gemm/MatMul operands rounded to 10 mantissa bits)";
     case DevicePrecision::fp16:
-    case DevicePrecision::bf16: return p + " emulated on the CPU (reference kernels, every stored value rounded to " + p + ")";
+    case DevicePrecision::bf16: return p + " emulated on the CPU (the GPU plan on the CPU engine, every stored value rounded to " + p + ")";
   }
   return p;
 }

@@ -1,15 +1,18 @@
-// GPU precision emulation: runs a plan compiled for kiln's CUDA engine on the CPU's reference
-// kernels, rounding values where that engine stores or feeds them at lower precision, so that a
+// GPU precision emulation: runs a plan compiled for kiln's CUDA engine on the CPU, rounding
+// values where that engine stores or feeds them at lower precision, so that a
 // machine without a GPU can verify the accuracy of a GPU precision (kiln verify --emulate,
 // kiln optimize for GPU targets). What the CUDA engine does, and so what is rounded
 // (docs/cuda-backend.md, "Precision"):
 //   fp16 / bf16: every float32 value is stored as half / bfloat16 (weights converted on the host,
 //     inputs by a kernel, every step's output when written); arithmetic accumulates in float.
-//     Emulated: constants and inputs rounded once, every float step output rounded when written.
+//     Emulated: constants and inputs rounded once, every float step output rounded when written
+//     (storage_rounding_plan on the CPU engine's fast kernels, or PrecisionEmulator on the
+//     reference kernels).
 //   tf32: values stay float32; Conv (except depthwise ones, kiln's own float kernel), Gemm and
 //     MatMul multiply on TF32 tensor cores, which keep 10 of the 23 mantissa bits of each
-//     operand. Emulated: those steps' data and weight operands rounded to nearest (bias not).
-//   fp32: nothing rounded (the reference kernels as they are).
+//     operand. Emulated: those steps' data and weight operands rounded to nearest (bias not), on
+//     the reference kernels (PrecisionEmulator: its hooks reach inside a step).
+//   fp32: nothing rounded.
 // Not emulated: the order of the GPU's float accumulation, and the extra rounding where the GPU
 // runs one step as two (a 1x1 convolution as a GEMM, then its bias and activation) — so the
 // figures approximate the GPU's, the first-order effect being the storage rounding.
@@ -28,7 +31,7 @@ namespace kiln {
 // fp16 overflows to infinity as a half does; NaN stays NaN.
 float emulated_round(float x, DevicePrecision precision);
 
-// `plan` ready to run emulated at `precision`: its float32 constants rounded once (fp16 and bf16
+// `plan` ready to run emulated on the reference kernels at `precision`: its float32 constants rounded once (fp16 and bf16
 // all of them; tf32 the weights that only TF32 operands read), deep copies made here.
 class PrecisionEmulator {
  public:
@@ -44,6 +47,14 @@ class PrecisionEmulator {
   std::vector<bool> tf32_step_;        // per step: multiplies on TF32 tensor cores
   std::vector<bool> rounded_constant_;  // per slot: a constant rounded at construction
 };
+
+// The same emulation of fp16/bf16 storage as a plan the CPU engine runs on its fast kernels:
+// `plan` with its float32 constants rounded and, after every float32 input and step output, a
+// rounding pair (Cast to the 16-bit type, Cast back to float32). What reads a value reads it
+// rounded, so the results are PrecisionEmulator's up to the kernels' float summation order.
+// fp32: the plan as it is. tf32 rounds operands inside steps, which only PrecisionEmulator's
+// hooks reach: refused here.
+Result<Plan> storage_rounding_plan(const Plan& plan, DevicePrecision precision);
 
 // What the emulation did, for reports: "fp16 emulated on the CPU (reference kernels, every stored
 // value rounded to fp16)".

@@ -218,16 +218,22 @@ Result<VerifyReport> verify_plans(const Plan& compiled, const Plan& reference, c
 
   // The compiled plan runs on an engine, or emulated beside the reference (both on the CPU's
   // reference kernels, so they share its threads).
+  // fp16/bf16/fp32 emulation runs a rounding plan on the CPU engine; tf32 runs on the emulator.
   std::unique_ptr<PlanRunner> engine;
   std::optional<PrecisionEmulator> emulator;
-  if (options.emulate) {
+  if (options.emulate == DevicePrecision::tf32) {
     emulator.emplace(compiled, *options.emulate);
   } else {
+    Plan rounding;
+    if (options.emulate) {
+      KILN_ASSIGN(p, storage_rounding_plan(compiled, *options.emulate));
+      rounding = std::move(p);
+    }
     PlanRunnerOptions runner_options;
-    runner_options.device = options.device;
+    runner_options.device = options.emulate ? DeviceKind::cpu : options.device;
     runner_options.threads = options.threads;
     runner_options.device_options = options.device_options;
-    KILN_ASSIGN(e, PlanRunner::create(compiled, runner_options));
+    KILN_ASSIGN(e, PlanRunner::create(options.emulate ? rounding : compiled, runner_options));
     engine = std::move(e);
   }
   std::unique_ptr<PlanRunner> sensitivity_engine;  // the reference plan, compiled for the CPU, on the sensitivity data
@@ -247,7 +253,8 @@ Result<VerifyReport> verify_plans(const Plan& compiled, const Plan& reference, c
   report.batches = (samples + batch - 1) / batch;
   report.padded_samples = report.batches * batch - samples;
   report.engine_threads = engine ? engine->threads() : 0;
-  report.engine = engine ? engine->describe() : emulation_description(*options.emulate);
+  report.engine = options.emulate ? emulation_description(*options.emulate) + " (" + (engine ? engine->describe() : "reference") + ")"
+                                  : engine->describe();
 
   std::vector<OutputComparison> comparisons;
   for (const auto& [slot, name] : compiled.outputs) comparisons.emplace_back(name);

@@ -8,7 +8,7 @@
 // that cost most accuracy per millisecond saved stay fp32); its later candidates keep the same
 // layers and are priced again. The choice uses measured numbers where there are any. GPU
 // candidates (the best of each GPU precision) are compiled for the GPU, checked against the CUDA
-// backend's kernels and verified by emulating their precision on this CPU's reference kernels
+// backend's kernels and verified by emulating their precision on this CPU
 // (kernels/verify/precision_emulation.h); they are never measured here, so they compete on
 // predictions. Writes plan.json, report.json and the chosen model.kiln; exit 3 when no candidate
 // passes.
@@ -439,9 +439,9 @@ int run_optimize(const OptimizeOptions& o) {
     explanation.push_back("GPU candidates (best planned: " + gpu->name() + ") were compiled for the GPU and checked against the CUDA "
                           "backend's kernels" + (runnable.empty() ? "" : "; every step has a kernel in " + join(runnable, ", ")) +
                           (not_runnable.empty() ? "" : "; not runnable: " + join(not_runnable, "; ")) + "." +
-                          (runnable.empty() ? "" : " Their accuracy was verified by emulating each precision on this CPU's reference "
-                                                   "kernels (values rounded as the CUDA engine stores them; fp16 and bf16 came within "
-                                                   "0.7-1.7x of an H100's own max error on the torchvision set), and they are not "
+                          (runnable.empty() ? "" : " Their accuracy was verified by emulating each precision on this CPU "
+                                                   "(values rounded as the CUDA engine stores them; fp16 and bf16 came within "
+                                                   "0.66-1.23x of an H100's own max error on the torchvision set), and they are not "
                                                    "measured here: they "
                                                    "compete on predicted latency (kiln verify/bench --device cuda on a GPU node "
                                                    "measures them)."));

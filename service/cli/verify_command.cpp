@@ -36,7 +36,7 @@ struct VerifyCliOptions {
   DeviceCli device;
   bool json = false;
   bool input_sensitivity = false;
-  bool emulate = false;  // --device cuda without a GPU: the plan on the reference kernels at --cuda-precision
+  bool emulate = false;  // --device cuda without a GPU: the GPU plan on this CPU, rounded as at --cuda-precision
   double max_accuracy_drop = NAN, min_cosine = NAN, min_top1 = NAN;
   CalibrationCli calibration;
   PruneCli prune;
@@ -186,8 +186,8 @@ void add_verify_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--threads", opts->threads, "Engine threads (default: the CPU quota)")->check(CLI::NonNegativeNumber);
   opts->device.add_to(*cmd);
   cmd->add_flag("--emulate", opts->emulate,
-                "With --device cuda: run the GPU plan on this CPU's reference kernels, rounding values as the CUDA engine "
-                "stores them at --cuda-precision (no GPU needed; approximates the GPU's error)");
+                "With --device cuda: run the GPU plan on this CPU, rounding values as the CUDA engine stores them at "
+                "--cuda-precision (no GPU needed; approximates the GPU's error)");
   cmd->add_flag("--json", opts->json, "Print the report as JSON");
   cmd->add_flag("--input-sensitivity", opts->input_sensitivity,
                 "Also run the fp32 model on its inputs rounded to 8 bits and compare with the clean inputs: how much "
