@@ -94,6 +94,14 @@ std::vector<ChartRow> verification_rows(const json& v) {
   return {r};
 }
 
+// Where a candidate's accuracy was verified, short: "cpu, 2 threads", "fp16 emulated on the CPU"
+// (kiln optimize's verified_on up to its parenthesis), "–" when not given.
+std::string verified_on_text(const json& c) {
+  const std::string v = string_of(c, "verified_on");
+  if (v.empty()) return "–";
+  return v.substr(0, v.find(" ("));
+}
+
 void candidates_section(std::ostringstream& s, const json& report) {
   const json& candidates = member(report, "candidates");
   const json& verification = member(report, "verification");
@@ -105,14 +113,15 @@ void candidates_section(std::ostringstream& s, const json& report) {
     s << "<table>\n<caption>Candidates</caption>\n<thead><tr><th scope=\"col\">name</th><th scope=\"col\">precision</th>"
          "<th scope=\"col\">batch</th><th scope=\"col\">threads</th><th scope=\"col\">predicted</th>"
          "<th scope=\"col\">measured</th><th scope=\"col\">throughput</th><th scope=\"col\">accuracy drop</th>"
-         "<th scope=\"col\">chosen</th></tr></thead>\n<tbody>\n";
+         "<th scope=\"col\">verified on</th><th scope=\"col\">chosen</th></tr></thead>\n<tbody>\n";
     for (const json& c : candidates) {
       s << "<tr" << (true_at(c, "chosen") ? " class=\"chosen\"" : "") << "><td>" << html_escape(string_of(c, "name"))
         << "</td><td>" << html_escape(string_of(c, "precision")) << "</td><td>" << html_escape(string_of(c, "batch"))
         << "</td><td>" << html_escape(string_of(c, "threads")) << "</td><td>" << optional_text(number_of(c, "predicted_ms"), " ms")
         << "</td><td>" << optional_text(number_of(c, "measured_ms"), " ms") << "</td><td>"
         << optional_text(number_of(c, "throughput_per_s"), "/s") << "</td><td>" << percent_text(number_of(c, "accuracy_drop"))
-        << "</td><td>" << (true_at(c, "chosen") ? "★ chosen" : "") << "</td></tr>\n";
+        << "</td><td>" << html_escape(verified_on_text(c)) << "</td><td>" << (true_at(c, "chosen") ? "★ chosen" : "")
+        << "</td></tr>\n";
     }
     s << "</tbody>\n</table>\n";
   } else if (std::vector<ChartRow> rows = verification_rows(verification); !rows.empty()) {

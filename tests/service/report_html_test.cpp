@@ -81,6 +81,20 @@ TEST_CASE("HTML report: the candidates chart draws predicted and measured bars a
   CHECK_THAT(html, Catch::Contains("4700/s · drop 0.100 pt"));
   // The axis ends at a round number above the slowest bar (2.4 ms → 5 ms).
   CHECK_THAT(html, Catch::Contains(">5 ms</text>"));
+  CHECK(count_of(html, "<td>–</td><td>") >= 3);  // no verified_on given
+}
+
+TEST_CASE("HTML report: a GPU candidate says it was verified by emulation", "[service]") {
+  json gpu = candidate("fp16 b8 cuda x1", 0.2, 0.0, true);
+  gpu.erase("measured_ms");
+  gpu["device"] = "cuda";
+  gpu["verified_on"] = "fp16 emulated on the CPU (the GPU plan on the CPU engine, every stored value rounded to fp16) (cpu, 2 threads)";
+  json cpu = candidate("int8 b8 t2x1", 1.0, 1.2, false);
+  cpu["verified_on"] = "cpu, 2 threads";
+  const std::string html = server::report_html_render(job_hostile(), json{{"candidates", {cpu, gpu}}}.dump());
+  CHECK_THAT(html, Catch::Contains("<th scope=\"col\">verified on</th>"));
+  CHECK_THAT(html, Catch::Contains("<td>fp16 emulated on the CPU</td><td>★ chosen</td>"));
+  CHECK_THAT(html, Catch::Contains("<td>cpu, 2 threads</td><td></td>"));
 }
 
 TEST_CASE("HTML report: without candidates the verification's timing is charted", "[service]") {
