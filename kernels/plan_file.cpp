@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/core/limits.h"
+#include "kernels/device/plan_runner.h"
 
 namespace kiln {
 namespace {
@@ -424,10 +425,9 @@ Result<LoadedPlan> plan_read_file(const std::string& path, bool verify_weights) 
                    m.value("device", std::string()), m.value("cuda_precision", std::string())};
     const std::string& device = loaded.info.device;
     const std::string& precision = loaded.info.cuda_precision;
-    KILN_REQUIRE(device.empty() || device == "cpu" || device == "cuda", parse, path, ": metadata 'device' is '", device,
+    KILN_REQUIRE(device.empty() || device_kind_from_name(device), parse, path, ": metadata 'device' is '", device,
                  "', expected cpu or cuda");
-    KILN_REQUIRE(precision.empty() || (device == "cuda" && (precision == "fp32" || precision == "tf32" || precision == "fp16" ||
-                                                            precision == "bf16")),
+    KILN_REQUIRE(precision.empty() || (device == "cuda" && device_precision_from_name(precision)),
                  parse, path, ": metadata 'cuda_precision' is '", precision, "' for device '", device,
                  "', expected fp32, tf32, fp16 or bf16 on cuda");
   } catch (const json::exception& e) {

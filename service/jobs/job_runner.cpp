@@ -15,6 +15,7 @@
 
 #include "api/description.h"
 #include "containers/oci/digest.h"
+#include "kernels/device/plan_runner.h"
 #include "service/planning/plan_application.h"
 
 namespace kiln::jobs {
@@ -36,9 +37,8 @@ OptimizedChoice optimized_choice(const std::string& dir) {
   OptimizedChoice out;
   if (chosen.contains("device") && chosen["device"].is_string()) out.device = chosen["device"].get<std::string>();
   if (chosen.contains("precision") && chosen["precision"].is_string()) out.precision = chosen["precision"].get<std::string>();
-  if (out.device != "cpu" && out.device != "cuda") return {};
-  if (out.device == "cuda" && out.precision != "fp32" && out.precision != "tf32" && out.precision != "fp16" && out.precision != "bf16")
-    return {};
+  if (!device_kind_from_name(out.device)) return {};
+  if (out.device == "cuda" && !device_precision_from_name(out.precision)) return {};
   return out;
 }
 
