@@ -119,7 +119,6 @@ Status run_step(const PlanStep& step, std::vector<Tensor>& slots, const ExecuteO
     run.outputs.push_back(&outputs[i]);
   }
   KILN_TRY(def.run(run));
-  if (options.step_outputs) options.step_outputs(step, outputs);
   for (size_t i = 0; i < step.outputs.size(); ++i)
     if (step.outputs[i] >= 0) slots[static_cast<size_t>(step.outputs[i])] = std::move(outputs[i]);
   return Status::ok();

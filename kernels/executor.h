@@ -20,11 +20,9 @@ struct ExecuteOptions {
   // A step whose output would need more bytes than this fails with limit_exceeded before
   // anything is allocated.
   int64_t max_value_bytes = kDefaultMaxValueBytes;
-  // Precision emulation (kernels/verify/precision_emulation.h) rounds values here. `step_inputs`
-  // gets shallow copies of what a step reads and may replace them; `step_outputs` gets what the
-  // step wrote before it is stored. Either may be empty.
+  // TF32 emulation (kernels/verify/precision_emulation.h) rounds operands here: the hook gets
+  // shallow copies of what a step reads and may replace them. May be empty.
   std::function<void(const PlanStep&, std::span<Tensor> inputs)> step_inputs;
-  std::function<void(const PlanStep&, std::span<Tensor> outputs)> step_outputs;
 };
 
 struct ExecuteResult {

@@ -20,21 +20,11 @@ float tf32_round(float x) {
   return out;
 }
 
-// Rounds `t` (float32 only) in place, writing only the elements that change: a value that is
-// already rounded — a view of a rounded input, a constant shared between threads — is only read.
-void round_in_place(Tensor& t, DevicePrecision precision) {
-  if (t.dtype() != DType::f32 || precision == DevicePrecision::fp32) return;
-  float* p = t.data<float>();
-  for (int64_t i = 0, n = t.numel(); i < n; ++i) {
-    const float r = emulated_round(p[i], precision);
-    if (std::memcmp(&r, &p[i], sizeof r) != 0) p[i] = r;
-  }
-}
-
 Tensor rounded_copy(const Tensor& t, DevicePrecision precision) {
   if (t.dtype() != DType::f32 || precision == DevicePrecision::fp32) return t;
   Tensor out = t.clone();
-  round_in_place(out, precision);
+  float* p = out.data<float>();
+  for (int64_t i = 0, n = out.numel(); i < n; ++i) p[i] = emulated_round(p[i], precision);
   return out;
 }
 
@@ -66,50 +56,9 @@ float emulated_round(float x, DevicePrecision precision) {
   return x;
 }
 
-PrecisionEmulator::PrecisionEmulator(const Plan& plan, DevicePrecision precision)
-    : plan_(plan), precision_(precision), rounded_constant_(static_cast<size_t>(plan.num_slots), false) {
-  for (const PlanStep& step : plan_.steps)
-    tf32_step_.push_back(precision == DevicePrecision::tf32 && multiplies_in_tf32(plan_, step));
-  // fp16/bf16 store every constant rounded; tf32 rounds a weight only where a tensor core reads it.
-  std::vector<bool> tf32_read(rounded_constant_.size(), false), other_read(rounded_constant_.size(), false);
-  for (size_t s = 0; s < plan_.steps.size(); ++s)
-    for (size_t i = 0; i < plan_.steps[s].inputs.size(); ++i)
-      if (const int slot = plan_.steps[s].inputs[i]; slot >= 0)
-        (tf32_step_[s] && i < kTf32Operands ? tf32_read : other_read)[static_cast<size_t>(slot)] = true;
-  const bool storage = precision == DevicePrecision::fp16 || precision == DevicePrecision::bf16;
-  for (auto& [slot, value] : plan_.constants) {
-    const size_t k = static_cast<size_t>(slot);
-    if (!storage && !(tf32_read[k] && !other_read[k])) continue;
-    value = rounded_copy(value, precision);
-    rounded_constant_[k] = true;
-  }
-}
-
-Result<std::vector<Tensor>> PrecisionEmulator::run(const std::vector<Tensor>& inputs) const {
-  ExecuteOptions options;
-  std::vector<Tensor> stored = inputs;
-  const DevicePrecision precision = precision_;
-  if (precision == DevicePrecision::fp16 || precision == DevicePrecision::bf16) {
-    for (Tensor& t : stored) t = rounded_copy(t, precision);
-    options.step_outputs = [precision](const PlanStep&, std::span<Tensor> outputs) {
-      for (Tensor& t : outputs) round_in_place(t, precision);
-    };
-  } else if (precision == DevicePrecision::tf32) {
-    options.step_inputs = [this](const PlanStep& step, std::span<Tensor> read) {
-      if (!tf32_step_[static_cast<size_t>(&step - plan_.steps.data())]) return;
-      for (size_t i = 0; i < read.size() && i < kTf32Operands; ++i) {
-        const int slot = step.inputs[i];
-        if (slot >= 0 && !rounded_constant_[static_cast<size_t>(slot)]) read[i] = rounded_copy(read[i], DevicePrecision::tf32);
-      }
-    };
-  }
-  KILN_ASSIGN(result, execute_reference(plan_, stored, options));
-  return std::move(result.outputs);
-}
-
 Result<Plan> storage_rounding_plan(const Plan& plan, DevicePrecision precision) {
   KILN_REQUIRE(precision != DevicePrecision::tf32, unsupported,
-               "tf32 rounds the operands of Conv/Gemm/MatMul, not stored values: run it on PrecisionEmulator");
+               "tf32 rounds the operands of Conv/Gemm/MatMul, not stored values: run it on Tf32Emulator");
   if (precision == DevicePrecision::fp32) return plan;
   const bool bf16 = precision == DevicePrecision::bf16;
   const DType half = bf16 ? DType::bf16 : DType::f16;
@@ -155,6 +104,35 @@ Result<Plan> storage_rounding_plan(const Plan& plan, DevicePrecision precision) 
     for (const auto& [raw, stored] : rounded) round_into(raw, stored, step.name);
   }
   return out;
+}
+
+Tf32Emulator::Tf32Emulator(const Plan& plan) : plan_(plan), rounded_constant_(static_cast<size_t>(plan.num_slots), false) {
+  for (const PlanStep& step : plan_.steps) tf32_step_.push_back(multiplies_in_tf32(plan_, step));
+  // A weight is rounded once here only where nothing but a tensor core reads it.
+  std::vector<bool> tf32_read(rounded_constant_.size(), false), other_read(rounded_constant_.size(), false);
+  for (size_t s = 0; s < plan_.steps.size(); ++s)
+    for (size_t i = 0; i < plan_.steps[s].inputs.size(); ++i)
+      if (const int slot = plan_.steps[s].inputs[i]; slot >= 0)
+        (tf32_step_[s] && i < kTf32Operands ? tf32_read : other_read)[static_cast<size_t>(slot)] = true;
+  for (auto& [slot, value] : plan_.constants) {
+    const size_t k = static_cast<size_t>(slot);
+    if (!tf32_read[k] || other_read[k]) continue;
+    value = rounded_copy(value, DevicePrecision::tf32);
+    rounded_constant_[k] = true;
+  }
+}
+
+Result<std::vector<Tensor>> Tf32Emulator::run(const std::vector<Tensor>& inputs) const {
+  ExecuteOptions options;
+  options.step_inputs = [this](const PlanStep& step, std::span<Tensor> read) {
+    if (!tf32_step_[static_cast<size_t>(&step - plan_.steps.data())]) return;
+    for (size_t i = 0; i < read.size() && i < kTf32Operands; ++i) {
+      const int slot = step.inputs[i];
+      if (slot >= 0 && !rounded_constant_[static_cast<size_t>(slot)]) read[i] = rounded_copy(read[i], DevicePrecision::tf32);
+    }
+  };
+  KILN_ASSIGN(result, execute_reference(plan_, inputs, options));
+  return std::move(result.outputs);
 }
 
 std::string emulation_description(DevicePrecision precision) {

@@ -6,12 +6,11 @@
 //   fp16 / bf16: every float32 value is stored as half / bfloat16 (weights converted on the host,
 //     inputs by a kernel, every step's output when written); arithmetic accumulates in float.
 //     Emulated: constants and inputs rounded once, every float step output rounded when written
-//     (storage_rounding_plan on the CPU engine's fast kernels, or PrecisionEmulator on the
-//     reference kernels).
+//     (storage_rounding_plan, which the CPU engine runs on its fast kernels).
 //   tf32: values stay float32; Conv (except depthwise ones, kiln's own float kernel), Gemm and
 //     MatMul multiply on TF32 tensor cores, which keep 10 of the 23 mantissa bits of each
 //     operand. Emulated: those steps' data and weight operands rounded to nearest (bias not), on
-//     the reference kernels (PrecisionEmulator: its hooks reach inside a step).
+//     the reference kernels (Tf32Emulator: its hooks reach inside a step).
 //   fp32: nothing rounded.
 // Not emulated: the order of the GPU's float accumulation, and the extra rounding where the GPU
 // runs one step as two (a 1x1 convolution as a GEMM, then its bias and activation) — so the
@@ -31,33 +30,30 @@ namespace kiln {
 // fp16 overflows to infinity as a half does; NaN stays NaN.
 float emulated_round(float x, DevicePrecision precision);
 
-// `plan` ready to run emulated on the reference kernels at `precision`: its float32 constants rounded once (fp16 and bf16
-// all of them; tf32 the weights that only TF32 operands read), deep copies made here.
-class PrecisionEmulator {
+// The plan the CPU engine (or the reference executor) runs to emulate fp16/bf16 storage: `plan`
+// with its float32 constants rounded and, after every float32 input and step output, a rounding
+// pair (Cast to the 16-bit type, Cast back to float32), so that whatever reads a value reads it
+// rounded. fp32: the plan as it is. tf32 rounds operands inside steps, which only Tf32Emulator's
+// hooks reach: refused here.
+Result<Plan> storage_rounding_plan(const Plan& plan, DevicePrecision precision);
+
+// `plan` ready to run with TF32's rounding on the reference kernels: the weights that only TF32
+// operands read are rounded once here (deep copies), the other operands of those steps on each run.
+class Tf32Emulator {
  public:
-  PrecisionEmulator(const Plan& plan, DevicePrecision precision);
-  // One run on the reference executor with the precision's rounding; inputs are rounded on a
-  // copy. Safe to call from several threads at once. Errors: the reference executor's.
+  explicit Tf32Emulator(const Plan& plan);
+  // One run on the reference executor. Safe to call from several threads at once. Errors: the
+  // reference executor's.
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) const;
-  DevicePrecision precision() const { return precision_; }
 
  private:
   Plan plan_;
-  DevicePrecision precision_;
   std::vector<bool> tf32_step_;        // per step: multiplies on TF32 tensor cores
   std::vector<bool> rounded_constant_;  // per slot: a constant rounded at construction
 };
 
-// The same emulation of fp16/bf16 storage as a plan the CPU engine runs on its fast kernels:
-// `plan` with its float32 constants rounded and, after every float32 input and step output, a
-// rounding pair (Cast to the 16-bit type, Cast back to float32). What reads a value reads it
-// rounded, so the results are PrecisionEmulator's up to the kernels' float summation order.
-// fp32: the plan as it is. tf32 rounds operands inside steps, which only PrecisionEmulator's
-// hooks reach: refused here.
-Result<Plan> storage_rounding_plan(const Plan& plan, DevicePrecision precision);
-
-// What the emulation did, for reports: "fp16 emulated on the CPU (reference kernels, every stored
-// value rounded to fp16)".
+// What the emulation did, for reports: "fp16 emulated on the CPU (the GPU plan on the CPU engine,
+// every stored value rounded to fp16)".
 std::string emulation_description(DevicePrecision precision);
 
 }  // namespace kiln

@@ -220,9 +220,9 @@ Result<VerifyReport> verify_plans(const Plan& compiled, const Plan& reference, c
   // reference kernels, so they share its threads).
   // fp16/bf16/fp32 emulation runs a rounding plan on the CPU engine; tf32 runs on the emulator.
   std::unique_ptr<PlanRunner> engine;
-  std::optional<PrecisionEmulator> emulator;
+  std::optional<Tf32Emulator> emulator;
   if (options.emulate == DevicePrecision::tf32) {
-    emulator.emplace(compiled, *options.emulate);
+    emulator.emplace(compiled);
   } else {
     Plan rounding;
     if (options.emulate) {

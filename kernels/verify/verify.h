@@ -58,8 +58,8 @@ struct VerifyOptions {
   std::string reference_description;  // what the reference plan is, for the report
   DeviceKind device = DeviceKind::cpu;  // where the compiled plan runs (the reference always on the CPU)
   DeviceEngineOptions device_options;
-  // Set: the compiled plan (compiled for the CUDA engine) runs on the CPU's reference kernels with
-  // this GPU precision's rounding (kernels/verify/precision_emulation.h), not on `device`.
+  // Set: the compiled plan (compiled for the CUDA engine) runs on the CPU with this GPU precision's
+  // rounding (kernels/verify/precision_emulation.h), not on `device`.
   std::optional<DevicePrecision> emulate;
   ReferenceCache* reference_cache = nullptr;  // see ReferenceCache; nullptr: the reference always runs
   // The input sensitivity check: when set (the same samples and shapes as `data`, e.g. rounded to

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "kernels/engine.h"
+#include "kernels/executor.h"
 #include "kernels/verify/precision_emulation.h"
 #include "kernels/verify/verify.h"
 #include "tests/support/plan_builder.h"
@@ -26,9 +27,19 @@ Tensor scalar_tensor(Shape shape, float v) {
   return t;
 }
 
+// One output's first value, emulated at `precision` on the reference kernels: tf32 on its
+// emulator, the others as their rounding plan.
 float run_one(const Plan& plan, const std::vector<Tensor>& inputs, DevicePrecision precision, size_t output = 0) {
-  PrecisionEmulator emulator(plan, precision);
-  auto got = emulator.run(inputs);
+  Result<std::vector<Tensor>> got = std::vector<Tensor>{};
+  if (precision == DevicePrecision::tf32) {
+    got = Tf32Emulator(plan).run(inputs);
+  } else {
+    auto rounding = storage_rounding_plan(plan, precision);
+    REQUIRE(rounding);
+    auto ran = execute_reference(*rounding, inputs);
+    if (ran) got = std::move(ran->outputs);
+    else got = ran.status();
+  }
   INFO((got ? std::string() : got.error().message));
   REQUIRE(got);
   return (*got)[output].data<float>()[0];
@@ -134,7 +145,7 @@ TEST_CASE("verify_plans runs the compiled plan emulated and reports it", "[emula
   CHECK(tf32->outputs[0].max_rel_error > 0);
 }
 
-TEST_CASE("the rounding plan on the CPU engine emulates fp16/bf16 storage as the reference emulator does", "[emulation]") {
+TEST_CASE("the rounding plan emulates fp16/bf16 storage alike on the CPU engine and on the reference kernels", "[emulation]") {
   // A small convolutional block: conv + bias + ReLU, a depthwise conv, global pooling and a Gemm.
   Builder b;
   const int x = b.input({2, 4, 8, 8});
@@ -154,9 +165,9 @@ TEST_CASE("the rounding plan on the CPU engine emulates fp16/bf16 storage as the
     REQUIRE(engine);
     auto fast = (*engine)->run(b.inputs);
     REQUIRE(fast);
-    PrecisionEmulator reference(b.plan, p);
-    auto slow = reference.run(b.inputs);
-    REQUIRE(slow);
+    auto ran = execute_reference(*rounding, b.inputs);
+    REQUIRE(ran);
+    const std::vector<Tensor>* slow = &ran->outputs;
     const Tensor& got = (*fast)[0];
     const Tensor& want = (*slow)[0];
     REQUIRE(got.shape() == want.shape());
