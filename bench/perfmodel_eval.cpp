@@ -20,9 +20,12 @@
 //                                         as kiln bench-target --settle does before its multi-thread points; the wait is
 //                                         printed beside the case, and so is a case measured still slowed)
 //                            [--predict-only] (print each case's prediction, measure nothing)
-//                            [--repeat]  (measure every case a second time after the first pass: the share of
-//                                         cases whose two measurements agree within +-10% is this machine's
-//                                         ceiling for any predictor; the prediction is scored on both passes)
+//                            [--passes N] (measure the whole matrix N times, one pass after the other: the share of
+//                                         cases whose measurements in two passes agree within +-10% is this machine's
+//                                         ceiling for any predictor against one pass; the prediction is scored on each
+//                                         pass, on the median of the passes and on the lowest of them (a shared VM's
+//                                         contention only adds time, so the lowest of passes minutes apart is the
+//                                         closest to the machine's own speed); --repeat is --passes 2)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -70,9 +73,9 @@ struct Options {
   bool steps = false;        // print the per-kind breakdown of each case
   bool canary = false;       // time the profile's canary points before each case
   bool predict_only = false; // print the predictions, measure nothing (to score two profiles on one run's measurements)
-  // Measure the whole matrix again after the first pass: how often two measurements of the same
-  // case minutes apart agree within +-10% is the most any predictor can score on this machine.
-  bool repeat = false;
+  // Measure the whole matrix this many times: how often two measurements of the same case minutes
+  // apart agree within +-10% is the most any predictor can score against one pass on this machine.
+  int passes = 1;
   double settle_s = 0;       // wait at most this long per multi-thread case for the host's slow mode to end
   int runs = 30;             // at most, after warm-up (more while under window_ms)
   double budget_ms = 2000;   // timed runs stop after this (at least 3)
@@ -106,7 +109,7 @@ bool parse(int argc, char** argv, Options& o) {
       continue;
     }
     if (a == "--repeat") {
-      o.repeat = true;
+      o.passes = std::max(o.passes, 2);
       continue;
     }
     if (i + 1 >= argc) return false;
@@ -117,6 +120,7 @@ bool parse(int argc, char** argv, Options& o) {
     else if (a == "--models") o.models = split(v);
     else if (a == "--precisions") o.precisions = split(v);
     else if (a == "--settle") o.settle_s = std::max(0.0, std::atof(v.c_str()));
+    else if (a == "--passes") o.passes = std::max(1, std::atoi(v.c_str()));
     else if (a == "--runs") o.runs = std::max(3, std::atoi(v.c_str()));
     else if (a == "--budget-ms") o.budget_ms = std::atof(v.c_str());
     else if (a == "--window-ms") o.window_ms = std::atof(v.c_str());
@@ -314,7 +318,7 @@ int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) {
     std::fprintf(stderr, "usage: kiln_perfmodel_eval [--cache DIR] [--db FILE] [--target ID] [--models a,b] "
-                         "[--batches 1,8,32] [--precisions fp32,bf16,int8] [--threads 1,2] [--runs N] [--budget-ms MS] [--window-ms MS] [--method auto|roofline|knn] [--neighbours K] [--steps] [--canary] [--settle S] [--predict-only] [--repeat]\n");
+                         "[--batches 1,8,32] [--precisions fp32,bf16,int8] [--threads 1,2] [--runs N] [--budget-ms MS] [--window-ms MS] [--method auto|roofline|knn] [--neighbours K] [--steps] [--canary] [--settle S] [--predict-only] [--passes N | --repeat]\n");
     return 2;
   }
   const std::string db = o.db.empty() ? perf::benchmark_store_default_path() : o.db;
@@ -504,24 +508,56 @@ int main(int argc, char** argv) {
                   steady, drifted_within, drifted);
   };
 
-  const std::vector<CaseResult> first = run_pass(nullptr);
+  std::vector<std::vector<CaseResult>> passes;
+  passes.push_back(run_pass(nullptr));
   if (o.predict_only) return 0;
-  if (first.empty()) return 1;
-  summarize(first, "");
-  if (o.repeat) {
-    std::printf("\nsecond pass (the same cases measured again)\n");
-    const std::vector<CaseResult> second = run_pass(&first);
-    if (second.empty()) return 1;
-    summarize(second, "second pass: ");
-    int agree = 0, paired = 0;
-    for (const CaseResult& b : second)
-      if (const CaseResult* a = same_case(first, b)) {
-        ++paired;
-        agree += std::abs(b.measured / a->measured - 1.0) <= 0.10;
-      }
-    std::printf("repeatability: the two measurements of a case agree within +-10%% in %d of %d cases (%.0f%%): "
-                "no predictor can score above about that here\n",
-                agree, paired, paired ? 100.0 * agree / paired : 0.0);
+  if (passes.front().empty()) return 1;
+  summarize(passes.front(), "");
+  for (int pass = 2; pass <= o.passes; ++pass) {
+    std::printf("\npass %d of %d (the same cases measured again)\n", pass, o.passes);
+    passes.push_back(run_pass(&passes.front()));
+    if (passes.back().empty()) return 1;
+    summarize(passes.back(), ("pass " + std::to_string(pass) + ": ").c_str());
   }
+  if (passes.size() < 2) return 0;
+  // The machine against itself: each pair of passes, the share of cases measured within +-10% of each other.
+  std::printf("\nrepeatability (no predictor can score above about this against one pass here):\n");
+  for (size_t a = 0; a < passes.size(); ++a)
+    for (size_t b = a + 1; b < passes.size(); ++b) {
+      int agree = 0, paired = 0;
+      for (const CaseResult& rb : passes[b])
+        if (const CaseResult* ra = same_case(passes[a], rb)) {
+          ++paired;
+          agree += std::abs(rb.measured / ra->measured - 1.0) <= 0.10;
+        }
+      std::printf("  passes %zu and %zu agree within +-10%% in %d of %d cases (%.0f%%)\n", a + 1, b + 1, agree, paired,
+                  paired ? 100.0 * agree / paired : 0.0);
+    }
+  // Every case measured in every pass, scored against the median and the lowest of its measurements.
+  std::vector<CaseResult> median_of_passes, lowest_of_passes;
+  std::printf("\n%-20s %5s %5s %3s %12s %12s %12s %8s %8s\n", "model", "batch", "prec", "thr", "predicted_ms", "median_ms",
+              "lowest_ms", "err med", "err low");
+  for (const CaseResult& r : passes.front()) {
+    std::vector<double> times;
+    for (const std::vector<CaseResult>& pass : passes)
+      if (const CaseResult* c = same_case(pass, r)) times.push_back(c->measured);
+    if (times.size() != passes.size()) continue;
+    std::sort(times.begin(), times.end());
+    const double median = times.size() % 2 ? times[times.size() / 2] : 0.5 * (times[times.size() / 2 - 1] + times[times.size() / 2]);
+    CaseResult m = r, low = r;
+    m.measured = median;
+    low.measured = times.front();
+    m.drift = low.drift = Drift{};  // a combination of passes has no one canary reading
+    m.waited_s = low.waited_s = 0;
+    m.slowed = low.slowed = false;
+    median_of_passes.push_back(m);
+    lowest_of_passes.push_back(low);
+    const double em = r.predicted / median - 1.0, el = r.predicted / times.front() - 1.0;
+    std::printf("%-20s %5lld %5s %3d %12.3f %12.3f %12.3f %+7.1f%% %+7.1f%%%s\n", r.model.c_str(), static_cast<long long>(r.batch),
+                r.precision.c_str(), r.threads, r.predicted, median, times.front(), 100 * em, 100 * el,
+                std::abs(el) <= 0.10 ? "" : "  *");
+  }
+  summarize(median_of_passes, "against the median of the passes: ");
+  summarize(lowest_of_passes, "against the lowest of the passes: ");
   return 0;
 }

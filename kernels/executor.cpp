@@ -1,5 +1,8 @@
 #include "kernels/executor.h"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <string>
 
 namespace kiln {
@@ -77,7 +80,7 @@ Result<Shape> checked_output_shape(const ValueType& type, size_t index, int64_t 
   return shape;
 }
 
-Status run_step(const PlanStep& step, std::vector<Tensor>& slots, const ExecuteOptions& options) {
+Status run_step(const PlanStep& step, std::vector<Tensor>& slots, const ExecuteOptions& options, int threads) {
   const OpDef& def = op_def(step.op);
   KILN_TRY(check_arity(step, def));
 
@@ -109,6 +112,7 @@ Status run_step(const PlanStep& step, std::vector<Tensor>& slots, const ExecuteO
   std::vector<Tensor> outputs(step.outputs.size());
   RunContext run;
   run.attrs = &step.attrs;
+  run.threads = threads;
   run.inputs = infer.values;
   for (size_t i = 0; i < step.outputs.size(); ++i) {
     const ValueType& type = infer.outputs[i];
@@ -158,13 +162,15 @@ Result<ExecuteResult> execute_reference(const Plan& plan, const std::vector<Tens
       if (slot >= 0) last_use[static_cast<size_t>(slot)] = static_cast<int>(s);
   std::vector<bool> pinned(slots.size(), options.keep_all_values);
   for (const auto& [slot, name] : plan.outputs) pinned[static_cast<size_t>(slot)] = true;
+  // omp_get_num_procs: the CPUs of this process's affinity mask (a Slurm allocation, a cgroup's cpuset).
+  const int threads = options.threads > 0 ? options.threads : std::max(1, omp_get_num_procs());
 
   for (size_t s = 0; s < plan.steps.size(); ++s) {
     const PlanStep& step = plan.steps[s];
     for (int slot : step.inputs)
       KILN_REQUIRE(slot < 0 || slots[static_cast<size_t>(slot)].defined(), internal, step_context(step),
                    "reads slot ", slot, " before it is written");
-    Status status = run_step(step, slots, options);
+    Status status = run_step(step, slots, options, threads);
     if (!status) return status.with_context(step_context(step));
     for (int slot : step.inputs)
       if (slot >= 0 && last_use[static_cast<size_t>(slot)] == static_cast<int>(s) && !pinned[static_cast<size_t>(slot)])

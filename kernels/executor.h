@@ -23,6 +23,9 @@ struct ExecuteOptions {
   // TF32 emulation (kernels/verify/precision_emulation.h) rounds operands here: the hook gets
   // shallow copies of what a step reads and may replace them. May be empty.
   std::function<void(const PlanStep&, std::span<Tensor> inputs)> step_inputs;
+  // Threads for the heavy reference kernels (RunContext::threads); 0: every CPU this process may
+  // use. The outputs do not depend on it.
+  int threads = 0;
 };
 
 struct ExecuteResult {

@@ -61,6 +61,10 @@ struct RunContext {
   std::vector<const Tensor*> inputs;  // nullptr where an optional input is absent
   std::vector<Tensor*> outputs;       // allocated from infer's result, zero-filled
   const Attrs* attrs = nullptr;
+  // The heavy reference kernels (Conv, Gemm, MatMul) share their independent outputs (planes, rows)
+  // among this many threads; each output is summed in the same order whatever the count, so the
+  // result is bit-identical to one thread's.
+  int threads = 1;
 
   bool has_input(size_t i) const { return i < inputs.size() && inputs[i] != nullptr; }
   const Tensor& input(size_t i) const { return *inputs[i]; }

@@ -1,4 +1,5 @@
 // The reference kernels behind the fast-path Kernel interface: every op runs somewhere.
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/registry.h"
@@ -8,7 +9,7 @@ namespace {
 
 class ReferenceKernel final : public Kernel {
  public:
-  explicit ReferenceKernel(const KernelBuild& build) : op_(build.op), attrs_(*build.attrs) {
+  explicit ReferenceKernel(const KernelBuild& build) : op_(build.op), attrs_(*build.attrs), threads_(std::max(1, build.threads)) {
     for (const ValueDesc& in : build.inputs) inputs_.push_back(in);
     for (const ValueDesc& out : build.outputs) outputs_.push_back(out);
   }
@@ -19,6 +20,7 @@ class ReferenceKernel final : public Kernel {
     std::vector<Tensor> in(inputs_.size()), out(outputs_.size());
     RunContext ctx;
     ctx.attrs = &attrs_;
+    ctx.threads = threads_;
     for (size_t i = 0; i < inputs_.size(); ++i) {
       if (!inputs_[i].present || args.inputs[i] == nullptr) {
         ctx.inputs.push_back(nullptr);
@@ -39,6 +41,7 @@ class ReferenceKernel final : public Kernel {
  private:
   OpKind op_;
   Attrs attrs_;
+  int threads_;
   std::vector<ValueDesc> inputs_;
   std::vector<ValueDesc> outputs_;
 };

@@ -12,6 +12,11 @@
 namespace kiln {
 namespace {
 
+// Below this many multiply-adds a convolution runs on the calling thread (starting a team costs more).
+constexpr int64_t kParallelMacs = 1 << 18;
+// Output channels computed together while their input rows are in cache.
+constexpr int64_t kChannelBlock = 8;
+
 // Checks an optional bias input (index 2) against M; returns M (taken from the bias if W does not
 // give it).
 Result<Dim> check_bias(const InferContext& ctx, Dim m) {
@@ -93,16 +98,26 @@ Status run_conv(RunContext& ctx) {
   const float* wd = w.data<float>();
   const float* bias = ctx.has_input(2) ? ctx.input(2).data<float>() : nullptr;
   float* yd = y.data<float>();
-  for (int64_t b = 0; b < n; ++b) {
-    for (int64_t oc = 0; oc < m; ++oc) {
-      const int64_t g = oc / mg;
-      float* out = yd + (b * m + oc) * out_size;
-      if (bias) std::fill(out, out + out_size, bias[oc]);
-      for (int64_t icl = 0; icl < cg; ++icl) {
-        const float* in = xd + (b * c + g * cg + icl) * in_size;
-        const float* wk = wd + (oc * cg + icl) * kvol;
-        for (int64_t t = 0; t < kvol; ++t) taps.gather(t, wk[t], in, out);
-      }
+  // Work comes in blocks of up to kChannelBlock output channels of one image and group: each input
+  // row is then read once per block instead of once per channel (the kernel is bound by reading
+  // the input). Every output element still sums (input channel, tap) in the same order, so the
+  // result is the same bits for any block and thread count.
+  const int64_t blocks_per_group = (mg + kChannelBlock - 1) / kChannelBlock;
+  const int64_t blocks = n * group * blocks_per_group;
+  const bool parallel = ctx.threads > 1 && blocks > 1 && n * m * out_size * cg * kvol >= kParallelMacs;
+#pragma omp parallel for num_threads(ctx.threads) schedule(dynamic) if (parallel)
+  for (int64_t block = 0; block < blocks; ++block) {
+    const int64_t b = block / (group * blocks_per_group);
+    const int64_t g = block / blocks_per_group % group;
+    const int64_t oc_begin = g * mg + block % blocks_per_group * kChannelBlock;
+    const int64_t oc_end = std::min(oc_begin + kChannelBlock, (g + 1) * mg);
+    for (int64_t oc = oc_begin; oc < oc_end; ++oc)
+      if (bias) std::fill(yd + (b * m + oc) * out_size, yd + (b * m + oc + 1) * out_size, bias[oc]);
+    for (int64_t icl = 0; icl < cg; ++icl) {
+      const float* in = xd + (b * c + g * cg + icl) * in_size;
+      for (int64_t t = 0; t < kvol; ++t)
+        taps.gather(t, wd + (oc_begin * cg + icl) * kvol + t, cg * kvol, oc_end - oc_begin, in,
+                     yd + (b * m + oc_begin) * out_size, out_size);
     }
   }
   return ref::run_epilogue(ctx, 3, y);

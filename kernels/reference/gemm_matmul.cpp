@@ -12,15 +12,21 @@
 namespace kiln {
 namespace {
 
+// Below this many multiply-adds a product runs on the calling thread (starting a team costs more).
+constexpr int64_t kParallelMacs = 1 << 18;
+
 // Y[M,N] (+)= A[M,K] * B[K,N], where A(i,k) = a[i*a_row + k*a_col] and likewise for B;
-// accumulates in double for floats and in wrapping int64 for integers.
+// accumulates in double for floats and in wrapping int64 for integers. Rows are shared among
+// `threads`, each summed in the serial order.
 template <typename T>
 void matmul_2d(const T* a, int64_t a_row, int64_t a_col, const T* b, int64_t b_row, int64_t b_col, T* y,
-               int64_t m, int64_t k, int64_t n, double alpha) {
+               int64_t m, int64_t k, int64_t n, double alpha, int threads) {
   using Acc = std::conditional_t<std::is_floating_point_v<T>, double, uint64_t>;
-  std::vector<Acc> acc(static_cast<size_t>(n));
+  const bool parallel = threads > 1 && m > 1 && m * k * n >= kParallelMacs;
+#pragma omp parallel for num_threads(threads) schedule(static) if (parallel)
   for (int64_t i = 0; i < m; ++i) {
-    for (auto& v : acc) v = 0;
+    thread_local std::vector<Acc> acc;
+    acc.assign(static_cast<size_t>(n), Acc{0});
     for (int64_t p = 0; p < k; ++p) {
       const Acc av = static_cast<Acc>(a[i * a_row + p * a_col]);
       const T* brow = b + p * b_row;
@@ -99,7 +105,7 @@ Status run_gemm(RunContext& ctx) {
   const int64_t a_row = attrs.trans_a ? 1 : k, a_col = attrs.trans_a ? m : 1;
   const int64_t b_row = attrs.trans_b ? 1 : n, b_col = attrs.trans_b ? k : 1;
   matmul_2d<float>(a.data<float>(), a_row, a_col, b.data<float>(), b_row, b_col, y.data<float>(), m, k, n,
-                   attrs.alpha);
+                   attrs.alpha, ctx.threads);
   if (ctx.has_input(2) && attrs.beta != 0.0f) {
     const Tensor& c = ctx.input(2);
     const std::vector<int64_t> strides[1] = {ref::broadcast_strides(c.shape(), y.shape())};
@@ -148,7 +154,7 @@ Status infer_matmul(InferContext& ctx) {
 }
 
 template <typename T>
-void run_matmul_typed(const Tensor& a, const Tensor& b, Tensor& y) {
+void run_matmul_typed(const Tensor& a, const Tensor& b, Tensor& y, int threads) {
   Shape sa = a.shape(), sb = b.shape();
   if (sa.size() == 1) sa.insert(sa.begin(), 1);
   if (sb.size() == 1) sb.push_back(1);
@@ -162,7 +168,7 @@ void run_matmul_typed(const Tensor& a, const Tensor& b, Tensor& y) {
   const T* bd = b.data<T>();
   T* yd = y.data<T>();
   ref::for_each_broadcast(batch, strides, [&](int64_t i, const int64_t* off) {
-    matmul_2d<T>(ad + off[0] * m * k, k, 1, bd + off[1] * k * n, n, 1, yd + i * m * n, m, k, n, 1.0);
+    matmul_2d<T>(ad + off[0] * m * k, k, 1, bd + off[1] * k * n, n, 1, yd + i * m * n, m, k, n, 1.0, threads);
   });
 }
 
@@ -171,9 +177,9 @@ Status run_matmul(RunContext& ctx) {
   const Tensor& b = ctx.input(1);
   Tensor& y = ctx.output(0);
   switch (a.dtype()) {
-    case DType::f32: run_matmul_typed<float>(a, b, y); break;
-    case DType::i32: run_matmul_typed<int32_t>(a, b, y); break;
-    case DType::i64: run_matmul_typed<int64_t>(a, b, y); break;
+    case DType::f32: run_matmul_typed<float>(a, b, y, ctx.threads); break;
+    case DType::i32: run_matmul_typed<int32_t>(a, b, y, ctx.threads); break;
+    case DType::i64: run_matmul_typed<int64_t>(a, b, y, ctx.threads); break;
     default: return make_error(ErrorCode::unsupported, "MatMul does not support ", dtype_name(a.dtype()));
   }
   return ref::run_epilogue(ctx, 2, y);

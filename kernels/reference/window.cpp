@@ -139,7 +139,8 @@ KernelTaps::KernelTaps(const Shape& small, const Shape& big, const Shape& kernel
 }
 
 template <bool kScatter>
-void KernelTaps::apply(int64_t tap, float weight, const float* src, float* dst) const {
+void KernelTaps::apply(int64_t tap, const float* weights, int64_t weight_stride, int64_t count, const float* src,
+                       float* dst, int64_t dst_stride) const {
   const size_t base = static_cast<size_t>(tap) * rank_;
   const int64_t* lo = &lo_[base];
   const int64_t* hi = &hi_[base];
@@ -158,20 +159,23 @@ void KernelTaps::apply(int64_t tap, float weight, const float* src, float* dst) 
       small_at += u[d] * small_strides_[d];
       big_at += (u[d] * strides_[d] + off[d]) * big_strides_[d];
     }
-    if constexpr (kScatter) {
-      const float* in = src + small_at;
-      float* out = dst + big_at;
-      if (step == 1)
-        for (int64_t j = 0; j < n; ++j) out[j] += weight * in[j];
-      else
-        for (int64_t j = 0; j < n; ++j) out[j * step] += weight * in[j];
-    } else {
-      const float* in = src + big_at;
-      float* out = dst + small_at;
-      if (step == 1)
-        for (int64_t j = 0; j < n; ++j) out[j] += weight * in[j];
-      else
-        for (int64_t j = 0; j < n; ++j) out[j] += weight * in[j * step];
+    for (int64_t p = 0; p < count; ++p) {
+      const float weight = weights[p * weight_stride];
+      if constexpr (kScatter) {
+        const float* in = src + small_at;
+        float* out = dst + p * dst_stride + big_at;
+        if (step == 1)
+          for (int64_t j = 0; j < n; ++j) out[j] += weight * in[j];
+        else
+          for (int64_t j = 0; j < n; ++j) out[j * step] += weight * in[j];
+      } else {
+        const float* in = src + big_at;
+        float* out = dst + p * dst_stride + small_at;
+        if (step == 1)
+          for (int64_t j = 0; j < n; ++j) out[j] += weight * in[j];
+        else
+          for (int64_t j = 0; j < n; ++j) out[j] += weight * in[j * step];
+      }
     }
     // Next row: odometer over the outer spatial dims.
     size_t d = last;
@@ -185,12 +189,13 @@ void KernelTaps::apply(int64_t tap, float weight, const float* src, float* dst) 
   }
 }
 
-void KernelTaps::gather(int64_t tap, float weight, const float* src, float* dst) const {
-  apply<false>(tap, weight, src, dst);
+void KernelTaps::gather(int64_t tap, const float* weights, int64_t weight_stride, int64_t count, const float* src,
+                               float* dst, int64_t dst_stride) const {
+  apply<false>(tap, weights, weight_stride, count, src, dst, dst_stride);
 }
 
 void KernelTaps::scatter(int64_t tap, float weight, const float* src, float* dst) const {
-  apply<true>(tap, weight, src, dst);
+  apply<true>(tap, &weight, 0, 1, src, dst, 0);
 }
 
 Result<int64_t> conv_spatial_rank(const ValueType& x, const ValueType& w, const char* w_dims) {

@@ -71,14 +71,17 @@ class KernelTaps {
   KernelTaps(const Shape& small, const Shape& big, const Shape& kernel, const WindowAttrs& w,
              const std::vector<int64_t>& pad_begin);
   int64_t count() const { return count_; }
-  // Conv: dst (small plane) [u] += weight * src (big plane) [b].
-  void gather(int64_t tap, float weight, const float* src, float* dst) const;
+  // Conv, for `count` output planes at once: plane p (dst + p * dst_stride) [u] += weights[p *
+  // weight_stride] * src (big plane) [b], each row of src read once for all of them.
+  void gather(int64_t tap, const float* weights, int64_t weight_stride, int64_t count, const float* src, float* dst,
+                     int64_t dst_stride) const;
   // ConvTranspose: dst (big plane) [b] += weight * src (small plane) [u].
   void scatter(int64_t tap, float weight, const float* src, float* dst) const;
 
  private:
   template <bool kScatter>
-  void apply(int64_t tap, float weight, const float* src, float* dst) const;
+  void apply(int64_t tap, const float* weights, int64_t weight_stride, int64_t count, const float* src, float* dst,
+             int64_t dst_stride) const;
 
   size_t rank_;
   int64_t count_;

@@ -122,8 +122,9 @@ Tf32Emulator::Tf32Emulator(const Plan& plan) : plan_(plan), rounded_constant_(st
   }
 }
 
-Result<std::vector<Tensor>> Tf32Emulator::run(const std::vector<Tensor>& inputs) const {
+Result<std::vector<Tensor>> Tf32Emulator::run(const std::vector<Tensor>& inputs, int threads) const {
   ExecuteOptions options;
+  options.threads = threads;
   options.step_inputs = [this](const PlanStep& step, std::span<Tensor> read) {
     if (!tf32_step_[static_cast<size_t>(&step - plan_.steps.data())]) return;
     for (size_t i = 0; i < read.size() && i < kTf32Operands; ++i) {

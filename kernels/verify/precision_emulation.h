@@ -42,9 +42,9 @@ Result<Plan> storage_rounding_plan(const Plan& plan, DevicePrecision precision);
 class Tf32Emulator {
  public:
   explicit Tf32Emulator(const Plan& plan);
-  // One run on the reference executor. Safe to call from several threads at once. Errors: the
-  // reference executor's.
-  Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs) const;
+  // One run on the reference executor with `threads` (ExecuteOptions::threads; 0: every CPU). Safe to
+  // call from several threads at once. Errors: the reference executor's.
+  Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, int threads = 0) const;
 
  private:
   Plan plan_;

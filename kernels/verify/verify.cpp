@@ -261,9 +261,9 @@ Result<VerifyReport> verify_plans(const Plan& compiled, const Plan& reference, c
   std::vector<OutputComparison> rounding;
   if (sensitivity_engine)
     for (const auto& [slot, name] : compiled.outputs) rounding.emplace_back(name);
-  // The reference executor is single-threaded and by far the slower side: a group of batches runs
-  // on it concurrently (one per thread), then on the engine, then is compared; memory stays
-  // bounded by one group's outputs.
+  // The reference executor is by far the slower side: a group of batches runs on it concurrently
+  // (one per thread, and the threads left over shared among them: one batch alone gets them all),
+  // then on the engine, then is compared; memory stays bounded by one group's outputs.
   const int64_t group = std::max<int64_t>(1, options.reference_threads > 0 ? options.reference_threads
                                              : engine && engine->threads() > 0 ? engine->threads()
                                                                                : cpu_quota_threads());
@@ -291,11 +291,14 @@ Result<VerifyReport> verify_plans(const Plan& compiled, const Plan& reference, c
     for (int64_t b = 0; b < count; ++b)
       if (cached && static_cast<int64_t>(cached->size()) > first + b) refs[static_cast<size_t>(b)] = ExecuteResult{(*cached)[static_cast<size_t>(first + b)], {}};
     {
+      const int64_t to_run = std::count_if(refs.begin(), refs.end(), [](const auto& r) { return !r.has_value(); });
+      ExecuteOptions each;
+      each.threads = static_cast<int>(std::max<int64_t>(1, group / std::max<int64_t>(1, to_run)));
       std::vector<std::jthread> workers;
       for (int64_t b = 1; b < count; ++b)
         if (!refs[static_cast<size_t>(b)])
-          workers.emplace_back([&, b] { refs[static_cast<size_t>(b)] = execute_reference(reference, inputs[static_cast<size_t>(b)]); });
-      if (!refs[0]) refs[0] = execute_reference(reference, inputs[0]);
+          workers.emplace_back([&, b] { refs[static_cast<size_t>(b)] = execute_reference(reference, inputs[static_cast<size_t>(b)], each); });
+      if (!refs[0]) refs[0] = execute_reference(reference, inputs[0], each);
     }
     report.reference_seconds += seconds_since(t0);
     for (auto& r : refs)
@@ -306,10 +309,11 @@ Result<VerifyReport> verify_plans(const Plan& compiled, const Plan& reference, c
     if (emulator) {
       t0 = Clock::now();
       {
+        const int each = static_cast<int>(std::max<int64_t>(1, group / count));
         std::vector<std::jthread> workers;
         for (int64_t b = 1; b < count; ++b)
-          workers.emplace_back([&, b] { emulated[static_cast<size_t>(b)] = emulator->run(inputs[static_cast<size_t>(b)]); });
-        emulated[0] = emulator->run(inputs[0]);
+          workers.emplace_back([&, b] { emulated[static_cast<size_t>(b)] = emulator->run(inputs[static_cast<size_t>(b)], each); });
+        emulated[0] = emulator->run(inputs[0], each);
       }
       report.compiled_seconds += seconds_since(t0);
     }

@@ -26,6 +26,7 @@
 #include "containers/oci/docker_archive.h"
 #include "containers/recipes/recipes.h"
 #include "kernels/device/device_plugin.h"
+#include "kernels/device/plan_runner.h"
 #include "kernels/plan_file.h"
 #include "service/cli/commands.h"
 #include "service/cli/compiled_model.h"
@@ -223,23 +224,37 @@ int run_image(ImageCmdOptions opts) {
   bool target_gpus = false;
   if (target)
     for (const api::Gpu& g : target->node.gpus) target_gpus = target_gpus || g.count > 0;
-  const DeviceKind device = (opts.device.empty() ? target_gpus : opts.device == "cuda") ? DeviceKind::cuda : DeviceKind::cpu;
-  // A .kiln compiled for a GPU precision records it (kiln optimize's choice, or kiln compile
-  // --device cuda --cuda-precision): the image runs at it unless --cuda-precision says otherwise.
-  std::string precision_note;
-  if (device == DeviceKind::cuda && opts.cuda_precision.empty() && is_plan_file(opts.model)) {
-    auto recorded = plan_read_file(opts.model, /*verify_weights=*/false);
-    if (!recorded) return report_error(recorded.error().message);
-    if (!recorded->info.cuda_precision.empty()) {
-      opts.cuda_precision = recorded->info.cuda_precision;
-      precision_note = "GPU precision " + opts.cuda_precision + ", as recorded in " + opts.model + " (--cuda-precision overrides)";
-    }
+  // A .kiln records what it was compiled for (kiln compile --device/--target, kiln optimize's
+  // choice: the CPU pipeline's plan or the CUDA pipeline's, and a GPU precision): the image runs
+  // there unless --device / --cuda-precision say otherwise. An ONNX model, or a .kiln written before
+  // kiln recorded it, follows the target.
+  PlanFileInfo recorded;
+  if (is_plan_file(opts.model)) {
+    auto read = plan_read_file(opts.model, /*verify_weights=*/false);
+    if (!read) return report_error(read.error().message);
+    recorded = read->info;
+  }
+  std::vector<std::string> notes;
+  DeviceKind device = target_gpus ? DeviceKind::cuda : DeviceKind::cpu;
+  if (!opts.device.empty()) {
+    device = opts.device == "cuda" ? DeviceKind::cuda : DeviceKind::cpu;
+  } else if (auto kind = device_kind_from_name(recorded.device)) {
+    device = *kind;
+    if (device == DeviceKind::cpu && target_gpus)
+      notes.push_back("device cpu, as recorded in " + opts.model + " (compiled for the CPUs; --device cuda overrides)");
+  }
+  if (device == DeviceKind::cuda && opts.cuda_precision.empty() && !recorded.cuda_precision.empty()) {
+    opts.cuda_precision = recorded.cuda_precision;
+    notes.push_back("GPU precision " + opts.cuda_precision + ", as recorded in " + opts.model + " (--cuda-precision overrides)");
   }
   std::string plugin;
   if (device == DeviceKind::cuda) {
     if (!target_gpus)
-      return report_error("--device cuda needs a --target whose nodes have GPUs" +
-                          (target ? ", and target '" + target->name + "' lists none" : std::string()));
+      return report_error((opts.device.empty() ? opts.model + " was compiled for the GPU (device cuda recorded in it): its image"
+                                               : std::string("--device cuda")) +
+                          " needs a --target whose nodes have GPUs" +
+                          (target ? ", and target '" + target->name + "' lists none" : std::string()) +
+                          (opts.device.empty() ? " (--device cpu builds a CPU image from it)" : ""));
     auto found = cuda_plugin_find(device_plugin_search_default());
     if (!found)
       return report_error("target '" + target->name + "' has GPUs, so its image carries the CUDA backend, but " +
@@ -329,7 +344,7 @@ int run_image(ImageCmdOptions opts) {
     std::cout << doc.dump(2) << '\n';
     return kExitOk;
   }
-  if (!precision_note.empty()) std::printf("%s\n", precision_note.c_str());
+  for (const std::string& note : notes) std::printf("%s\n", note.c_str());
   std::printf("bundle %s (%zu libraries, batch %lld)\n", bundle_dir.c_str(), bundle->libraries.size(),
               static_cast<long long>(model->batch));
   for (const SelftestCheck& c : bundle->checks)

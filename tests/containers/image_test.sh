@@ -10,7 +10,8 @@
 #                 with it (skipped where it was not built), the plan compiled for CUDA, the plugin beside
 #                 kiln-runtime, the CUDA libraries it needs in a "cuda" layer (and they load: under chroot
 #                 the plugin gets as far as asking for the driver), KILN_DEVICE=cuda, recipes asking
-#                 for one GPU, a warning for a given .kiln the GPU cannot run; the CPU image carries
+#                 for one GPU, a CPU image for a .kiln compiled for the CPU unless --device cuda, then a
+#                 warning for a given .kiln the GPU cannot run; the CPU image carries
 #                 no CUDA library and no plugin
 #   selftest      the unpacked rootfs runs `kiln-runtime selftest` under chroot, with an empty
 #                 environment and as the image's non-root user: nothing comes from the host
@@ -217,10 +218,15 @@ sizes = {k: json.load(open(w + "/" + k + ".json"))["compressed_size"] for k in (
 print("GPU image: %d CUDA libraries, %.1f MB compressed; CPU image %.1f MB, no CUDA library" %
       (len(cuda), sizes["gpu"] / 1e6, sizes["cpu"] / 1e6))
 PY
-    # A given .kiln ships as is; one made for the CPU (bf16 layers) draws a warning naming the node.
+    # A given .kiln ships as is. One compiled for the CPU (bf16 layers) records it: for a GPU target
+    # its image runs on the node's CPUs, with a note; forced onto the GPU it draws a warning naming the node.
     "$kiln" compile "$model" --passes default+mixed_precision_bf16 -o "$work/bf16.kiln" > /dev/null || fail "kiln compile (bf16) failed"
-    "$kiln" image "$work/bf16.kiln" -o "$work/gpu-bf16" --target "$gpu_target" > "$work/gpu-bf16.log" 2>&1 ||
-      { cat "$work/gpu-bf16.log"; fail "kiln image of a CPU .kiln for a GPU target failed"; }
+    "$kiln" image "$work/bf16.kiln" -o "$work/cpu-bf16" --target "$gpu_target" > "$work/cpu-bf16.log" 2>&1 ||
+      { cat "$work/cpu-bf16.log"; fail "kiln image of a CPU .kiln for a GPU target failed"; }
+    grep -q "^device cpu, as recorded in .*bf16.kiln" "$work/cpu-bf16.log" || { cat "$work/cpu-bf16.log"; fail "no note of the recorded device"; }
+    grep -q "KILN_DEVICE=cuda" "$work/cpu-bf16/Dockerfile" && fail "the image of a CPU .kiln runs on the GPU"
+    "$kiln" image "$work/bf16.kiln" -o "$work/gpu-bf16" --target "$gpu_target" --device cuda > "$work/gpu-bf16.log" 2>&1 ||
+      { cat "$work/gpu-bf16.log"; fail "kiln image --device cuda of a CPU .kiln for a GPU target failed"; }
     grep -q "^kiln: warning: .*bf16.kiln will fail on the GPU: no CUDA kernel for node '/stem/Conv'" "$work/gpu-bf16.log" ||
       { cat "$work/gpu-bf16.log"; fail "no warning for a .kiln the GPU cannot run"; }
     # A .kiln compiled for the GPU at a precision records it, and its image runs at it by default.

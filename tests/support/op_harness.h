@@ -103,7 +103,8 @@ inline Attrs attrs_of(std::initializer_list<std::pair<const char*, AttrValue>> l
 // Runs one op through a one-step Plan with `num_outputs` outputs. Absent optional inputs are
 // std::nullopt.
 inline Result<std::vector<Tensor>> run_op(OpKind op, const Attrs& attrs,
-                                          const std::vector<std::optional<Tensor>>& inputs, int num_outputs = 1) {
+                                          const std::vector<std::optional<Tensor>>& inputs, int num_outputs = 1,
+                                          const ExecuteOptions& options = {}) {
   Plan plan;
   PlanStep step;
   step.op = op;
@@ -127,7 +128,7 @@ inline Result<std::vector<Tensor>> run_op(OpKind op, const Attrs& attrs,
   }
   plan.num_slots = slot;
   plan.steps.push_back(std::move(step));
-  KILN_ASSIGN(result, execute_reference(plan, given));
+  KILN_ASSIGN(result, execute_reference(plan, given, options));
   return std::move(result.outputs);
 }
 
