@@ -104,6 +104,30 @@ std::vector<SweepShape> thin_channel_candidates() {
   return out;
 }
 
+// Real layers: the distinct convolutions of torchvision classifiers outside the evaluation set
+// (MnasNet, MobileNetV3, RegNet, other ShuffleNetV2 widths, SqueezeNet 1.0; zoo_layers.inc), at each
+// grid batch. nn-Meter's remedy for interpolation error: sample the sweep from the distribution of
+// the layers models have, not only from a grid. 46 of the evaluation models' 237 distinct layers
+// are among them (kernel shapes only; no evaluation model is timed for the fit).
+std::vector<SweepShape> zoo_candidates() {
+  struct Layer {
+    SweepOp op;
+    int64_t in_c, out_c, hw, kernel, stride;
+  };
+  static const Layer kLayers[] = {
+#include "perfmodel/microbench/zoo_layers.inc"
+  };
+  std::vector<SweepShape> out;
+  for (int64_t b : kBatches)
+    for (const Layer& l : kLayers) {
+      // Stems (3 input channels, 224x224) are the border grid's: they read the model's plain input.
+      if (l.in_c < 16 || l.hw > 112) continue;
+      const SweepShape s{l.op, b, l.in_c, l.out_c, l.hw, l.hw, l.kernel, l.stride, l.kernel / 2};
+      if (in_budget(s)) out.push_back(s);
+    }
+  return out;
+}
+
 std::vector<SweepShape> gemm_candidates() {
   std::vector<SweepShape> out;
   // M up to 4096: MatMuls over pixels or tokens (ConvNeXt's MLPs have M = batch x 56 x 56).
@@ -432,6 +456,11 @@ std::vector<SweepShape> sweep_grid(bool quick) {
   append(sample(thin_channel_candidates(), 48, [](const SweepShape& s) {
     return sweep_op_name(s.op) + (s.in_c < s.out_c ? "+" : "-") + window_stratum(s);
   }));
+  // After them, for the same reason; shapes already in the grid are not measured twice.
+  std::vector<SweepShape> zoo;
+  for (const SweepShape& s : zoo_candidates())
+    if (std::none_of(grid.begin(), grid.end(), [&](const SweepShape& g) { return sweep_key(g) == sweep_key(s); })) zoo.push_back(s);
+  append(sample(std::move(zoo), 120, [](const SweepShape& s) { return sweep_op_name(s.op) + window_stratum(s); }));
   return grid;
 }
 

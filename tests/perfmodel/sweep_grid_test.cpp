@@ -54,6 +54,30 @@ TEST_CASE("the full grid is deterministic, covers every op and stays in the desi
   CHECK(sweep_grid(true).size() < 12);
 }
 
+TEST_CASE("the full grid ends with real layers of models outside the evaluation set", "[perfmodel][grid]") {
+  struct Layer {
+    SweepOp op;
+    int64_t in_c, out_c, hw, kernel, stride;
+  };
+  const Layer zoo[] = {
+#include "perfmodel/microbench/zoo_layers.inc"
+  };
+  std::set<std::string> zoo_keys;
+  for (int64_t batch : {1, 8, 32})
+    for (const Layer& l : zoo)
+      zoo_keys.insert(sweep_key(SweepShape{l.op, batch, l.in_c, l.out_c, l.hw, l.hw, l.kernel, l.stride, l.kernel / 2}));
+  const std::vector<SweepShape> grid = sweep_grid(false);
+  REQUIRE(grid.size() > 120);
+  std::set<std::string> kinds;
+  for (size_t i = grid.size() - 120; i < grid.size(); ++i) {
+    INFO(sweep_key(grid[i]));
+    CHECK(zoo_keys.count(sweep_key(grid[i])) == 1);
+    kinds.insert(sweep_op_name(grid[i].op) + " k" + std::to_string(grid[i].kernel));
+  }
+  // Stratified: 1x1, 3x3 and 5x5 convolutions and depthwise convolutions all appear.
+  for (const char* kind : {"conv k1", "conv k3", "depthwise_conv k3", "depthwise_conv k5"}) CHECK(kinds.count(kind) == 1);
+}
+
 TEST_CASE("the border grid: convs and depthwise convs reading plain float32 (stems among them) or float32 in their format, or with SiLU, keyed apart",
           "[perfmodel][grid]") {
   const std::vector<SweepShape> border = sweep_border_grid(false);

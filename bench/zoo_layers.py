@@ -1,0 +1,59 @@
+#!/usr/bin/python3
+# Dev-only (Debian's PyTorch): lists the convolution layers of torchvision classifiers that are NOT
+# in the performance model's evaluation set (tests/models/export_torchvision.py's nine), as the
+# sweep's shapes, for perfmodel/microbench/zoo_layers.inc: nn-Meter's remedy for interpolation error
+# is to sample the kernel sweep from the distribution of real layers. With --eval it lists the
+# evaluation models' layers instead, to count how many of them the catalog contains exactly.
+# Usage: bench/zoo_layers.py [--eval] > FILE
+import sys
+
+import torch
+import torchvision
+
+CATALOG = ["mnasnet0_5", "mnasnet0_75", "mnasnet1_0", "mnasnet1_3", "mobilenet_v3_small", "mobilenet_v3_large",
+           "shufflenet_v2_x0_5", "shufflenet_v2_x1_5", "shufflenet_v2_x2_0", "squeezenet1_0",
+           "regnet_x_400mf", "regnet_y_400mf", "regnet_x_800mf", "regnet_y_800mf"]
+EVAL = ["resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "squeezenet1_1", "shufflenet_v2_x1_0",
+        "densenet121", "googlenet", "convnext_tiny"]
+
+
+def layers(name):
+    model = getattr(torchvision.models, name)(weights=None).eval()
+    found = set()
+
+    def hook(module, inputs, _output):
+        x = inputs[0]
+        k, s, p, d = module.kernel_size, module.stride, module.padding, module.dilation
+        if k[0] != k[1] or s[0] != s[1] or d != (1, 1) or x.shape[2] != x.shape[3]:
+            return
+        cin, cout, g = module.in_channels, module.out_channels, module.groups
+        if g == 1:
+            op = "conv"
+        elif g == cin == cout:
+            op = "depthwise_conv"
+        else:
+            return  # grouped convolutions are not a sweep op
+        if p[0] != k[0] // 2:
+            return  # the sweep pads k/2
+        found.add((op, cin, cout, x.shape[2], k[0], s[0]))
+
+    for m in model.modules():
+        if isinstance(m, torch.nn.Conv2d):
+            m.register_forward_hook(hook)
+    with torch.no_grad():
+        model(torch.zeros(1, 3, 224, 224))
+    return found
+
+
+def main():
+    models = EVAL if "--eval" in sys.argv else CATALOG
+    shapes = set()
+    for name in models:
+        shapes |= layers(name)
+    print("// op, in_c, out_c, h (= w), kernel, stride: the distinct 224x224 layers of " + ", ".join(models))
+    print("// (bench/zoo_layers.py%s)" % (" --eval" if "--eval" in sys.argv else ""))
+    for op, cin, cout, h, k, s in sorted(shapes):
+        print("{SweepOp::%s, %d, %d, %d, %d, %d}," % (op, cin, cout, h, k, s))
+
+
+main()
