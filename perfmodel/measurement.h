@@ -21,6 +21,9 @@ inline constexpr const char* kFromPlainSuffix = "_from_plain";
 inline constexpr const char* kFromFloatSuffix = "_from_f32";
 // The sweep's silu shapes: a conv or depthwise conv with a fused SiLU ("conv_silu").
 inline constexpr const char* kSiluSuffix = "_silu";
+// The sweep's residual shapes: a conv whose output is summed with a residual input inside the kernel
+// (oneDNN's sum post-op, then ReLU: a ResNet block's last conv), "conv_sum".
+inline constexpr const char* kResidualSuffix = "_sum";
 // Bytes per element of a compute dtype: "f32" and "tf32" 4 (TF32 stores float32), "bf16" and "f16" 2,
 // "int8" 1. A GPU profile's steps carry "f16"; the CPU's never do.
 inline double dtype_element_bytes(std::string_view dtype) {

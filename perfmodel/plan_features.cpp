@@ -69,7 +69,6 @@ bool conv_features(const PlanView& v, const PlanStep& s, Measurement& m, double&
   m.macs = static_cast<double>(shape_numel(y)) * static_cast<double>(shape_numel(w) / w[0]);
   weight_bytes = e * static_cast<double>(shape_numel(w)) + 4.0 * static_cast<double>(w[0]);
   m.bytes = e * (v.numel(input(s, 0)) + v.numel(output(s))) + weight_bytes;
-  if (input(s, 3) >= 0) m.bytes += e * v.numel(input(s, 3));  // fused residual
   return true;
 }
 
@@ -366,6 +365,7 @@ std::vector<StepFeatures> plan_features(const Plan& plan, const std::vector<Engi
     }
     if (mapped && (s.op == OpKind::Conv || s.op == OpKind::Gemm || s.op == OpKind::MatMul))
       f.epilogue_ops = epilogue_op_count(s.attrs) * static_cast<double>(v.numel(output(s)));
+    if (mapped && s.op == OpKind::Conv && input(s, 3) >= 0) f.residual_elements = static_cast<double>(v.numel(input(s, 3)));
     if (mapped && s.op == OpKind::Conv && m.backend == "onednn" && e.output_layout != "plain" && input(s, 0) >= 0) {
       // oneDNN reorders an input in another format or precision inside the convolution's step.
       const std::string& from = slot_layout[static_cast<size_t>(input(s, 0))];

@@ -27,6 +27,10 @@ struct StepFeatures {
   // output elements x the ops of its written-out form (as the sweep's eltwise counts them). The
   // sweep's convolutions fuse ReLU, which costs nothing beside them; these do.
   double epilogue_ops = 0;
+  // A residual summed into a Conv's output inside the kernel (oneDNN's sum post-op): its elements.
+  // Priced from the sweep's residual convs (the "residual" groups) where the profile has them; else its
+  // bytes count in the step's like any input's.
+  double residual_elements = 0;
   // A oneDNN conv whose input arrives in another format ("layout": plain float32 after a Slice or
   // Transpose, or the model's input) or only in another precision ("precision": float32 NHWC from
   // a Concat into an int8 conv) converts the input (m.in_c x in_h x in_w per sample) inside its

@@ -108,7 +108,7 @@ double share_within(const std::vector<double>& errors, double bound) {
 
 // The border suffix of a sweep point's op (kFromPlainSuffix, kFromFloatSuffix, kSiluSuffix), or "".
 std::string border_suffix(const std::string& op) {
-  for (const char* suffix : {kFromPlainSuffix, kFromFloatSuffix, kSiluSuffix})
+  for (const char* suffix : {kFromPlainSuffix, kFromFloatSuffix, kSiluSuffix, kResidualSuffix})
     if (op.ends_with(suffix)) return suffix;
   return "";
 }
@@ -139,6 +139,14 @@ Measurement epilogue_features(const std::string& dtype, int threads, int64_t bat
   c.kernel_h = c.kernel_w = static_cast<int64_t>(ops_per_element);
   c.bytes = c.macs * dtype_element_bytes(dtype);
   c.macs *= ops_per_element;
+  return c;
+}
+
+Measurement residual_features(const std::string& dtype, int threads, int64_t batch, int64_t channels, int64_t h, int64_t w,
+                              double median_ms) {
+  Measurement c = conversion_features(dtype, threads, batch, channels, h, w, median_ms);
+  c.op = "residual";
+  c.bytes = c.macs * dtype_element_bytes(dtype);
   return c;
 }
 
@@ -228,9 +236,10 @@ Result<LatencyPredictor> LatencyPredictor::fit(const std::vector<Measurement>& r
   p.summary_.points_used = static_cast<int>(kernels.size());
   for (const auto& [t, table] : p.bandwidth_) p.summary_.bandwidth_points += static_cast<int>(table.size());
 
-  // Border points (a conv reading plain float32, reading float32 into bf16/int8, or with a fused
-  // SiLU) are not kernels of their own: what they cost beyond the interior kernel's prediction is
-  // fitted below as the groups "convert", "convert_precision" and "epilogue".
+  // Border points (a conv reading plain float32, reading float32 into bf16/int8, with a fused SiLU
+  // or a fused residual sum) are not kernels of their own: what they cost beyond the interior
+  // kernel's prediction is fitted below as the groups "convert", "convert_precision", "epilogue"
+  // and "residual".
   std::map<std::string, std::vector<Measurement>> by_group;
   std::vector<Measurement> border;
   for (const Measurement& m : kernels) {
@@ -285,9 +294,9 @@ Result<LatencyPredictor> LatencyPredictor::fit(const std::vector<Measurement>& r
     // Floored at a small share of the point: an interior kernel predicted slightly slow must not
     // leave a zero or negative time for the part measured.
     const double extra_ms = std::max(b.median_ms - p.kernel_ms(interior).ms, 0.02 * b.median_ms);
-    Measurement c = suffix == kSiluSuffix
-                        ? epilogue_features(b.dtype, b.threads, b.batch, b.out_c, b.out_h, b.out_w, 2.0, extra_ms)
-                        : conversion_features(b.dtype, b.threads, b.batch, b.in_c, b.in_h, b.in_w, extra_ms);
+    Measurement c = suffix == kSiluSuffix       ? epilogue_features(b.dtype, b.threads, b.batch, b.out_c, b.out_h, b.out_w, 2.0, extra_ms)
+                    : suffix == kResidualSuffix ? residual_features(b.dtype, b.threads, b.batch, b.out_c, b.out_h, b.out_w, extra_ms)
+                                                : conversion_features(b.dtype, b.threads, b.batch, b.in_c, b.in_h, b.in_w, extra_ms);
     if (suffix == kFromFloatSuffix) c.op = "convert_precision";
     conversions[group_key(c.op, c.dtype, c.threads)].push_back(c);
   }
@@ -442,7 +451,18 @@ PlanPrediction LatencyPredictor::predict(const std::vector<StepFeatures>& steps)
     if (!f.view) working_set += f.m.bytes;
   PlanPrediction p;
   for (const StepFeatures& f : steps) {
-    StepPrediction s = step_ms(f);
+    // A fused residual: its own cost from the sweep's residual convs, else its bytes in the step's.
+    const bool residual_group = f.residual_elements > 0 && has_group("residual", f.m.dtype);
+    StepFeatures with_residual_bytes;
+    if (f.residual_elements > 0 && !residual_group) {
+      with_residual_bytes = f;
+      with_residual_bytes.m.bytes += f.residual_elements * dtype_element_bytes(f.m.dtype);
+    }
+    StepPrediction s = step_ms(f.residual_elements > 0 && !residual_group ? with_residual_bytes : f);
+    if (residual_group && f.m.out_h > 0 && f.m.out_w > 0) {
+      s.ms += kernel_ms(residual_features(f.m.dtype, f.m.threads, f.m.batch, f.m.out_c, f.m.out_h, f.m.out_w)).ms;
+      s.how += " + fused residual";
+    }
     if (f.epilogue_ops > 0) {
       // Measured inside kernels where the profile has it (the sweep's SiLU convolutions), else at
       // the eltwise chain's compute rate.

@@ -139,6 +139,11 @@ Measurement conversion_features(const std::string& dtype, int threads, int64_t b
 Measurement epilogue_features(const std::string& dtype, int threads, int64_t batch, int64_t channels, int64_t h,
                               int64_t w, double ops_per_element, double median_ms = 0);
 
+// The record a residual summed into a conv's output is predicted from (group "residual"): batch x
+// channels x h x w output elements, each read once more in the kernel's dtype.
+Measurement residual_features(const std::string& dtype, int threads, int64_t batch, int64_t channels, int64_t h, int64_t w,
+                              double median_ms = 0);
+
 // Exposed for the tests: the roofline fitted to (macs, bytes, ms) points, its bandwidth at least
 // `min_bytes_per_ms` (the DRAM streaming bandwidth).
 RooflineParams roofline_fit(const std::vector<Measurement>& points, double min_bytes_per_ms = 0);

@@ -176,7 +176,13 @@ Graph sweep_graph(const SweepShape& s) {
       Attrs a = window_attrs(s);
       a.set("group", dw ? s.in_c : int64_t{1});
       const ValueId c = b.node(OpKind::Conv, "conv", {x, w, bias}, a);
-      if (s.silu) b.g.outputs.push_back(b.node(OpKind::Mul, "silu", {c, b.node(OpKind::Sigmoid, "sigmoid", {c})}));
+      if (s.residual) {  // the residual from a producer of the output's shape, summed into the conv by the fusion pass
+        SweepShape r = s;
+        r.in_c = s.out_c;
+        r.h = sweep_out_h(s);
+        r.w = sweep_out_w(s);
+        b.g.outputs.push_back(b.node(OpKind::Relu, "relu", {b.node(OpKind::Add, "residual", {c, producer(b, r, "_residual")})}));
+      } else if (s.silu) b.g.outputs.push_back(b.node(OpKind::Mul, "silu", {c, b.node(OpKind::Sigmoid, "sigmoid", {c})}));
       else b.g.outputs.push_back(b.node(OpKind::Relu, "relu", {c}));
       break;
     }

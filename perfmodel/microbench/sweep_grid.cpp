@@ -249,6 +249,23 @@ std::vector<SweepShape> border_candidates() {
   return out;
 }
 
+// Convs with a fused residual sum: a ResNet bottleneck's 1x1 expansion (x4), a basic block's 3x3
+// (same channels), a MobileNetV2 projection (1x1, /6), at the spatial sizes such blocks run at.
+std::vector<SweepShape> residual_candidates() {
+  std::vector<SweepShape> out;
+  for (int64_t b : kBatches)
+    for (int64_t c : {16, 24, 32, 64, 96, 128, 256, 512})
+      for (int64_t hw : {7, 14, 28, 56}) {
+        for (const SweepShape& base : {SweepShape{SweepOp::conv, b, c, 4 * c, hw, hw, 1, 1, 0}, SweepShape{SweepOp::conv, b, c, c, hw, hw, 3, 1, 1},
+                                       SweepShape{SweepOp::conv, b, 6 * c, c, hw, hw, 1, 1, 0}}) {
+          SweepShape s = base;
+          s.residual = true;
+          if (s.out_c >= 16 && s.out_c <= 2048 && in_budget(s)) out.push_back(s);
+        }
+      }
+  return out;
+}
+
 // MobileNet-style blocks that fuse_depth_first fuses (its own thresholds, so that every point is
 // the fused kernel): at most 32 channels outside; the intermediate past the caches (>= 256 KB an
 // image and >= 8 MB over the batch; an expansion without projection >= 1 MB an image).
@@ -387,16 +404,17 @@ std::string sweep_record_op(const SweepShape& s) {
   if (s.plain_input) return sweep_op_name(s.op) + kFromPlainSuffix;
   if (s.float_input) return sweep_op_name(s.op) + kFromFloatSuffix;
   if (s.silu) return sweep_op_name(s.op) + kSiluSuffix;
+  if (s.residual) return sweep_op_name(s.op) + kResidualSuffix;
   if (s.op == SweepOp::depth_first && !s.expand) return "depth_first_dw";
   if (s.op == SweepOp::depth_first && !s.project) return "depth_first_expand";
   return sweep_op_name(s.op);
 }
 
 std::string sweep_key(const SweepShape& s) {
-  if (s.plain_input || s.float_input || s.silu) {
+  if (s.plain_input || s.float_input || s.silu || s.residual) {
     SweepShape interior = s;
-    interior.plain_input = interior.float_input = interior.silu = false;
-    return (s.plain_input ? "plain " : s.float_input ? "f32in " : "silu ") + sweep_key(interior);
+    interior.plain_input = interior.float_input = interior.silu = interior.residual = false;
+    return (s.plain_input ? "plain " : s.float_input ? "f32in " : s.silu ? "silu " : "sum ") + sweep_key(interior);
   }
   const std::string hw = std::to_string(s.h) + "x" + std::to_string(s.w);
   const std::string b = " b" + std::to_string(s.batch);
@@ -470,10 +488,16 @@ std::vector<SweepShape> sweep_border_grid(bool quick) {
     s.plain_input = true;
     return {s};
   }
-  return sample(border_candidates(), 78, [](const SweepShape& s) {
+  std::vector<SweepShape> grid = sample(border_candidates(), 78, [](const SweepShape& s) {
     return std::to_string(s.float_input) + std::to_string(s.silu) + "/" + std::to_string(s.op == SweepOp::conv) + "/" + std::to_string(s.kernel) + "/" +
            std::to_string(s.batch);
   });
+  // Last, so that a profile taken before them keeps every point and only these are measured.
+  const std::vector<SweepShape> residual = sample(residual_candidates(), 36, [](const SweepShape& s) {
+    return std::to_string(s.kernel) + (s.in_c < s.out_c ? "+" : s.in_c > s.out_c ? "-" : "=") + std::to_string(s.batch);
+  });
+  grid.insert(grid.end(), residual.begin(), residual.end());
+  return grid;
 }
 
 }  // namespace kiln::perf

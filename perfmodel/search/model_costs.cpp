@@ -15,7 +15,7 @@ namespace {
 using nlohmann::json;
 
 // Bumped whenever plan_features or this file's format changes meaning: old files are then missed.
-constexpr int kCostsFormatVersion = 4;  // 2: io_bytes, epilogue_ops (dropped by v1); 3: input_conversion; 4: ToPlain "from layout"
+constexpr int kCostsFormatVersion = 5;  // 2: io_bytes, epilogue_ops (dropped by v1); 3: input_conversion; 4: ToPlain "from layout"; 5: residual_elements
 constexpr const char* kCostsFormat = "kiln-model-costs";
 
 }  // namespace
@@ -70,6 +70,7 @@ Result<ModelCosts> model_costs_read(const std::string& path) {
     KILN_TRY(json_read_field(s, "view", f.view, where));
     KILN_TRY(json_read_field(s, "weight_bytes", f.weight_bytes, where));
     KILN_TRY(json_read_field(s, "epilogue_ops", f.epilogue_ops, where));
+    KILN_TRY(json_read_field(s, "residual_elements", f.residual_elements, where));
     KILN_TRY(json_read_field(s, "input_conversion", f.input_conversion, where));
     KILN_REQUIRE(s.contains("m"), parse, where, ": missing field 'm'");
     KILN_ASSIGN(m, measurement_from_json(s["m"], where + ".m"));
@@ -85,7 +86,7 @@ Status model_costs_write(const ModelCosts& costs, const std::string& path) {
   for (const StepFeatures& f : costs.steps)
     steps.push_back({{"node", f.node}, {"op", f.op}, {"kernel", f.kernel}, {"view", f.view},
                      {"weight_bytes", f.weight_bytes}, {"epilogue_ops", f.epilogue_ops},
-                     {"input_conversion", f.input_conversion}, {"m", measurement_to_json(f.m)}});
+                     {"residual_elements", f.residual_elements}, {"input_conversion", f.input_conversion}, {"m", measurement_to_json(f.m)}});
   const json j = {{"format", kCostsFormat}, {"version", kCostsFormatVersion}, {"precision", costs.precision},
                   {"constant_bytes", costs.constant_bytes}, {"packed_bytes", costs.packed_bytes},
                   {"arena_bytes", costs.arena_bytes}, {"scratch_bytes", costs.scratch_bytes}, {"io_bytes", costs.io_bytes}, {"steps", steps}};
@@ -103,6 +104,7 @@ std::vector<StepFeatures> model_costs_steps_at(const ModelCosts& costs, int64_t 
     m.macs *= r;
     m.bytes = f.weight_bytes + (m.bytes - f.weight_bytes) * r;
     f.epilogue_ops *= r;  // per output element
+    f.residual_elements *= r;
   }
   return steps;
 }

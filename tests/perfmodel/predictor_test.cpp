@@ -212,6 +212,7 @@ TEST_CASE("border points fit the conversion and epilogue groups as their time be
   CHECK(p->has_group("convert", "f32"));
   CHECK(p->has_group("epilogue", "f32"));
   CHECK_FALSE(p->has_group("conv_from_plain", "f32"));  // not a kernel of its own
+  CHECK_FALSE(p->has_group("residual", "f32"));
 
   StepFeatures step = {};
   step.m = synthetic_sweep(conv, "conv", "f32", 1)[40];
@@ -299,4 +300,36 @@ TEST_CASE("T threads are never priced below 1/T of one thread's price", "[perfmo
   auto q = LatencyPredictor::fit(sane, {false, 4, "roofline"});
   REQUIRE(q);
   CHECK(q->predict({two}).total_ms == Approx(q->predict({one}).total_ms / 1.6).epsilon(0.02));
+}
+
+TEST_CASE("residual points fit the residual group as the sum's time beyond the interior kernel", "[perfmodel][predictor]") {
+  const RooflineParams conv{0.01, 40e6, 15e6};
+  std::vector<Measurement> rows = synthetic_sweep(conv, "conv", "f32", 1);
+  StepFeatures step = {};
+  step.m = synthetic_sweep(conv, "conv", "f32", 1)[40];
+  const double out_elements = static_cast<double>(step.m.batch * step.m.out_c * step.m.out_h * step.m.out_w);
+  step.residual_elements = out_elements;
+  // Without residual points the residual is one more input of the step: its bytes count in the roofline.
+  auto without = LatencyPredictor::fit(rows, {false, 4, "roofline"});
+  REQUIRE(without);
+  StepFeatures more_bytes = step;
+  more_bytes.residual_elements = 0;
+  more_bytes.m.bytes += 4 * out_elements;
+  CHECK(without->predict({step}).total_ms == Approx(without->predict({more_bytes}).total_ms));
+
+  // The same shapes with a fused residual sum: 3 ns per output element more.
+  for (Measurement m : synthetic_sweep(conv, "conv", "f32", 1)) {
+    m.op = std::string("conv") + kResidualSuffix;
+    m.median_ms += 3e-6 * static_cast<double>(m.batch * m.out_c * m.out_h * m.out_w);
+    rows.push_back(m);
+  }
+  auto p = LatencyPredictor::fit(rows, {false, 4, "roofline"});
+  REQUIRE(p);
+  CHECK(p->has_group("residual", "f32"));
+  CHECK_FALSE(p->has_group("conv_sum", "f32"));  // not a kernel of its own
+  StepFeatures interior = step;
+  interior.residual_elements = 0;
+  const PlanPrediction with = p->predict({step});
+  CHECK(with.total_ms == Approx(p->predict({interior}).total_ms + 3e-6 * out_elements).epsilon(0.05));
+  CHECK(with.steps[0].how.find("fused residual") != std::string::npos);
 }

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "perfmodel/measurement.h"
 #include "perfmodel/microbench/sweep_grid.h"
 
 using namespace kiln::perf;
@@ -85,11 +86,16 @@ TEST_CASE("the border grid: convs and depthwise convs reading plain float32 (ste
   for (const SweepShape& s : sweep_grid(false)) interior_keys.insert(sweep_key(s));
   std::set<SweepOp> ops;
   bool stem = false;
-  int float_inputs = 0, silus = 0;
+  int float_inputs = 0, silus = 0, residuals = 0;
   for (const SweepShape& s : border) {
-    CHECK(int{s.plain_input} + int{s.float_input} + int{s.silu} == 1);
-    CHECK(sweep_key(s).rfind(s.plain_input ? "plain " : s.float_input ? "f32in " : "silu ", 0) == 0);
+    CHECK(int{s.plain_input} + int{s.float_input} + int{s.silu} + int{s.residual} == 1);
+    CHECK(sweep_key(s).rfind(s.plain_input ? "plain " : s.float_input ? "f32in " : s.silu ? "silu " : "sum ", 0) == 0);
     silus += s.silu;
+    if (s.residual) {
+      ++residuals;
+      CHECK(s.op == SweepOp::conv);
+      CHECK(sweep_record_op(s) == std::string("conv") + kResidualSuffix);
+    }
     CHECK(interior_keys.count(sweep_key(s)) == 0);
     if (s.float_input) {
       ++float_inputs;
@@ -104,6 +110,7 @@ TEST_CASE("the border grid: convs and depthwise convs reading plain float32 (ste
   CHECK(stem);
   CHECK(float_inputs >= 12);
   CHECK(silus >= 12);
+  CHECK(residuals == 36);
   CHECK(border.size() >= 60);
 }
 
