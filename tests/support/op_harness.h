@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <random>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -63,6 +64,16 @@ inline Tensor boolean(Shape shape, const std::vector<bool>& v) {
 inline Tensor rand_f32(Shape shape, int seed, ValueRange range) {
   const std::vector<float> v = values(shape_numel(shape), seed, range);
   return f32(std::move(shape), v);
+}
+
+// A float32 tensor of full-precision uniform values in [-1, 1) (std::mt19937 seeded with `seed`): where
+// values on rand_f32's coarse grid would make a reordered or fused sum exact by luck.
+inline Tensor uniform_f32(Shape shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  Tensor t = Tensor::zeros(DType::f32, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
+  return t;
 }
 
 // A tensor of `dt` whose element i holds (i % 97) converted to dt (bool: i odd).

@@ -1,22 +1,14 @@
 // The compiled engine against the reference executor.
 #include <catch2/catch.hpp>
 
-#include <random>
 
 #include "kernels/engine.h"
 #include "kernels/executor.h"
+#include "tests/support/op_harness.h"
 
 using namespace kiln;
 
 namespace {
-
-Tensor random_tensor(Shape shape, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  Tensor t = Tensor::zeros(DType::f32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
-  return t;
-}
 
 // x[1,3,9,9] -> Conv(4 filters, 3x3) -> Relu -> Add(itself) -> GlobalAveragePool -> y[1,4,1,1]
 Plan small_cnn() {
@@ -27,7 +19,7 @@ Plan small_cnn() {
   };
   const int x = slot({1, 3, 9, 9}), w = slot({4, 3, 3, 3}), b = slot({4}), c = slot({1, 4, 7, 7}),
             r = slot({1, 4, 7, 7}), a = slot({1, 4, 7, 7}), y = slot({1, 4, 1, 1});
-  plan.constants = {{w, random_tensor({4, 3, 3, 3}, 2)}, {b, random_tensor({4}, 3)}};
+  plan.constants = {{w, test::uniform_f32({4, 3, 3, 3}, 2)}, {b, test::uniform_f32({4}, 3)}};
   plan.inputs = {{x, "x", plan.slot_types[static_cast<size_t>(x)]}};
   plan.outputs = {{y, "y"}};
   plan.steps.push_back({OpKind::Conv, {}, {x, w, b}, {c}, "conv"});
@@ -43,7 +35,7 @@ TEST_CASE("the engine matches the reference executor and reuses memory", "[engin
   const Plan plan = small_cnn();
   auto engine = Engine::create(plan, {1, nullptr});
   REQUIRE(engine);
-  const Tensor x = random_tensor({1, 3, 9, 9}, 1);
+  const Tensor x = test::uniform_f32({1, 3, 9, 9}, 1);
   auto want = execute_reference(plan, {x});
   REQUIRE(want);
   for (int repeat = 0; repeat < 2; ++repeat) {  // a second run reuses the (dirty) arena
@@ -69,7 +61,7 @@ TEST_CASE("the engine refuses symbolic shapes and wrong inputs", "[engine]") {
   Plan plan = small_cnn();
   auto engine = Engine::create(plan, {1, nullptr});
   REQUIRE(engine);
-  auto wrong = (*engine)->run({random_tensor({1, 3, 8, 8}, 1)});
+  auto wrong = (*engine)->run({test::uniform_f32({1, 3, 8, 8}, 1)});
   REQUIRE_FALSE(wrong);
   REQUIRE(wrong.error().message.find("input 'x' expects float32[1,3,9,9], got float32[1,3,8,8]") != std::string::npos);
   plan.slot_types[0].shape[0] = Dim::named("batch");
@@ -90,7 +82,7 @@ TEST_CASE("the engine refuses a plan whose recorded types disagree with its ops"
   }
   SECTION("a weight that is not its slot's shape") {
     Plan plan = small_cnn();
-    plan.constants[0].second = random_tensor({4, 3, 2, 2}, 2);
+    plan.constants[0].second = test::uniform_f32({4, 3, 2, 2}, 2);
     auto e = Engine::create(plan, {1, nullptr});
     REQUIRE_FALSE(e);
     REQUIRE(e.error().message.find("constant in slot 1 is float32[4,3,2,2] but the slot is float32[4,3,3,3]") !=
@@ -116,8 +108,8 @@ TEST_CASE("the engine runs a fused residual in place only when its buffer dies t
   };
   const int x = slot({1, 8, 6, 6}), w1 = slot({8, 8, 3, 3}), w2 = slot({8, 8, 3, 3}), w3 = slot({8, 8, 1, 1}),
             c1 = slot({1, 8, 6, 6}), c2 = slot({1, 8, 6, 6}), c3 = slot({1, 8, 6, 6}), y = slot({1, 8, 1, 1});
-  plan.constants = {{w1, random_tensor({8, 8, 3, 3}, 4)}, {w2, random_tensor({8, 8, 3, 3}, 5)},
-                    {w3, random_tensor({8, 8, 1, 1}, 6)}};
+  plan.constants = {{w1, test::uniform_f32({8, 8, 3, 3}, 4)}, {w2, test::uniform_f32({8, 8, 3, 3}, 5)},
+                    {w3, test::uniform_f32({8, 8, 1, 1}, 6)}};
   plan.inputs = {{x, "x", plan.slot_types[static_cast<size_t>(x)]}};
   plan.outputs = {{y, "y"}};
   Attrs same;
@@ -131,7 +123,7 @@ TEST_CASE("the engine runs a fused residual in place only when its buffer dies t
 
   auto engine = Engine::create(plan, {1, nullptr});
   REQUIRE(engine);
-  const Tensor input = random_tensor({1, 8, 6, 6}, 7);
+  const Tensor input = test::uniform_f32({1, 8, 6, 6}, 7);
   auto want = execute_reference(plan, {input});
   INFO((want ? std::string() : want.error().message));
   REQUIRE(want);

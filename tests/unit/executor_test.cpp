@@ -3,7 +3,6 @@
 
 #include <cstring>
 #include <optional>
-#include <random>
 #include <vector>
 
 #include "kernels/executor.h"
@@ -13,15 +12,6 @@ namespace kiln {
 namespace {
 
 using namespace test;
-
-// Full-precision random floats: with values on a coarse grid a reordered sum could still be exact.
-Tensor noise(Shape shape, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  Tensor t = Tensor::zeros(DType::f32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
-  return t;
-}
 
 bool bit_identical(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && a.dtype() == b.dtype() &&
@@ -40,14 +30,14 @@ TEST_CASE("Reference Conv, Gemm and MatMul give the same bits on any thread coun
   // Each is large enough (>= 2^18 multiply-adds) for the kernels to split it among threads.
   const std::vector<Case> cases = {
       {"3x3 conv", OpKind::Conv, attrs_of({{"pads", std::vector<int64_t>{1, 1, 1, 1}}}),
-       {noise({2, 16, 20, 20}, 1), noise({32, 16, 3, 3}, 2), noise({32}, 3)}},
+       {test::uniform_f32({2, 16, 20, 20}, 1), test::uniform_f32({32, 16, 3, 3}, 2), test::uniform_f32({32}, 3)}},
       {"grouped strided conv", OpKind::Conv,
        attrs_of({{"group", int64_t{4}}, {"strides", std::vector<int64_t>{2, 2}}}),
-       {noise({1, 32, 33, 33}, 4), noise({64, 8, 3, 3}, 5), std::nullopt}},
+       {test::uniform_f32({1, 32, 33, 33}, 4), test::uniform_f32({64, 8, 3, 3}, 5), std::nullopt}},
       {"gemm", OpKind::Gemm, attrs_of({{"transB", int64_t{1}}}),
-       {noise({64, 256}, 6), noise({128, 256}, 7), noise({128}, 8)}},
+       {test::uniform_f32({64, 256}, 6), test::uniform_f32({128, 256}, 7), test::uniform_f32({128}, 8)}},
       {"batched matmul", OpKind::MatMul, Attrs{},
-       {noise({3, 64, 128}, 9), noise({128, 96}, 10)}},
+       {test::uniform_f32({3, 64, 128}, 9), test::uniform_f32({128, 96}, 10)}},
   };
   for (const Case& c : cases) {
     INFO(c.what);

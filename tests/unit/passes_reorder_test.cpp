@@ -5,23 +5,15 @@
 #include <catch2/catch.hpp>
 
 #include <functional>
-#include <random>
 
 #include "compilers/passes/pass_runner.h"
 #include "compilers/passes/pipeline.h"
 #include "kernels/post_ops.h"
+#include "tests/support/op_harness.h"
 
 using namespace kiln;
 
 namespace {
-
-Tensor random_f32(Shape shape, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  Tensor t = Tensor::zeros(DType::f32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
-  return t;
-}
 
 struct Builder {
   Graph g;
@@ -34,7 +26,7 @@ struct Builder {
   }
   ValueId weight(const std::string& name, Shape shape) {
     const ValueId id = g.add_value(name, ValueType::of(DType::f32, sym_shape_from(shape)));
-    g.initializers[id] = random_f32(std::move(shape), seed++);
+    g.initializers[id] = test::uniform_f32(std::move(shape), seed++);
     return id;
   }
   ValueId scalar(const std::string& name, float v) {

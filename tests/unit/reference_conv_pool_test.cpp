@@ -5,7 +5,6 @@
 #include <cmath>
 #include <limits>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -18,14 +17,6 @@ namespace {
 using namespace test;
 
 // ---- Helpers ----
-
-Tensor random_tensor(const Shape& shape, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  Tensor t = Tensor::zeros(DType::f32, shape);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
-  return t;
-}
 
 std::vector<float> values_of(const Tensor& t) {
   std::vector<float> v(static_cast<size_t>(t.numel()));
@@ -243,9 +234,9 @@ TEST_CASE("Conv run: matches the definition (groups, strides, dilations, pads, a
     Attrs a = attrs_of({{"group", c.group}, {"strides", c.strides}, {"dilations", c.dilations},
                         {"auto_pad", c.auto_pad}});
     if (!c.pads.empty()) a.set("pads", c.pads);
-    const Tensor x = random_tensor(c.x, seed++);
-    const Tensor w = random_tensor(c.w, seed++);
-    const Tensor b = random_tensor({c.w[0]}, seed++);
+    const Tensor x = test::uniform_f32(c.x, seed++);
+    const Tensor w = test::uniform_f32(c.w, seed++);
+    const Tensor b = test::uniform_f32({c.w[0]}, seed++);
     auto y = run_op(OpKind::Conv, a, {x, w, c.bias ? std::optional<Tensor>(b) : std::nullopt});
     REQUIRE(y.is_ok());
     const Shape out((*y)[0].shape().begin() + 2, (*y)[0].shape().end());
@@ -332,9 +323,9 @@ TEST_CASE("ConvTranspose run: hand-computed and against the definition", "[conv_
                         {"output_padding", c.output_padding}, {"auto_pad", c.auto_pad}});
     if (!c.pads.empty()) a.set("pads", c.pads);
     if (!c.output_shape.empty()) a.set("output_shape", c.output_shape);
-    const Tensor x = random_tensor(c.x, seed++);
-    const Tensor w = random_tensor(c.w, seed++);
-    const Tensor b = random_tensor({c.w[1] * c.group}, seed++);
+    const Tensor x = test::uniform_f32(c.x, seed++);
+    const Tensor w = test::uniform_f32(c.w, seed++);
+    const Tensor b = test::uniform_f32({c.w[1] * c.group}, seed++);
     auto y = run_op(OpKind::ConvTranspose, a, {x, w, c.bias ? std::optional<Tensor>(b) : std::nullopt});
     REQUIRE(y.is_ok());
     const Shape out((*y)[0].shape().begin() + 2, (*y)[0].shape().end());
@@ -425,7 +416,7 @@ TEST_CASE("MaxPool run: values, indices, storage order, padding, ceil mode", "[c
     CHECK(values_of((*y)[1]) == std::vector<float>{0, 2, 3, 8, 10, 11});
   }
   SECTION("dilations, batch and channel offsets in the indices") {
-    Tensor x2 = random_tensor({2, 3, 5, 7}, 7);
+    Tensor x2 = test::uniform_f32({2, 3, 5, 7}, 7);
     auto y = run_op(OpKind::MaxPool, attrs_of({{"kernel_shape", Ints{2, 3}}, {"dilations", Ints{2, 2}}}), {x2}, 2);
     REQUIRE(y.is_ok());
     REQUIRE((*y)[0].shape() == Shape{2, 3, 3, 3});
@@ -489,7 +480,7 @@ TEST_CASE("AveragePool run: count_include_pad and ceil-mode clipping", "[conv_po
     CHECK(values_of((*y)[0]) == std::vector<float>{2, 4, 5.5f});
   }
   SECTION("3-D SAME_UPPER against the definition") {
-    const Tensor x3 = random_tensor({1, 2, 5, 4, 3}, 9);
+    const Tensor x3 = test::uniform_f32({1, 2, 5, 4, 3}, 9);
     auto y = run_op(OpKind::AveragePool, attrs_of({{"kernel_shape", Ints{2, 3, 2}}, {"auto_pad", std::string("SAME_UPPER")}}),
                     {x3});
     REQUIRE(y.is_ok());
@@ -521,7 +512,7 @@ TEST_CASE("GlobalAveragePool / GlobalMaxPool", "[conv_pool]") {
     o = infer_op(op, Attrs{}, {ValueType::of(DType::f32, {Dim::unknown()})});
     REQUIRE_FALSE(o.is_ok());
   }
-  const Tensor x = random_tensor({2, 3, 13, 7}, 3);
+  const Tensor x = test::uniform_f32({2, 3, 13, 7}, 3);
   auto avg = run_op(OpKind::GlobalAveragePool, Attrs{}, {x});
   auto max = run_op(OpKind::GlobalMaxPool, Attrs{}, {x});
   REQUIRE(avg.is_ok());
@@ -551,7 +542,7 @@ TEST_CASE("LRN", "[conv_pool]") {
 
   for (int64_t size : {1, 2, 3, 4, 5}) {
     const float alpha = 0.01f, beta = 0.6f, bias = 1.5f;
-    const Tensor x = random_tensor({2, 5, 3, 2}, static_cast<uint32_t>(size));
+    const Tensor x = test::uniform_f32({2, 5, 3, 2}, static_cast<uint32_t>(size));
     auto y = run_op(OpKind::LRN,
                     attrs_of({{"size", size}, {"alpha", alpha}, {"beta", beta}, {"bias", bias}}), {x});
     REQUIRE(y.is_ok());
