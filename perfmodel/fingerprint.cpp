@@ -78,6 +78,14 @@ std::string fingerprint_id(const TargetFingerprint& fp) {
   return hex;
 }
 
+namespace {
+
+bool int8_dot_product(const TargetFingerprint& fp) {
+  return fingerprint_has(fp, "avx512_vnni") || fingerprint_has(fp, "avx_vnni") || fingerprint_has(fp, "amx_int8");
+}
+
+}  // namespace
+
 std::string fingerprint_dtype_unsupported(const TargetFingerprint& fp, const std::string& dtype) {
   if (dtype == "f32") return {};
   if (dtype == "bf16")
@@ -85,10 +93,16 @@ std::string fingerprint_dtype_unsupported(const TargetFingerprint& fp, const std
                ? std::string()
                : "no native bf16 dot product (needs AVX512_BF16 or AMX-BF16); oneDNN would emulate it";
   if (dtype == "int8")
-    return fingerprint_has(fp, "avx512_vnni") || fingerprint_has(fp, "avx_vnni") || fingerprint_has(fp, "amx_int8")
+    return int8_dot_product(fp) || fingerprint_has(fp, "avx2")
                ? std::string()
-               : "no native int8 dot product (needs AVX512-VNNI, AVX-VNNI or AMX-INT8)";
+               : "no int8 path (needs AVX2, AVX512-VNNI, AVX-VNNI or AMX-INT8)";
   return "unknown dtype '" + dtype + "'";
+}
+
+std::string fingerprint_dtype_note(const TargetFingerprint& fp, const std::string& dtype) {
+  if (dtype != "int8" || int8_dot_product(fp) || !fingerprint_dtype_unsupported(fp, dtype).empty()) return {};
+  return "int8 runs without VNNI here: oneDNN's AVX2 kernels sum u8 x s8 products in 16-bit pairs, so kiln "
+         "quantizes weights to 7 bits (max|w| / 63), a little less exact than on VNNI; verify it like any int8";
 }
 
 TargetFingerprint fingerprint_cuda(const DeviceProbe& probe) {

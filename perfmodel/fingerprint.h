@@ -48,10 +48,16 @@ bool fingerprint_is_cuda(const TargetFingerprint& fp);
 // few MiB of firmware reservation do not split one machine kind in two.
 std::string fingerprint_id(const TargetFingerprint& fp);
 
-// The native dot-product instructions for a dtype on this fingerprint ("f32" always; "bf16":
-// AVX512_BF16 or AMX-BF16; "int8": AVX512-VNNI, AVX-VNNI or AMX-INT8). Empty when supported,
-// else why not (recorded with the skipped benchmarks).
+// Whether kiln plans and sweeps a dtype on this fingerprint ("f32" always; "bf16": AVX512_BF16 or
+// AMX-BF16, as oneDNN emulates it below and runs it slower than float32; "int8": AVX512-VNNI,
+// AVX-VNNI, AMX-INT8, or AVX2, where oneDNN's int8 kernels still beat float32: ResNet-50 at
+// batch 1 ran 2.0x faster on an AVX2-only EPYC). Empty when supported, else why not (recorded
+// with the skipped benchmarks and the plan's excluded choices).
 std::string fingerprint_dtype_unsupported(const TargetFingerprint& fp, const std::string& dtype);
+
+// What a plan should say about a supported dtype that runs without its dot-product instruction
+// (int8 on AVX2: 16-bit pair sums, so weights take 7 bits); empty when it runs natively.
+std::string fingerprint_dtype_note(const TargetFingerprint& fp, const std::string& dtype);
 
 bool fingerprint_has(const TargetFingerprint& fp, const std::string& flag);
 

@@ -8,11 +8,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "compilers/ir/shape_inference.h"
 #include "compilers/onnx/import.h"
 #include "containers/oci/digest.h"
 #include "perfmodel/cache_file.h"
+#include "perfmodel/fingerprint.h"
 #include "perfmodel/measurement.h"
 #include "perfmodel/precision_compile.h"
 #include "perfmodel/predictor_cache.h"
@@ -321,6 +323,22 @@ Result<PlanOutcome> plan_application(const PlanInputs& in) {
     }
     out.predictor = std::move(predictor);
     cpu_precisions = perf::plan_precisions(*in.app, out.profile.target.fingerprint, &excluded);
+    // A profile taken before kiln swept a dtype on this CPU (int8 on AVX2 until 2026-11-29) has no
+    // kernels to price it from: excluded, rather than priced from another dtype's kernels.
+    std::set<std::string> swept;
+    for (const perf::Measurement& m : out.profile.measurements)
+      if (m.kind == perf::kKindKernel) swept.insert(m.dtype);
+    std::erase_if(cpu_precisions, [&](const std::string& p) {
+      const std::string dtype = perf::precision_dtype(p);
+      if (swept.count(dtype)) return false;
+      excluded.push_back({"precision " + p, "the profile " + out.profile.target.fingerprint.id + " has no " + dtype +
+                                                " kernel measurements (kiln bench-target measures only what is missing)"});
+      return true;
+    });
+    for (const std::string& p : cpu_precisions)
+      if (const std::string note = perf::fingerprint_dtype_note(out.profile.target.fingerprint, perf::precision_dtype(p));
+          !note.empty())
+        notes.push_back(note + ".");
   }
   out.timings.fit_ms = ms_since(t0);
   if (out.gpu_prior) {

@@ -45,8 +45,19 @@ TEST_CASE("fingerprint id follows the identity fields, not the host", "[perfmode
   no_bf16.isa = {"avx2", "fma"};
   CHECK(fingerprint_id(no_bf16) != id);
   CHECK_FALSE(fingerprint_dtype_unsupported(no_bf16, "bf16").empty());
-  CHECK_FALSE(fingerprint_dtype_unsupported(no_bf16, "int8").empty());
   CHECK(fingerprint_dtype_unsupported(no_bf16, "f32").empty());
+  // int8 runs on AVX2 without VNNI (oneDNN's 16-bit pair sums), and the plan says so.
+  CHECK(fingerprint_dtype_unsupported(no_bf16, "int8").empty());
+  CHECK_THAT(fingerprint_dtype_note(no_bf16, "int8"), Catch::Contains("without VNNI"));
+  CHECK(fingerprint_dtype_note(no_bf16, "f32").empty());
   no_bf16.isa.push_back("amx_bf16");
   CHECK(fingerprint_dtype_unsupported(no_bf16, "bf16").empty());
+  TargetFingerprint vnni = no_bf16;
+  vnni.isa.push_back("avx512_vnni");
+  CHECK(fingerprint_dtype_unsupported(vnni, "int8").empty());
+  CHECK(fingerprint_dtype_note(vnni, "int8").empty());
+  TargetFingerprint sse_only = fp;
+  sse_only.isa = {"sse4_2"};
+  CHECK_FALSE(fingerprint_dtype_unsupported(sse_only, "int8").empty());
+  CHECK(fingerprint_dtype_note(sse_only, "int8").empty());
 }

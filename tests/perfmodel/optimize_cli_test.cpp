@@ -11,12 +11,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/io/npz.h"
 #include "kernels/plan_file.h"
 #include "perfmodel/fingerprint.h"
 #include "perfmodel/store.h"
 #include "tests/perfmodel/run_kiln.h"
 #include "tests/perfmodel/synthetic_profile.h"
 #include "tests/perfmodel/temp_dir.h"
+#include "tests/support/op_harness.h"
 
 using namespace kiln;
 using namespace kiln::perf;
@@ -34,12 +36,18 @@ std::string description(const std::string& constraints) {
          "objective: throughput\nconstraints: " + constraints + "\noptimizations: {batch_sizes: [1, 8]}\n";
 }
 
-// The example without data (16 random calibration samples, 64 random verification samples), for
-// throughput under max_accuracy_drop 1%: the top 3 candidates compiled and verified, not measured.
+// The example calibrated on 16 seeded random samples (no calibration data) and verified against
+// fp32 on 1,024 other random samples (no labels: top-1 disagreement), for throughput under
+// max_accuracy_drop 0.5%: the top 3 candidates compiled and verified, not measured. int8 with every
+// layer reduced changes 11 of those 1,024 decisions on an AVX2 EPYC (7-bit weights; 64 samples
+// changed none there, so the limit needs this many), so accuracy control runs.
 KilnRun optimize_without_data(const TempDir& dir, const std::string& optimizations) {
+  const Tensor samples = test::uniform_f32({1024, 1, 28, 28}, 3);
+  REQUIRE(npz_write_file(dir.file("validation.npz"), {{"input", samples}}));
   write_file(dir.file("app.yaml"), "name: controlled\nmodel: {path: " + kExample + "model.onnx}\n"
                                    "inputs: {input: {shape: [batch, 1, 28, 28], dtype: float32}}\n"
-                                   "objective: throughput\nconstraints: {max_accuracy_drop: 0.01}\n"
+                                   "data: {validation: {npz: " + dir.file("validation.npz") + ", input: input}}\n"
+                                   "objective: throughput\nconstraints: {max_accuracy_drop: 0.005}\n"
                                    "optimizations: " + optimizations + "\n");
   return run_kiln(dir, "optimize " + dir.file("app.yaml") + " --db " + synthetic_store(dir) + " --cache-dir " +
                            dir.file("cache") + " --top 3 --no-measure -o " + dir.file("out"));
@@ -111,15 +119,17 @@ TEST_CASE("kiln optimize compiles, verifies and measures the best candidates and
     tried.insert(c.at("precision").get<std::string>());
     if (c.at("accuracy_drop").get<double>() > 0) CHECK(c.at("passed") == false);
   }
-  CHECK(tried == std::set<std::string>{"fp32", "bf16", "int8"});
+  // bf16 only where the CPU has it; int8 also runs on AVX2 without VNNI.
+  if (fingerprint_dtype_unsupported(fingerprint_local(), "bf16").empty())
+    CHECK(tried == std::set<std::string>{"fp32", "bf16", "int8"});
+  else
+    CHECK(tried == std::set<std::string>{"fp32", "int8"});
   CHECK(exact.at("measured") == false);
   CHECK(exact.at("chosen").at("measured_ms").is_null());
 }
 
-// Without data the model is calibrated on 16 and verified on 64 seeded random samples; there int8
-// with every layer changes 1 of the 64 top-1 decisions (measured on the Zen 5 CI machine), more
-// than a limit of 1%. Optimize then runs accuracy control on the same samples and keeps the
-// layers it chose for every int8 candidate.
+// int8 with every layer reduced misses the limit (optimize_without_data); optimize then runs
+// accuracy control on the same samples and keeps the layers it chose for every int8 candidate.
 TEST_CASE("kiln optimize puts an int8 that misses max_accuracy_drop through accuracy control", "[perfmodel][optimize]") {
   TempDir dir;
   const KilnRun r = optimize_without_data(dir, "{batch_sizes: [1, 8], precisions: [fp32, int8]}");
@@ -137,7 +147,9 @@ TEST_CASE("kiln optimize puts an int8 that misses max_accuracy_drop through accu
     ++int8_candidates;
     const nlohmann::json& control = c.at("accuracy_control");
     REQUIRE(control.is_object());
-    CHECK(control.at("every_layer_reduced").get<std::string>().find("top-1 disagreement 0.0156 > max_accuracy_drop 0.01") == 0);
+    const std::string missed = control.at("every_layer_reduced").get<std::string>();
+    CHECK(missed.find("top-1 disagreement ") == 0);
+    CHECK(missed.find(" > max_accuracy_drop 0.005") != std::string::npos);
     CHECK(control.at("fallback") == "fp32");
     CHECK(control.at("reduced_layers").get<int>() > 0);  // some int8 is left: else "not met"
     CHECK_FALSE(control.at("kept").empty());
@@ -145,7 +157,7 @@ TEST_CASE("kiln optimize puts an int8 that misses max_accuracy_drop through accu
     CHECK(c.at("passes").get<std::string>().find("(kept fp32: ") != std::string::npos);
     // Priced again with its fp32 layers: slower than the plan's every-layer-int8 price.
     CHECK(c.at("predicted_ms").get<double>() > control.at("every_layer_predicted_ms").get<double>());
-    CHECK(c.at("top1_agreement").get<double>() >= 0.99);  // verified again after the control
+    CHECK(c.at("top1_agreement").get<double>() >= 0.995);  // verified again after the control
     CHECK(c.at("passed") == true);
   }
   CHECK(int8_candidates >= 1);
@@ -179,7 +191,7 @@ TEST_CASE("kiln optimize keeps int8's sensitive layers in bf16 when bf16 is allo
     CHECK((passes.find("mixed_precision_bf16,quantize_int8") != std::string::npos) == has_bf16);
     // Priced with its kept layers in their fallback: no faster than every layer int8.
     CHECK(c.at("predicted_ms").get<double>() >= control.at("every_layer_predicted_ms").get<double>());
-    CHECK(c.at("top1_agreement").get<double>() >= 0.99);
+    CHECK(c.at("top1_agreement").get<double>() >= 0.995);
     CHECK(c.at("passed") == true);
   }
   CHECK(int8_candidates >= 1);

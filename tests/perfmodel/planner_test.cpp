@@ -243,15 +243,22 @@ TEST_CASE("cost needs a price, and with one the cost per million follows the thr
 TEST_CASE("precisions the target cannot run natively are excluded with the reason", "[perfmodel][planner]") {
   api::ApplicationDescription app;
   app.optimizations.precisions = {api::Precision::fp32, api::Precision::fp16, api::Precision::bf16, api::Precision::int8};
-  TargetFingerprint old_cpu;
-  old_cpu.isa = {"avx2", "fma"};
+  TargetFingerprint avx2_cpu;
+  avx2_cpu.isa = {"avx2", "fma"};
   std::vector<ExcludedChoice> excluded;
-  const std::vector<std::string> kept = plan_precisions(app, old_cpu, &excluded);
-  CHECK(kept == std::vector<std::string>{"fp32"});
-  REQUIRE(excluded.size() == 3);
+  // int8 without VNNI still runs (and ran 2x float32 on an AVX2 EPYC); bf16 would be emulated.
+  const std::vector<std::string> kept = plan_precisions(app, avx2_cpu, &excluded);
+  CHECK(kept == std::vector<std::string>{"fp32", "int8"});
+  REQUIRE(excluded.size() == 2);
   CHECK(excluded[0].what == "precision fp16");
   CHECK(excluded[1].what == "precision bf16");
   CHECK_FALSE(excluded[1].reason.empty());
+  TargetFingerprint old_cpu;
+  old_cpu.isa = {"sse4_2"};
+  excluded.clear();
+  CHECK(plan_precisions(app, old_cpu, &excluded) == std::vector<std::string>{"fp32"});
+  REQUIRE(excluded.size() == 3);
+  CHECK(excluded[2].what == "precision int8");
   CHECK(plan_thread_counts(6) == std::vector<int>{1, 2, 4, 6});
   CHECK(plan_thread_counts(1) == std::vector<int>{1});
   CHECK(plan_batch_sizes(app).size() == 7);
