@@ -18,6 +18,7 @@
 #include "kernels/io/npy.h"
 #include "kernels/io/npz.h"
 #include "tests/support/onnx_builder.h"
+#include "tests/support/process_temp_dir.h"
 
 namespace fs = std::filesystem;
 using kiln::test::OnnxBuilder;
@@ -45,12 +46,8 @@ Run run_kiln(const std::string& args) {
 }
 
 fs::path temp_dir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("kiln-cli-test-" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
+  static const kiln::test::ProcessTempDir dir("kiln-cli-test");
+  return dir.path();
 }
 
 fs::path write_file(const std::string& name, const std::string& bytes) {

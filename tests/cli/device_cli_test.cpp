@@ -13,6 +13,7 @@
 #include <string>
 
 #include "tests/support/onnx_builder.h"
+#include "tests/support/process_temp_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -38,12 +39,8 @@ Run run_binary(const std::string& binary, const std::string& args) {
 }
 
 fs::path scratch() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("kiln-device-cli-test-" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
+  static const kiln::test::ProcessTempDir dir("kiln-device-cli-test");
+  return dir.path();
 }
 
 // The one error line, or a success that ran on the GPU.

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/process_temp_dir.h"
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -36,12 +38,8 @@ Run run_kiln(const std::string& args) {
 }
 
 fs::path write_file(const std::string& name, const std::string& text) {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("kiln-validate-test-" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  const fs::path p = dir / name;
+  static const kiln::test::ProcessTempDir dir("kiln-validate-test");
+  const fs::path p = dir.path() / name;
   std::ofstream(p, std::ios::binary) << text;
   return p;
 }

@@ -28,6 +28,7 @@
 #include "kernels/precision.h"
 #include "containers/oci/docker_archive.h"
 #include "containers/oci/image.h"
+#include "tests/support/process_temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace kiln;
@@ -36,7 +37,8 @@ using namespace kiln::oci;
 namespace {
 
 fs::path temp_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("kiln-containers-test-" + std::to_string(::getpid())) / name;
+  static const kiln::test::ProcessTempDir root("kiln-containers-test");
+  const fs::path d = root.path() / name;
   fs::remove_all(d);
   fs::create_directories(d);
   return d;

@@ -21,6 +21,7 @@
 
 #include "api/description.h"
 #include "containers/recipes/recipes.h"
+#include "tests/support/process_temp_dir.h"
 
 using namespace kiln;
 using namespace kiln::recipes;
@@ -148,7 +149,8 @@ std::vector<Case> all_cases() {
 }
 
 fs::path scratch_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("kiln-recipes-test-" + std::to_string(::getpid())) / name;
+  static const kiln::test::ProcessTempDir root("kiln-recipes-test");
+  const fs::path d = root.path() / name;
   fs::remove_all(d);
   fs::create_directories(d);
   return d;

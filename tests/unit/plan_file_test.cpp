@@ -7,6 +7,7 @@
 
 #include "kernels/executor.h"
 #include "kernels/plan_file.h"
+#include "tests/support/process_temp_dir.h"
 
 using namespace kiln;
 namespace fs = std::filesystem;
@@ -34,9 +35,8 @@ Plan tiny_plan() {
 }
 
 fs::path temp_file(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("kiln-plan-test-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir / name;
+  static const kiln::test::ProcessTempDir dir("kiln-plan-test");
+  return dir.path() / name;
 }
 
 std::string read_all(const fs::path& p) {
