@@ -151,10 +151,16 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
   }
 
   KILN_ASSIGN(stored, store.measurement_identities(fp.id, options.remeasure_loaded));
+  const bool remeasure_all = options.force || options.keep_faster;
+  std::map<std::string, double> stored_ms;  // keep_faster: identity -> stored median
+  if (options.keep_faster) {
+    KILN_ASSIGN(rows, store.measurements(fp.id));
+    for (const Measurement& m : rows) stored_ms[measurement_identity(m)] = m.median_ms;
+  }
   if (options.dry_run) {
     for (const Section& section : sections)
       for (const BenchPoint& p : section.points) {
-        const bool have = !options.force && stored.count(measurement_identity(p.record));
+        const bool have = !remeasure_all && stored.count(measurement_identity(p.record));
         ++summary.planned;
         ++(have ? summary.already_stored : summary.to_measure);
         if (options.progress)
@@ -182,6 +188,18 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
       *options.progress << "kiln: skipping " << s.kind << " " << s.dtype << ": " << s.reason << '\n';
   }
 
+  // The machine's speed before the first point (and after the last, below): CPU runs with points
+  // to measure only.
+  std::vector<SpeedReading> speed_at_start;
+  if (!options.cuda) {
+    bool measures_any = false;
+    for (const Section& section : sections)
+      for (const BenchPoint& p : section.points) measures_any = measures_any || remeasure_all || !stored.count(measurement_identity(p.record));
+    // A probe that fails (the peak section would say why) only leaves the drift out.
+    if (measures_any)
+      if (auto r = speed_probe(fp, plan)) speed_at_start = std::move(*r);
+  }
+
   HostInterference host(options.progress, options.host_lost_cpus);
   double settle_left = options.settle_seconds;
   const auto stopped = [&] { return options.stop && options.stop->load(); };
@@ -189,7 +207,7 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
     summary.planned += static_cast<int64_t>(section.points.size());
     std::vector<BenchPoint*> todo;
     for (BenchPoint& p : section.points) {
-      if (!options.force && stored.count(measurement_identity(p.record))) ++summary.already_stored;
+      if (!remeasure_all && stored.count(measurement_identity(p.record))) ++summary.already_stored;
       else todo.push_back(&p);
     }
     if (options.progress && todo.size() < section.points.size())
@@ -211,7 +229,13 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
       std::string line("[");
       line.append(section.name).append(" ").append(std::to_string(done)).append("/").append(std::to_string(todo.size()));
       line.append("] ").append(m.key).append(" ").append(m.dtype).append(" t").append(std::to_string(m.threads)).append(": ");
-      if (ok) {
+      const auto kept = stored_ms.find(measurement_identity(m));
+      if (ok && kept != stored_ms.end() && kept->second <= m.median_ms) {
+        ++summary.kept_stored;
+        char text[96];
+        std::snprintf(text, sizeof text, " (kept the stored %.4g ms: faster)", kept->second);
+        line += result_text(m) + text;
+      } else if (ok) {
         m.measured_at = utc_now();
         KILN_TRY(store.measurement_put(fp.id, run_id, m));
         ++summary.measured;
@@ -283,6 +307,20 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
       KILN_TRY(measure_point(*point, lost));
     }
     if (summary.interrupted) break;
+  }
+  if (!speed_at_start.empty() && summary.measured + summary.kept_stored > 0 && !summary.interrupted) {
+    if (auto speed_at_end = speed_probe(fp, plan)) summary.drift = speed_drift(speed_at_start, *speed_at_end);
+    if (options.progress) {
+      bool moved = false;
+      for (const SpeedDrift& d : summary.drift) {
+        *options.progress << "kiln: machine speed during the run: " << speed_drift_text(d) << '\n';
+        moved = moved || (d.moved() && !d.loaded);
+      }
+      if (moved)
+        *options.progress << "kiln: the machine's own speed moved by more than " << static_cast<int>(100 * kSpeedDriftWarn)
+                          << "% while this run measured: the profile mixes both speeds, and predictions from it will be off "
+                             "by as much; on a shared VM, run again (--force) when it is steadier\n";
+    }
   }
   if (options.progress && summary.loaded > 0)
     *options.progress << "kiln: " << summary.loaded << " of the " << summary.measured

@@ -16,6 +16,7 @@
 #include "kernels/core/status.h"
 #include "perfmodel/fingerprint.h"
 #include "perfmodel/microbench/cuda_sweep.h"
+#include "perfmodel/microbench/speed_drift.h"
 #include "perfmodel/store.h"
 
 namespace kiln::perf {
@@ -34,6 +35,9 @@ struct BenchTargetOptions {
   std::vector<DevicePrecision> cuda_precisions;
   bool force = false;             // re-measure points already stored
   bool remeasure_loaded = false;  // re-measure stored points that were measured under load
+  // Re-measure every stored point and keep the faster of the stored and the new time: contention
+  // and a VM's slow spells only add time, so two sweeps minutes apart give the machine's own speed.
+  bool keep_faster = false;
   bool dry_run = false;           // list the plan (each point, stored or to measure) without measuring or writing
   // While the host slows multi-thread work down (microbench/thread_pace.h), multi-thread points are
   // deferred to the end of their section (one-thread points go on meanwhile), and there the run waits
@@ -55,6 +59,7 @@ struct BenchTargetSummary {
   int64_t planned = 0;         // points in the plan
   int64_t measured = 0;        // measured and stored by this run
   int64_t already_stored = 0;  // skipped: stored before (incremental)
+  int64_t kept_stored = 0;     // keep_faster: measured again, but the stored time was faster and stays
   int64_t failed = 0;
   int64_t loaded = 0;          // of those measured, how many under load (other work, or threads slowed by the host)
   int64_t deferred = 0;        // multi-thread points put off while the host slowed threads down
@@ -64,6 +69,9 @@ struct BenchTargetSummary {
   double seconds = 0;
   std::vector<SkippedBenchmark> skipped;  // dtypes this CPU cannot run natively
   std::vector<std::string> failures;      // one line per failed point
+  // The f32 peak before the first point measured and after the last (CPU runs that measured
+  // something; microbench/speed_drift.h): how far the machine's own speed moved during the run.
+  std::vector<SpeedDrift> drift;
 };
 
 // Refuses unknown section names (naming the known ones).

@@ -394,6 +394,12 @@ bool LatencyPredictor::has_group(const std::string& op, const std::string& dtype
   return false;
 }
 
+bool LatencyPredictor::has_dtype(const std::string& dtype) const {
+  for (const auto& [key, g] : groups_)
+    if (g.dtype == dtype) return true;
+  return false;
+}
+
 double LatencyPredictor::epilogue_ms(double ops, int threads) const {
   // The eltwise group's compute rate alone: the epilogue runs on output tiles still in registers
   // or L1, so neither the chain's memory traffic nor its per-step overhead applies.

@@ -104,6 +104,8 @@ class LatencyPredictor {
   double epilogue_ms(double ops, int threads) const;
   PlanPrediction predict(const std::vector<StepFeatures>& steps) const;
   bool has_group(const std::string& op, const std::string& dtype) const;
+  // Whether any kernel group of `dtype` was fitted (a dtype without one is priced from f32 groups).
+  bool has_dtype(const std::string& dtype) const;
 
   const FitSummary& summary() const { return summary_; }
 

@@ -29,6 +29,7 @@ struct BenchTargetCli {
   std::vector<int> threads;
   bool force = false;
   bool remeasure_loaded = false;
+  bool keep_faster = false;
   bool dry_run = false;
   double settle_seconds = -1;  // not given: 120 s, or none with --quick
   std::string export_path;
@@ -65,6 +66,7 @@ std::string options_text(const BenchTargetCli& o) {
   }
   if (o.force) add("--force");
   if (o.remeasure_loaded) add("--remeasure-loaded");
+  if (o.keep_faster) add("--keep-faster");
   return s;
 }
 
@@ -172,6 +174,7 @@ int run_bench_target(const BenchTargetCli& o) {
       options.cuda_precisions.push_back(precision);
   options.force = o.force;
   options.remeasure_loaded = o.remeasure_loaded;
+  options.keep_faster = o.keep_faster;
   options.dry_run = o.dry_run;
   // A quick run takes seconds (tests, smoke checks): waiting minutes for the host would dwarf it.
   options.settle_seconds = o.settle_seconds >= 0 ? o.settle_seconds : o.quick ? 0.0 : 120.0;
@@ -188,11 +191,15 @@ int run_bench_target(const BenchTargetCli& o) {
   if (o.json) {
     nlohmann::json skipped = nlohmann::json::array();
     for (const perf::SkippedBenchmark& k : s.skipped) skipped.push_back({{"kind", k.kind}, {"dtype", k.dtype}, {"reason", k.reason}});
+    nlohmann::json drift = nlohmann::json::array();
+    for (const perf::SpeedDrift& d : s.drift)
+      drift.push_back({{"threads", d.threads}, {"start_gflops", d.start_gflops}, {"end_gflops", d.end_gflops}, {"change", d.change()},
+                       {"moved", d.moved()}, {"loaded", d.loaded}});
     std::cout << nlohmann::json{{"db", db_path},           {"target", s.fingerprint.id}, {"cpu_model", s.fingerprint.cpu_model},
                                 {"device", perf::fingerprint_is_cuda(s.fingerprint) ? "cuda" : "cpu"},
                                 {"run", s.run_id},         {"planned", s.planned},       {"measured", s.measured},
-                                {"already_stored", s.already_stored}, {"failed", s.failed}, {"loaded", s.loaded}, {"deferred", s.deferred}, {"settle_waited_seconds", s.settle_waited_seconds}, {"to_measure", s.to_measure}, {"dry_run", o.dry_run}, {"failures", s.failures},
-                                {"interrupted", s.interrupted}, {"seconds", s.seconds},  {"skipped", skipped}}
+                                {"already_stored", s.already_stored}, {"kept_stored", s.kept_stored}, {"failed", s.failed}, {"loaded", s.loaded}, {"deferred", s.deferred}, {"settle_waited_seconds", s.settle_waited_seconds}, {"to_measure", s.to_measure}, {"dry_run", o.dry_run}, {"failures", s.failures},
+                                {"interrupted", s.interrupted}, {"seconds", s.seconds},  {"skipped", skipped}, {"speed_drift", drift}}
                      .dump(2)
               << '\n';
   } else if (o.dry_run) {
@@ -204,6 +211,12 @@ int run_bench_target(const BenchTargetCli& o) {
                 s.fingerprint.id.c_str(), s.fingerprint.cpu_model.c_str(), static_cast<long long>(s.planned),
                 static_cast<long long>(s.measured), static_cast<long long>(s.loaded), static_cast<long long>(s.already_stored),
                 static_cast<long long>(s.failed), s.seconds, db_path.c_str());
+    for (const perf::SpeedDrift& d : s.drift)
+      std::printf("machine speed from the first point to the last: %s%s\n", perf::speed_drift_text(d).c_str(),
+                  d.moved() && !d.loaded ? ": moved" : "");
+    if (s.kept_stored > 0)
+      std::printf("%lld points measured again were slower than the stored time, which was kept (--keep-faster)\n",
+                  static_cast<long long>(s.kept_stored));
     if (s.deferred > 0)
       std::printf("%lld multi-thread points were put off while the host slowed threads down (%.0f s spent waiting for it to end)\n",
                   static_cast<long long>(s.deferred), s.settle_waited_seconds);
@@ -232,6 +245,9 @@ void add_bench_target_command(CLI::App& app, CommandRunner& run) {
   cmd->add_flag("--force", o->force, "Re-measure points already stored for this machine (default: skip them)");
   cmd->add_flag("--remeasure-loaded", o->remeasure_loaded,
                 "Re-measure the stored points that were measured under load (other processes, or the host slowing threads down)");
+  cmd->add_flag("--keep-faster", o->keep_faster,
+                "Re-measure every point and keep the faster of the stored and the new time (contention and a VM's slow "
+                "spells only add time: two sweeps minutes apart give the machine's own speed)");
   cmd->add_option("--settle", o->settle_seconds,
                   "While the host slows multi-thread work down, put those points off and wait at most this many seconds in "
                   "all for it to end (default 120, with --quick 0); 0 measures them at once and flags them as loaded")

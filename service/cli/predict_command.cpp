@@ -4,11 +4,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "kernels/engine.h"
 #include "kernels/plan_file.h"
+#include "perfmodel/dtype_coverage.h"
+#include "perfmodel/fingerprint.h"
 #include "perfmodel/plan_features.h"
 #include "perfmodel/precision_compile.h"
 #include "perfmodel/predictor.h"
@@ -214,6 +217,12 @@ int run_predict(const PredictOptions& o) {
   fit_options.method = o.method;
   auto predictor = perf::LatencyPredictor::fit(profile->measurements, fit_options);
   if (!predictor) return report_error(predictor.error().message);
+  const perf::TargetFingerprint& fp = profile->target.fingerprint;
+  // Before compiling (seconds): a precision the profile has no kernels of would be priced from
+  // another dtype's (a .kiln file's own precision is checked below, from its steps).
+  if (!is_plan_file(o.model))
+    if (const std::string why = perf::dtype_unpriced_reason(*predictor, fp, perf::precision_dtype(o.precision)); !why.empty())
+      return report_error("cannot predict " + o.precision + " on " + fp.cpu_model + ": " + why);
 
   std::string how;
   auto plan = plan_for(o, &how);
@@ -223,6 +232,14 @@ int run_predict(const PredictOptions& o) {
   if (!engine) return report_error(engine.error().message);
   const int threads = (*engine)->threads();
   const std::vector<perf::StepFeatures> features = perf::plan_features(*plan, (*engine)->steps(), threads);
+  std::set<std::string> dtypes;  // what the plan's steps run in (int8 plans keep some layers in fp32)
+  for (const perf::StepFeatures& f : features) dtypes.insert(f.m.dtype);
+  std::vector<std::string> notes;
+  for (const std::string& d : dtypes) {
+    if (const std::string why = perf::dtype_unpriced_reason(*predictor, fp, d); !why.empty())
+      return report_error("cannot predict " + o.model + " on " + fp.cpu_model + ": its " + d + " steps: " + why);
+    if (std::string note = perf::fingerprint_dtype_note(fp, d); !note.empty()) notes.push_back(std::move(note));
+  }
   const perf::PlanPrediction p = predictor->predict(features);
   const int64_t batch = plan_batch(*plan);
   const EngineMemory& mem = (*engine)->memory();
@@ -236,6 +253,7 @@ int run_predict(const PredictOptions& o) {
                         {"peak_memory_bytes", peak}, {"kernels", features.size()},
                         {"target", profile->target.fingerprint.id}, {"cpu_model", profile->target.fingerprint.cpu_model},
                         {"db", db}, {"fit", fit_json(fit)}};
+    if (!notes.empty()) j["notes"] = notes;
     if (o.verbose) {
       nlohmann::json steps = nlohmann::json::array();
       for (size_t i = 0; i < features.size(); ++i)
@@ -267,6 +285,7 @@ int run_predict(const PredictOptions& o) {
     }
   }
   std::printf("batch %lld, %d threads, %s, %zu kernels\n", static_cast<long long>(batch), threads, o.precision.c_str(), features.size());
+  for (const std::string& note : notes) std::printf("note: %s\n", note.c_str());
   std::printf("predicted latency: median %.3f ms\n", p.total_ms);
   std::printf("predicted throughput: %.1f inferences/s\n", throughput);
   std::printf("memory: weights %.2f MB, arena %.2f MB, peak %.2f MB\n", static_cast<double>(mem.weight_bytes) / 1e6,

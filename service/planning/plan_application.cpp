@@ -8,12 +8,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <set>
 
 #include "compilers/ir/shape_inference.h"
 #include "compilers/onnx/import.h"
 #include "containers/oci/digest.h"
 #include "perfmodel/cache_file.h"
+#include "perfmodel/dtype_coverage.h"
 #include "perfmodel/fingerprint.h"
 #include "perfmodel/measurement.h"
 #include "perfmodel/precision_compile.h"
@@ -325,14 +325,10 @@ Result<PlanOutcome> plan_application(const PlanInputs& in) {
     cpu_precisions = perf::plan_precisions(*in.app, out.profile.target.fingerprint, &excluded);
     // A profile taken before kiln swept a dtype on this CPU (int8 on AVX2 until 2026-11-29) has no
     // kernels to price it from: excluded, rather than priced from another dtype's kernels.
-    std::set<std::string> swept;
-    for (const perf::Measurement& m : out.profile.measurements)
-      if (m.kind == perf::kKindKernel) swept.insert(m.dtype);
     std::erase_if(cpu_precisions, [&](const std::string& p) {
-      const std::string dtype = perf::precision_dtype(p);
-      if (swept.count(dtype)) return false;
-      excluded.push_back({"precision " + p, "the profile " + out.profile.target.fingerprint.id + " has no " + dtype +
-                                                " kernel measurements (kiln bench-target measures only what is missing)"});
+      const std::string why = perf::dtype_unpriced_reason(*out.predictor, out.profile.target.fingerprint, perf::precision_dtype(p));
+      if (why.empty()) return false;
+      excluded.push_back({"precision " + p, why});
       return true;
     });
     for (const std::string& p : cpu_precisions)

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -93,6 +94,14 @@ TEST_CASE("kiln bench-target --quick measures, then skips what is stored, export
   CHECK(j1["measured"] == j1["planned"]);
   CHECK(j1["failed"] == 0);
   CHECK(j1["already_stored"] == 0);
+  // The machine's speed before the first point and after the last, at the one thread count.
+  REQUIRE(j1["speed_drift"].size() == 1);
+  const nlohmann::json& drift = j1["speed_drift"][0];
+  CHECK(drift["threads"] == 1);
+  CHECK(drift["start_gflops"].get<double>() > 0);
+  CHECK(drift["end_gflops"].get<double>() > 0);
+  CHECK(drift["change"].get<double>() == Approx(drift["end_gflops"].get<double>() / drift["start_gflops"].get<double>() - 1));
+  CHECK_THAT(first.err, Catch::Contains("kiln: machine speed during the run: f32 peak at 1 thread "));
 
   // Incremental: everything is stored, nothing is measured again.
   const KilnRun second = run_bench_target(dir, "--quick --threads 1 --json --db " + db);
@@ -102,11 +111,37 @@ TEST_CASE("kiln bench-target --quick measures, then skips what is stored, export
   CHECK(j2["target"] == j1["target"]);
   CHECK_THAT(second.err, Catch::Contains("already stored"));
   CHECK_THAT(second.err, !Catch::Contains("[sweep 1/"));
+  CHECK(j2["speed_drift"].empty());  // nothing measured: no probe
 
   // --force re-measures one section.
   const nlohmann::json j3 = parse(run_bench_target(dir, "--quick --threads 1 --only peak --force --json --db " + db));
   CHECK(j3["measured"].get<int>() > 0);
   CHECK(j3["measured"].get<int>() < j1["measured"].get<int>());
+
+  // --keep-faster times every peak point again, and each keeps the faster of its two times.
+  const auto peak_medians = [&](const std::string& file) {
+    parse(run_bench_target(dir, "--export " + file + " --json --db " + db));
+    std::ifstream in(file);
+    const nlohmann::json doc = nlohmann::json::parse(in);
+    std::map<std::string, double> out;
+    for (const auto& m : doc["targets"][0]["measurements"])
+      if (m["kind"] == "peak") out[m["key"].get<std::string>() + " " + m["dtype"].get<std::string>()] = m["median_ms"].get<double>();
+    return out;
+  };
+  const std::map<std::string, double> before = peak_medians(dir.file("before.json"));
+  const KilnRun faster = run_bench_target(dir, "--quick --threads 1 --only peak --keep-faster --json --db " + db);
+  const nlohmann::json j4 = parse(faster);
+  CHECK(j4["already_stored"] == 0);
+  CHECK(j4["measured"].get<int>() + j4["kept_stored"].get<int>() == j4["planned"].get<int>());
+  const std::map<std::string, double> after = peak_medians(dir.file("after.json"));
+  REQUIRE(after.size() == before.size());
+  int unchanged = 0;
+  for (const auto& [key, ms] : after) {
+    CHECK(ms <= before.at(key));
+    unchanged += ms == before.at(key);
+  }
+  CHECK(unchanged == j4["kept_stored"].get<int>());
+  if (j4["kept_stored"].get<int>() > 0) CHECK_THAT(faster.err, Catch::Contains("(kept the stored "));
 
   const std::string profile = dir.file("node.json");
   const nlohmann::json exported = parse(run_bench_target(dir, "--export " + profile + " --json --db " + db));

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "perfmodel/fingerprint.h"
+#include "perfmodel/precision_compile.h"
 #include "perfmodel/store.h"
 #include "tests/perfmodel/synthetic_profile.h"
 #include "tests/perfmodel/run_kiln.h"
@@ -73,6 +74,48 @@ TEST_CASE("kiln predict --json has the prediction, memory, target and fit", "[pe
   CHECK(j.at("threads") == 1);
   CHECK(j.at("fit").at("method").is_string());
   CHECK(j.at("fit").at("points_used") == 4 * 48);
+}
+
+TEST_CASE("kiln predict refuses a precision the profile has no kernels of, rather than pricing it from fp32's", "[perfmodel][predict]") {
+  TempDir dir;
+  const TargetFingerprint fp = fingerprint_local();
+  const auto put_sweeps = [&](const std::string& dtype) {
+    auto store = BenchmarkStore::open(dir.file("b.sqlite"));
+    REQUIRE(store);
+    REQUIRE((*store)->target_put(fp, "measured"));
+    auto run = (*store)->run_begin(fp.id, "synthetic " + dtype);
+    REQUIRE(run);
+    for (const char* op : {"conv", "gemm", "maxpool", "add"})
+      for (const Measurement& m : synthetic_sweep({0.01, 40e6, 15e6}, op, dtype, 1)) REQUIRE((*store)->measurement_put(fp.id, *run, m));
+    if (dtype == "f32")
+      for (const Measurement& m : synthetic_bandwidth(20e6, 1)) REQUIRE((*store)->measurement_put(fp.id, *run, m));
+  };
+  put_sweeps("f32");  // a profile of fp32 kernels only, like one taken before kiln swept int8 on AVX2
+  for (const std::string precision : {"int8", "bf16"}) {
+    const std::string dtype = precision_dtype(precision);
+    const KilnRun r = run_predict(dir, kModel + " --db " + dir.file("b.sqlite") + " --precision " + precision);
+    INFO(precision << ": " << r.out << r.err);
+    CHECK(r.exit_code == 1);
+    CHECK(r.out.empty());
+    CHECK(r.err.find("cannot predict " + precision + " on " + fp.cpu_model + ": ") != std::string::npos);
+    // Why: the CPU cannot run it natively, or the profile lacks its kernels.
+    const std::string unsupported = fingerprint_dtype_unsupported(fp, dtype);
+    CHECK(r.err.find(unsupported.empty() ? "has no " + dtype + " kernel measurements" : unsupported) != std::string::npos);
+  }
+
+  // With int8 kernels measured (where the CPU runs int8), int8 is predicted, with the plan's note
+  // on AVX2's 7-bit weights where it applies.
+  if (!fingerprint_dtype_unsupported(fp, "int8").empty()) return;
+  put_sweeps("int8");
+  const KilnRun r = run_predict(dir, kModel + " --db " + dir.file("b.sqlite") + " --precision int8 --json");
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  CHECK(j.at("precision") == "int8");
+  CHECK(j.at("predicted_median_ms").get<double>() > 0);
+  const std::string note = fingerprint_dtype_note(fp, "int8");
+  if (note.empty()) CHECK_FALSE(j.contains("notes"));
+  else CHECK(j.at("notes").at(0) == note);
 }
 
 TEST_CASE("kiln predict --target PRIOR: a datasheet roofline for a device kiln cannot measure here", "[perfmodel][predict]") {
