@@ -319,7 +319,7 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
       if (moved)
         *options.progress << "kiln: the machine's own speed moved by more than " << static_cast<int>(100 * kSpeedDriftWarn)
                           << "% while this run measured: the profile mixes both speeds, and predictions from it will be off "
-                             "by as much; on a shared VM, run again (--force) when it is steadier\n";
+                             "by as much; run again with --keep-faster (every point measured again, the faster time kept)\n";
     }
   }
   if (options.progress && summary.loaded > 0)

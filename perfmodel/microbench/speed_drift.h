@@ -32,13 +32,14 @@ struct SpeedDrift {
   bool moved() const { return change() > kSpeedDriftWarn || change() < -kSpeedDriftWarn; }
 };
 
-// Times the f32 matmul peak (peak_points' f32 points) at each of plan.threads.
+// Times the f32 matmul peak (peak_points' quick f32 points: 512^3) at each of plan.threads.
 Result<std::vector<SpeedReading>> speed_probe(const TargetFingerprint& fp, const BenchPlanOptions& plan);
 
 // Pairs the readings by thread count (readings missing at either end are left out).
 std::vector<SpeedDrift> speed_drift(const std::vector<SpeedReading>& start, const std::vector<SpeedReading>& end);
 
-// "f32 peak at 1 thread 76.1 -> 86.0 GFLOP/s (+13%)", with "(under load)" where it applies.
+// "f32 peak at 1 thread 76.1 -> 86.0 GFLOP/s (+13%)", with "(under load)" where it applies (the
+// quick 512^3 peak: a little below the stored 1024^3 one).
 std::string speed_drift_text(const SpeedDrift& d);
 
 }  // namespace kiln::perf

@@ -205,8 +205,9 @@ TEST_CASE("kiln bench-target: bad input is one clean error", "[perfmodel][cli]")
 TEST_CASE("kiln bench-target: Ctrl-C keeps what was measured and the next run continues", "[perfmodel][cli]") {
   TempDir dir;
   const std::string db = dir.file("a.sqlite");
-  // The full sweep takes minutes: interrupted after 2 s with SIGINT, as Ctrl-C would.
-  const std::string cmd = "timeout --preserve-status -s INT 2 " KILN_BINARY " bench-target --only sweep --threads 1 --json --db " +
+  // The full sweep takes minutes: interrupted after 4 s with SIGINT, as Ctrl-C would (the run times
+  // the machine's speed before its first point; under ASan and a parallel ctest that took 2 s).
+  const std::string cmd = "timeout --preserve-status -s INT 4 " KILN_BINARY " bench-target --only sweep --threads 1 --json --db " +
                           db + " 2>" + dir.file("err.txt");
   FILE* pipe = popen(cmd.c_str(), "r");
   REQUIRE(pipe != nullptr);
