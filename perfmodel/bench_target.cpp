@@ -151,7 +151,10 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
   }
 
   KILN_ASSIGN(stored, store.measurement_identities(fp.id, options.remeasure_loaded));
-  const bool remeasure_all = options.force || options.keep_faster;
+  // Whether this run measures a planned point: not stored yet, or every point (force, keep_faster).
+  const auto to_measure = [&](const BenchPoint& p) {
+    return options.force || options.keep_faster || !stored.count(measurement_identity(p.record));
+  };
   std::map<std::string, double> stored_ms;  // keep_faster: identity -> stored median
   if (options.keep_faster) {
     KILN_ASSIGN(rows, store.measurements(fp.id));
@@ -160,7 +163,7 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
   if (options.dry_run) {
     for (const Section& section : sections)
       for (const BenchPoint& p : section.points) {
-        const bool have = !remeasure_all && stored.count(measurement_identity(p.record));
+        const bool have = !to_measure(p);
         ++summary.planned;
         ++(have ? summary.already_stored : summary.to_measure);
         if (options.progress)
@@ -193,8 +196,7 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
   std::vector<SpeedReading> speed_at_start;
   if (!options.cuda) {
     bool measures_any = false;
-    for (const Section& section : sections)
-      for (const BenchPoint& p : section.points) measures_any = measures_any || remeasure_all || !stored.count(measurement_identity(p.record));
+    for (const Section& section : sections) measures_any = measures_any || std::any_of(section.points.begin(), section.points.end(), to_measure);
     // A probe that fails (the peak section would say why) only leaves the drift out.
     if (measures_any)
       if (auto r = speed_probe(fp, plan)) speed_at_start = std::move(*r);
@@ -207,8 +209,8 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
     summary.planned += static_cast<int64_t>(section.points.size());
     std::vector<BenchPoint*> todo;
     for (BenchPoint& p : section.points) {
-      if (!remeasure_all && stored.count(measurement_identity(p.record))) ++summary.already_stored;
-      else todo.push_back(&p);
+      if (to_measure(p)) todo.push_back(&p);
+      else ++summary.already_stored;
     }
     if (options.progress && todo.size() < section.points.size())
       *options.progress << "[" << section.name << "] " << section.points.size() - todo.size() << " of "
@@ -229,7 +231,7 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
       std::string line("[");
       line.append(section.name).append(" ").append(std::to_string(done)).append("/").append(std::to_string(todo.size()));
       line.append("] ").append(m.key).append(" ").append(m.dtype).append(" t").append(std::to_string(m.threads)).append(": ");
-      const auto kept = stored_ms.find(measurement_identity(m));
+      const auto kept = options.keep_faster ? stored_ms.find(measurement_identity(m)) : stored_ms.end();
       if (ok && kept != stored_ms.end() && kept->second <= m.median_ms) {
         ++summary.kept_stored;
         char text[96];
