@@ -283,6 +283,32 @@ TEST_CASE("int8 Gemm: transB, bias, float32 and quantized outputs", "[onednn][in
   }
 }
 
+// An s8 input reaches oneDNN as u8 (q + 128) with 128 x each column's weight sum taken away in the
+// bias (kernels/onednn/matmul.cpp). Inputs all below zero and weights all above make that sum, and
+// so any error in the compensation, as large as it gets; a Gemm without C gets a bias of its own.
+TEST_CASE("int8 Gemm and MatMul on a signed input: the u8 shift is compensated exactly", "[onednn][int8]") {
+  SECTION("Gemm without C, one row") {
+    Builder b;
+    const int x = b.input({1, 300}, -1.0f, -0.2f);
+    const int w = b.constant(rand_tensor({300, 70}, 41, 0.1f, 1.0f));
+    const int y = b.op(OpKind::Gemm, Attrs{}, {x, w});
+    b.output(y);
+    make_int8(b, y, false);
+    auto e = check_int8(b);
+    REQUIRE(count_kernel(*e, "onednn.gemm") == 1);
+  }
+  SECTION("MatMul into an s8 output") {
+    Builder b;
+    const int x = b.input({4, 3, 96}, -1.0f, 0.5f);
+    const int y = b.op_shaped(OpKind::MatMul, Attrs{}, {x, b.weight({96, 33}, 0.5f)}, {4, 3, 33});
+    b.output(y);
+    make_int8(b, y, true);
+    auto e = check_int8(b);
+    REQUIRE(count_kernel(*e, "onednn.matmul") == 1);
+    CHECK(quantized(layout_of_step(*e, "MatMul"), "s8"));
+  }
+}
+
 TEST_CASE("int8 MatMul with a constant B and a ReLU", "[onednn][int8]") {
   Builder b;
   const int x = b.input({2, 5, 48});
