@@ -4,7 +4,9 @@
 # sweep's shapes, for perfmodel/microbench/zoo_layers.inc: nn-Meter's remedy for interpolation error
 # is to sample the kernel sweep from the distribution of real layers. With --eval it lists the
 # evaluation models' layers instead, to count how many of them the catalog contains exactly.
-# Usage: bench/zoo_layers.py [--eval] > FILE
+# With --gemm it lists fully connected layers instead (nn.Linear: tokens per image, K, N), of the
+# catalog and of vision transformers (ViT, Swin), for perfmodel/microbench/zoo_gemm_layers.inc.
+# Usage: bench/zoo_layers.py [--eval] [--gemm] > FILE
 import sys
 
 import torch
@@ -13,6 +15,8 @@ import torchvision
 CATALOG = ["mnasnet0_5", "mnasnet0_75", "mnasnet1_0", "mnasnet1_3", "mobilenet_v3_small", "mobilenet_v3_large",
            "shufflenet_v2_x0_5", "shufflenet_v2_x1_5", "shufflenet_v2_x2_0", "squeezenet1_0",
            "regnet_x_400mf", "regnet_y_400mf", "regnet_x_800mf", "regnet_y_800mf"]
+# Fully connected layers: the convolution catalog's classifiers, and transformers' MLPs and projections.
+GEMM_CATALOG = CATALOG + ["vit_b_16", "vit_b_32", "swin_t", "swin_s"]
 EVAL = ["resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "squeezenet1_1", "shufflenet_v2_x1_0",
         "densenet121", "googlenet", "convnext_tiny"]
 
@@ -45,7 +49,38 @@ def layers(name):
     return found
 
 
+def linear_layers(name):
+    """(tokens per image, K, N) of every nn.Linear the model calls on one 224x224 image."""
+    model = getattr(torchvision.models, name)(weights=None).eval()
+    found = set()
+
+    def hook(module, inputs, _output):
+        x = inputs[0]
+        k = x.shape[-1]
+        found.add((x.numel() // k, k, module.out_features))
+
+    for m in model.modules():
+        if isinstance(m, torch.nn.Linear):
+            m.register_forward_hook(hook)
+    with torch.no_grad():
+        model(torch.zeros(1, 3, 224, 224))
+    return found
+
+
+def main_gemm():
+    models = EVAL if "--eval" in sys.argv else GEMM_CATALOG
+    shapes = set()
+    for name in models:
+        shapes |= linear_layers(name)
+    print("// tokens per image, K, N: the distinct fully connected layers (nn.Linear) of " + ", ".join(models))
+    print("// (bench/zoo_layers.py --gemm%s)" % (" --eval" if "--eval" in sys.argv else ""))
+    for tokens, k, n in sorted(shapes):
+        print("{%d, %d, %d}," % (tokens, k, n))
+
+
 def main():
+    if "--gemm" in sys.argv:
+        return main_gemm()
     models = EVAL if "--eval" in sys.argv else CATALOG
     shapes = set()
     for name in models:

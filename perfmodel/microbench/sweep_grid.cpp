@@ -1,6 +1,7 @@
 #include "perfmodel/microbench/sweep_grid.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <random>
 #include <set>
@@ -22,6 +23,7 @@ constexpr double kMinMacs = 2e5;
 const std::vector<int64_t> kChannels = {16, 32, 64, 128, 256, 512, 1024, 2048};
 const std::vector<int64_t> kSpatial = {7, 14, 28, 56, 112};
 const std::vector<int64_t> kBatches = {1, 8, 32};
+constexpr size_t kZooGemmPoints = 48;  // as many as the gemm grid's
 
 // Takes `count` shapes from `all`, round-robin over the strata `stratum` names (each shuffled
 // with the grid seed), so every kernel/stride/batch combination appears before any repeats.
@@ -142,6 +144,33 @@ std::vector<SweepShape> gemm_candidates() {
         s.n = n;
         if (sweep_macs(s) <= kMaxMacs) out.push_back(s);
       }
+  return out;
+}
+
+// Real fully connected layers: the nn.Linear layers of torchvision models outside the evaluation
+// set (the classifiers of the convolution catalog; ViT-B/16 and /32, Swin-T and -S: their MLPs;
+// zoo_gemm_layers.inc), at each grid batch (M = batch x tokens). Their widths (96..3072, 1000, 1280)
+// are what models use; the grid above has powers of two, whose leading dimensions alias in the
+// caches (128x512->4096 ran at 22 GMAC/s on the AVX2 EPYC where ConvNeXt-T's 196x384->1536 runs
+// at 35). Swin's MLP widths and token counts are ConvNeXt-T's (both stage 96..768 channels at
+// 56..7 pixels): that model's MatMuls are in the catalog by shape, as 46 of the evaluation
+// models' convolutions are in the convolution catalog.
+std::vector<SweepShape> zoo_gemm_candidates() {
+  struct Layer {
+    int64_t tokens, k, n;
+  };
+  static const Layer kLayers[] = {
+#include "perfmodel/microbench/zoo_gemm_layers.inc"
+  };
+  std::vector<SweepShape> out;
+  for (int64_t b : kBatches)
+    for (const Layer& l : kLayers) {
+      SweepShape s{SweepOp::gemm, b * l.tokens};
+      s.m = b * l.tokens;
+      s.k = l.k;
+      s.n = l.n;
+      if (in_budget(s)) out.push_back(s);
+    }
   return out;
 }
 
@@ -484,6 +513,15 @@ std::vector<SweepShape> sweep_grid(bool quick) {
   for (const SweepShape& s : zoo_candidates())
     if (!in_grid.count(sweep_key(s))) zoo.push_back(s);
   append(sample(std::move(zoo), 120, [](const SweepShape& s) { return sweep_op_name(s.op) + window_stratum(s); }));
+  // And after those: the fully connected layers of other models, by rows (one row: classifiers at
+  // batch 1; then each factor of 8).
+  for (const SweepShape& g : grid) in_grid.insert(sweep_key(g));
+  std::vector<SweepShape> zoo_gemm;
+  for (const SweepShape& s : zoo_gemm_candidates())
+    if (!in_grid.count(sweep_key(s))) zoo_gemm.push_back(s);
+  append(sample(std::move(zoo_gemm), kZooGemmPoints, [](const SweepShape& s) {
+    return std::to_string(static_cast<int>(std::log2(static_cast<double>(s.m)) / 3));
+  }));
   return grid;
 }
 

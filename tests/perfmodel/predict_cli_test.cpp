@@ -50,17 +50,7 @@ TEST_CASE("kiln predict without a profile tells the user to run bench-target", "
 TEST_CASE("kiln predict --json has the prediction, memory, target and fit", "[perfmodel][predict]") {
   TempDir dir;
   const TargetFingerprint fp = fingerprint_local();
-  {
-    auto store = BenchmarkStore::open(dir.file("b.sqlite"));
-    REQUIRE(store);
-    REQUIRE((*store)->target_put(fp, "measured"));
-    auto run = (*store)->run_begin(fp.id, "synthetic");
-    REQUIRE(run);
-    for (const char* op : {"conv", "gemm", "maxpool", "add"})
-      for (const Measurement& m : synthetic_sweep({0.01, 40e6, 15e6}, op, "f32", 1))
-        REQUIRE((*store)->measurement_put(fp.id, *run, m));
-    for (const Measurement& m : synthetic_bandwidth(20e6, 1)) REQUIRE((*store)->measurement_put(fp.id, *run, m));
-  }
+  synthetic_one_thread_put(dir.file("b.sqlite"), "f32");
   const KilnRun r = run_predict(dir, kModel + " --db " + dir.file("b.sqlite") + " --batch 4 --threads 1 --precision fp32 --json");
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
@@ -79,18 +69,7 @@ TEST_CASE("kiln predict --json has the prediction, memory, target and fit", "[pe
 TEST_CASE("kiln predict refuses a precision the profile has no kernels of, rather than pricing it from fp32's", "[perfmodel][predict]") {
   TempDir dir;
   const TargetFingerprint fp = fingerprint_local();
-  const auto put_sweeps = [&](const std::string& dtype) {
-    auto store = BenchmarkStore::open(dir.file("b.sqlite"));
-    REQUIRE(store);
-    REQUIRE((*store)->target_put(fp, "measured"));
-    auto run = (*store)->run_begin(fp.id, "synthetic " + dtype);
-    REQUIRE(run);
-    for (const char* op : {"conv", "gemm", "maxpool", "add"})
-      for (const Measurement& m : synthetic_sweep({0.01, 40e6, 15e6}, op, dtype, 1)) REQUIRE((*store)->measurement_put(fp.id, *run, m));
-    if (dtype == "f32")
-      for (const Measurement& m : synthetic_bandwidth(20e6, 1)) REQUIRE((*store)->measurement_put(fp.id, *run, m));
-  };
-  put_sweeps("f32");  // a profile of fp32 kernels only, like one taken before kiln swept int8 on AVX2
+  synthetic_one_thread_put(dir.file("b.sqlite"), "f32");  // a profile of fp32 kernels only, like one taken before kiln swept int8 on AVX2
   for (const std::string precision : {"int8", "bf16"}) {
     const std::string dtype = precision_dtype(precision);
     const KilnRun r = run_predict(dir, kModel + " --db " + dir.file("b.sqlite") + " --precision " + precision);
@@ -106,7 +85,7 @@ TEST_CASE("kiln predict refuses a precision the profile has no kernels of, rathe
   // With int8 kernels measured (where the CPU runs int8), int8 is predicted, with the plan's note
   // on AVX2's 7-bit weights where it applies.
   if (!fingerprint_dtype_unsupported(fp, "int8").empty()) return;
-  put_sweeps("int8");
+  synthetic_one_thread_put(dir.file("b.sqlite"), "int8");
   const KilnRun r = run_predict(dir, kModel + " --db " + dir.file("b.sqlite") + " --precision int8 --json");
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);

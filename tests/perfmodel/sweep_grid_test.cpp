@@ -67,10 +67,35 @@ TEST_CASE("the full grid ends with real layers of models outside the evaluation 
   for (int64_t batch : {1, 8, 32})
     for (const Layer& l : zoo)
       zoo_keys.insert(sweep_key(SweepShape{l.op, batch, l.in_c, l.out_c, l.hw, l.hw, l.kernel, l.stride, l.kernel / 2}));
+  struct GemmLayer {
+    int64_t tokens, k, n;
+  };
+  const GemmLayer gemm_zoo[] = {
+#include "perfmodel/microbench/zoo_gemm_layers.inc"
+  };
+  std::set<std::string> gemm_zoo_keys;
+  for (int64_t batch : {1, 8, 32})
+    for (const GemmLayer& l : gemm_zoo) {
+      SweepShape s{SweepOp::gemm, batch * l.tokens};
+      s.m = batch * l.tokens, s.k = l.k, s.n = l.n;
+      gemm_zoo_keys.insert(sweep_key(s));
+    }
   const std::vector<SweepShape> grid = sweep_grid(false);
-  REQUIRE(grid.size() > 120);
+  // Last the fully connected layers (classifiers, transformer MLPs), by rows: one row and many.
+  size_t gemm_tail = 0;
+  std::set<int64_t> rows;
+  for (auto it = grid.rbegin(); it != grid.rend() && it->op == SweepOp::gemm; ++it, ++gemm_tail) {
+    INFO(sweep_key(*it));
+    CHECK(gemm_zoo_keys.count(sweep_key(*it)) == 1);
+    rows.insert(it->m);
+  }
+  CHECK(gemm_tail == 48);
+  CHECK(rows.count(1) == 1);
+  CHECK(*rows.rbegin() >= 1024);
+  // Before them the convolutions.
+  REQUIRE(grid.size() > 120 + gemm_tail);
   std::set<std::string> kinds;
-  for (size_t i = grid.size() - 120; i < grid.size(); ++i) {
+  for (size_t i = grid.size() - gemm_tail - 120; i < grid.size() - gemm_tail; ++i) {
     INFO(sweep_key(grid[i]));
     CHECK(zoo_keys.count(sweep_key(grid[i])) == 1);
     kinds.insert(sweep_op_name(grid[i].op) + " k" + std::to_string(grid[i].kernel));

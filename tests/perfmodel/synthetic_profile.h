@@ -132,6 +132,21 @@ inline void synthetic_gpu_store_put(const std::string& path) {
   for (const Measurement& m : synthetic_gpu_profile()) REQUIRE((*store)->measurement_put(fp.id, *run, m));
 }
 
+// Adds to the store at `path`, for this machine, one-thread sweeps of conv, gemm, maxpool and add in
+// `dtype` on one roofline (and the bandwidth rows with f32): a profile of one dtype at a time.
+inline void synthetic_one_thread_put(const std::string& path, const std::string& dtype) {
+  auto store = BenchmarkStore::open(path);
+  REQUIRE(store);
+  const TargetFingerprint fp = fingerprint_local();
+  REQUIRE((*store)->target_put(fp, "measured"));
+  auto run = (*store)->run_begin(fp.id, "synthetic " + dtype);
+  REQUIRE(run);
+  for (const char* op : {"conv", "gemm", "maxpool", "add"})
+    for (const Measurement& m : synthetic_sweep({0.01, 40e6, 15e6}, op, dtype, 1)) REQUIRE((*store)->measurement_put(fp.id, *run, m));
+  if (dtype == "f32")
+    for (const Measurement& m : synthetic_bandwidth(20e6, 1)) REQUIRE((*store)->measurement_put(fp.id, *run, m));
+}
+
 // A benchmark store at DIR/b.sqlite holding synthetic_profile_all_dtypes() for this machine.
 inline std::string synthetic_store(const TempDir& dir) {
   const std::string path = dir.file("b.sqlite");
