@@ -355,7 +355,12 @@ std::vector<StepFeatures> plan_features(const Plan& plan, const std::vector<Engi
       case OpKind::MatMul: mapped = gemm_features(v, s, m, f.weight_bytes); break;
       case OpKind::MaxPool:
       case OpKind::AveragePool:
-      case OpKind::GlobalAveragePool: mapped = pool_features(v, s, m); break;
+      case OpKind::GlobalAveragePool:
+        // Pooling has no precision of its own: in an int8 or bf16 region it reads and writes the
+        // region's layout (ResNet-18 int8's max pool at batch 8: 0.8 ms on u8, 6.2 priced as float32).
+        m.dtype = layout_dtype(e.output_layout);
+        mapped = pool_features(v, s, m);
+        break;
       case OpKind::DepthFirstConv: mapped = depth_first_features(v, s, m, f.weight_bytes, f.epilogue_ops); break;
       case OpKind::Add: mapped = add_features(v, s, m); break;
       case OpKind::Concat: mapped = concat_features(v, s, m, out_bytes); break;

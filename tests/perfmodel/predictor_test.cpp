@@ -333,3 +333,29 @@ TEST_CASE("residual points fit the residual group as the sum's time beyond the i
   CHECK(with.total_ms == Approx(p->predict({interior}).total_ms + 3e-6 * out_elements).epsilon(0.05));
   CHECK(with.steps[0].how.find("fused residual") != std::string::npos);
 }
+
+TEST_CASE("a u8 max pool is priced from the float32 pools at a quarter of their compares, bf16 at half", "[perfmodel][predictor]") {
+  // The sweep pools float32 only; a compute-bound float32 pool point priced again as int8 and bf16.
+  const std::vector<Measurement> rows = synthetic_sweep({0.0, 2e6, 15e6}, "maxpool", "f32", 1);
+  auto p = LatencyPredictor::fit(rows, {false, 4, "roofline"});
+  REQUIRE(p);
+  Measurement pool = rows[20];
+  pool.bytes = pool.macs / 4;  // compute-bound at any element size
+  const double f32 = p->kernel_ms(pool).ms;
+  CHECK(f32 == Approx(roofline_ms({0.0, 2e6, 15e6}, pool.macs, pool.bytes)).epsilon(0.02));
+  for (const auto& [dtype, share] : std::vector<std::pair<std::string, double>>{{"int8", 0.25}, {"bf16", 0.5}}) {
+    Measurement reduced = pool;
+    reduced.dtype = dtype;
+    reduced.bytes = pool.bytes * dtype_element_bytes(dtype) / 4;
+    INFO(dtype);
+    CHECK(p->kernel_ms(reduced).ms == Approx(share * f32).epsilon(0.02));
+    // Other ops priced from float32 keep their operation count (a conv's MACs are its MACs).
+    Measurement conv = reduced;
+    conv.op = "conv";
+    auto q = LatencyPredictor::fit(synthetic_sweep({0.0, 2e6, 15e6}, "conv", "f32", 1), {false, 4, "roofline"});
+    REQUIRE(q);
+    Measurement conv_f32 = pool;
+    conv_f32.op = "conv";
+    CHECK(q->kernel_ms(conv).ms == Approx(q->kernel_ms(conv_f32).ms).epsilon(0.02));
+  }
+}

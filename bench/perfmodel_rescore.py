@@ -1,0 +1,76 @@
+#!/usr/bin/python3
+# Dev-only: scores predictions against the measurements of an earlier kiln_perfmodel_eval run, so that a
+# predictor or profile change can be judged on the same measurements without measuring again (a two-pass
+# eval takes about 25 minutes on 2 vCPUs). Prints, per pass and against the lowest of the passes, the
+# cases within +-10%, the median |error| and the split by precision and threads.
+# Usage: bench/perfmodel_rescore.py EVAL_OUTPUT [PREDICT_ONLY_OUTPUT]
+#   EVAL_OUTPUT: kiln_perfmodel_eval's output (any --passes, with or without --steps);
+#   PREDICT_ONLY_OUTPUT: kiln_perfmodel_eval --predict-only's output: its predictions replace the run's own.
+import collections
+import re
+import sys
+
+ROW = re.compile(r'^(\S+)\s+(\d+)\s+(fp32|bf16|int8)\s+(\d+)\s+([\d.]+)(?:\s+([\d.]+))?')
+
+
+def read_passes(path):
+    passes = [{}]
+    for line in open(path):
+        if line.startswith('pass ') and ' of ' in line:
+            passes.append({})
+        if line.startswith('repeatability'):
+            break
+        m = ROW.match(line)
+        if m and m.group(6):
+            key = (m.group(1), int(m.group(2)), m.group(3), int(m.group(4)))
+            passes[-1][key] = (float(m.group(5)), float(m.group(6)))
+    return [p for p in passes if p]
+
+
+def read_predictions(path):
+    out = {}
+    for line in open(path):
+        m = ROW.match(line)
+        if m and not m.group(6):
+            out[(m.group(1), int(m.group(2)), m.group(3), int(m.group(4)))] = float(m.group(5))
+    return out
+
+
+def score(pred, measured, what):
+    within, n, errors = 0, 0, []
+    groups = collections.defaultdict(lambda: [0, 0])
+    for key, ms in measured.items():
+        if key not in pred:
+            continue
+        err = pred[key] / ms - 1
+        ok = abs(err) <= 0.10
+        within, n = within + ok, n + 1
+        errors.append(abs(err))
+        groups[(key[2], key[3])][0] += ok
+        groups[(key[2], key[3])][1] += 1
+    if not n:
+        print("%-18s no case in common" % what)
+        return
+    errors.sort()
+    split = "  ".join("%s t%d %d/%d" % (g[0], g[1], v[0], v[1]) for g, v in sorted(groups.items()))
+    print("%-18s %d of %d within +-10%% (%.0f%%), median |error| %.1f%%   %s"
+          % (what, within, n, 100.0 * within / n, 100 * errors[len(errors) // 2], split))
+
+
+def main():
+    if len(sys.argv) not in (2, 3):
+        sys.exit(__doc__ or "usage: perfmodel_rescore.py EVAL_OUTPUT [PREDICT_ONLY_OUTPUT]")
+    passes = read_passes(sys.argv[1])
+    if not passes:
+        sys.exit("%s: no measured cases" % sys.argv[1])
+    pred = {k: v[0] for k, v in passes[0].items()}
+    if len(sys.argv) == 3:
+        pred = read_predictions(sys.argv[2])
+    for i, p in enumerate(passes):
+        score(pred, {k: v[1] for k, v in p.items()}, "pass %d" % (i + 1))
+    if len(passes) > 1:
+        common = set.intersection(*[set(p) for p in passes])
+        score(pred, {k: min(p[k][1] for p in passes) for k in common}, "lowest of passes")
+
+
+main()
