@@ -21,8 +21,17 @@ EVAL = ["resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "squeezenet1_
         "densenet121", "googlenet", "convnext_tiny"]
 
 
-def layers(name):
+def run_hooked(name, module_type, hook):
+    """Runs torchvision's `name` (random weights) on one zero 224x224 image with `hook` on every `module_type`."""
     model = getattr(torchvision.models, name)(weights=None).eval()
+    for m in model.modules():
+        if isinstance(m, module_type):
+            m.register_forward_hook(hook)
+    with torch.no_grad():
+        model(torch.zeros(1, 3, 224, 224))
+
+
+def layers(name):
     found = set()
 
     def hook(module, inputs, _output):
@@ -41,17 +50,12 @@ def layers(name):
             return  # the sweep pads k/2
         found.add((op, cin, cout, x.shape[2], k[0], s[0]))
 
-    for m in model.modules():
-        if isinstance(m, torch.nn.Conv2d):
-            m.register_forward_hook(hook)
-    with torch.no_grad():
-        model(torch.zeros(1, 3, 224, 224))
+    run_hooked(name, torch.nn.Conv2d, hook)
     return found
 
 
 def linear_layers(name):
     """(tokens per image, K, N) of every nn.Linear the model calls on one 224x224 image."""
-    model = getattr(torchvision.models, name)(weights=None).eval()
     found = set()
 
     def hook(module, inputs, _output):
@@ -59,11 +63,7 @@ def linear_layers(name):
         k = x.shape[-1]
         found.add((x.numel() // k, k, module.out_features))
 
-    for m in model.modules():
-        if isinstance(m, torch.nn.Linear):
-            m.register_forward_hook(hook)
-    with torch.no_grad():
-        model(torch.zeros(1, 3, 224, 224))
+    run_hooked(name, torch.nn.Linear, hook)
     return found
 
 
