@@ -67,28 +67,26 @@ def linear_layers(name):
     return found
 
 
-def main_gemm():
-    models = EVAL if "--eval" in sys.argv else GEMM_CATALOG
+def print_catalog(collect, catalog, what, flag, row_format):
+    """The distinct shapes `collect` finds in each model (the evaluation set with --eval), one C++ row each."""
+    evaluation = "--eval" in sys.argv
+    models = EVAL if evaluation else catalog
     shapes = set()
     for name in models:
-        shapes |= linear_layers(name)
-    print("// tokens per image, K, N: the distinct fully connected layers (nn.Linear) of " + ", ".join(models))
-    print("// (bench/zoo_layers.py --gemm%s)" % (" --eval" if "--eval" in sys.argv else ""))
-    for tokens, k, n in sorted(shapes):
-        print("{%d, %d, %d}," % (tokens, k, n))
+        shapes |= collect(name)
+    print("// %s of %s" % (what, ", ".join(models)))
+    print("// (bench/zoo_layers.py%s%s)" % (flag, " --eval" if evaluation else ""))
+    for row in sorted(shapes):
+        print(row_format % row)
 
 
 def main():
     if "--gemm" in sys.argv:
-        return main_gemm()
-    models = EVAL if "--eval" in sys.argv else CATALOG
-    shapes = set()
-    for name in models:
-        shapes |= layers(name)
-    print("// op, in_c, out_c, h (= w), kernel, stride: the distinct 224x224 layers of " + ", ".join(models))
-    print("// (bench/zoo_layers.py%s)" % (" --eval" if "--eval" in sys.argv else ""))
-    for op, cin, cout, h, k, s in sorted(shapes):
-        print("{SweepOp::%s, %d, %d, %d, %d, %d}," % (op, cin, cout, h, k, s))
+        print_catalog(linear_layers, GEMM_CATALOG, "tokens per image, K, N: the distinct fully connected layers (nn.Linear)",
+                      " --gemm", "{%d, %d, %d},")
+    else:
+        print_catalog(layers, CATALOG, "op, in_c, out_c, h (= w), kernel, stride: the distinct 224x224 layers", "",
+                      "{SweepOp::%s, %d, %d, %d, %d, %d},")
 
 
 main()
