@@ -198,14 +198,11 @@ Result<std::unique_ptr<Kernel>> int8_product(const KernelBuild& b, const md& a_m
 
   std::unordered_map<int, dnnl::memory> args;
   dnnl::memory a_tmp = program.temp(a_q);
-  dnnl::primitive_attr quantize_attr = user_scratchpad_attr();
-  quantize_attr.set_output_scales(0, {1.0f / in.scale});
-  if (shift_input) quantize_attr.set_zero_points(DNNL_ARG_DST, 0, {kInputShift});
-  const dnnl::reorder::primitive_desc rpd(cpu_engine(), a_md, cpu_engine(), a_q, quantize_attr);
+  const auto rpd = scaled_reorder(a_md, a_q, 1.0f / in.scale, shift_input ? kInputShift : 0);
   program.add(dnnl::reorder(rpd), rpd, {{DNNL_ARG_FROM, program.input(0, a_md)}, {DNNL_ARG_TO, a_tmp}});
   args[DNNL_ARG_SRC] = a_tmp;
   args[DNNL_ARG_WEIGHTS] = program.prepacked(w_plain, w_q.data(), pd.weights_desc());
-  if (has_c || shift_input) {
+  if (use_bias) {
     // In accumulator units (oneDNN adds the bias before the scales).
     dnnl::memory bias = program.owned(bias_md);
     float* dst = static_cast<float*>(bias.get_data_handle());

@@ -205,9 +205,10 @@ dnnl::primitive_attr user_scratchpad_attr() {
   return attr;
 }
 
-dnnl::reorder::primitive_desc scaled_reorder(const md& from, const md& to, float scale) {
+dnnl::reorder::primitive_desc scaled_reorder(const md& from, const md& to, float scale, int32_t dst_zero_point) {
   dnnl::primitive_attr attr = user_scratchpad_attr();
   if (scale != 1.0f) attr.set_output_scales(0, {scale});
+  if (dst_zero_point != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {dst_zero_point});
   return dnnl::reorder::primitive_desc(cpu_engine(), from, cpu_engine(), to, attr);
 }
 

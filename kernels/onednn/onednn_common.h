@@ -103,8 +103,9 @@ std::optional<std::string> activation_steps(Activation act, float alpha, float b
 std::optional<std::string> read_post_ops(const Attrs& attrs, std::vector<EltwiseStep>& out);
 
 dnnl::primitive_attr user_scratchpad_attr();
-// A reorder writing scale * from (quantizing: 1 / the target scale; dequantizing: the source's).
-dnnl::reorder::primitive_desc scaled_reorder(const md& from, const md& to, float scale);
+// A reorder writing scale * from + dst_zero_point (quantizing: 1 / the target scale, and the zero
+// point of a shifted u8 code; dequantizing: the source's scale).
+dnnl::reorder::primitive_desc scaled_reorder(const md& from, const md& to, float scale, int32_t dst_zero_point = 0);
 
 // A sequence of primitives executed in order.
 class Program {

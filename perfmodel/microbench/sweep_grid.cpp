@@ -505,23 +505,23 @@ std::vector<SweepShape> sweep_grid(bool quick) {
   append(sample(thin_channel_candidates(), 48, [](const SweepShape& s) {
     return sweep_op_name(s.op) + (s.in_c < s.out_c ? "+" : "-") + window_stratum(s);
   }));
-  // After them, for the same reason; shapes already in the grid are not measured twice.
-  // (A set of keys: comparing every candidate's key with every grid shape's took 7 s under ASan.)
+  // After them, for the same reason, the real layers; shapes already in the grid are not measured
+  // twice. (A set of keys: comparing every candidate's key with every grid shape's took 7 s under ASan.)
   std::set<std::string> in_grid;
   for (const SweepShape& g : grid) in_grid.insert(sweep_key(g));
-  std::vector<SweepShape> zoo;
-  for (const SweepShape& s : zoo_candidates())
-    if (!in_grid.count(sweep_key(s))) zoo.push_back(s);
-  append(sample(std::move(zoo), 120, [](const SweepShape& s) { return sweep_op_name(s.op) + window_stratum(s); }));
-  // And after those: the fully connected layers of other models, by rows (one row: classifiers at
+  const auto append_unseen = [&](const std::vector<SweepShape>& candidates, size_t count, auto stratum) {
+    std::vector<SweepShape> unseen;
+    for (const SweepShape& s : candidates)
+      if (!in_grid.count(sweep_key(s))) unseen.push_back(s);
+    const std::vector<SweepShape> part = sample(std::move(unseen), count, stratum);
+    for (const SweepShape& s : part) in_grid.insert(sweep_key(s));
+    append(part);
+  };
+  append_unseen(zoo_candidates(), 120, [](const SweepShape& s) { return sweep_op_name(s.op) + window_stratum(s); });
+  // And after those the fully connected layers of other models, by rows (one row: classifiers at
   // batch 1; then each factor of 8).
-  for (const SweepShape& g : grid) in_grid.insert(sweep_key(g));
-  std::vector<SweepShape> zoo_gemm;
-  for (const SweepShape& s : zoo_gemm_candidates())
-    if (!in_grid.count(sweep_key(s))) zoo_gemm.push_back(s);
-  append(sample(std::move(zoo_gemm), kZooGemmPoints, [](const SweepShape& s) {
-    return std::to_string(static_cast<int>(std::log2(static_cast<double>(s.m)) / 3));
-  }));
+  append_unseen(zoo_gemm_candidates(), kZooGemmPoints,
+                [](const SweepShape& s) { return std::to_string(static_cast<int>(std::log2(static_cast<double>(s.m)) / 3)); });
   return grid;
 }
 

@@ -343,6 +343,10 @@ TEST_CASE("a u8 max pool is priced from the float32 pools at a quarter of their 
   pool.bytes = pool.macs / 4;  // compute-bound at any element size
   const double f32 = p->kernel_ms(pool).ms;
   CHECK(f32 == Approx(roofline_ms({0.0, 2e6, 15e6}, pool.macs, pool.bytes)).epsilon(0.02));
+  auto q = LatencyPredictor::fit(synthetic_sweep({0.0, 2e6, 15e6}, "conv", "f32", 1), {false, 4, "roofline"});
+  REQUIRE(q);
+  Measurement conv_f32 = pool;
+  conv_f32.op = "conv";
   for (const auto& [dtype, share] : std::vector<std::pair<std::string, double>>{{"int8", 0.25}, {"bf16", 0.5}}) {
     Measurement reduced = pool;
     reduced.dtype = dtype;
@@ -352,10 +356,6 @@ TEST_CASE("a u8 max pool is priced from the float32 pools at a quarter of their 
     // Other ops priced from float32 keep their operation count (a conv's MACs are its MACs).
     Measurement conv = reduced;
     conv.op = "conv";
-    auto q = LatencyPredictor::fit(synthetic_sweep({0.0, 2e6, 15e6}, "conv", "f32", 1), {false, 4, "roofline"});
-    REQUIRE(q);
-    Measurement conv_f32 = pool;
-    conv_f32.op = "conv";
     CHECK(q->kernel_ms(conv).ms == Approx(q->kernel_ms(conv_f32).ms).epsilon(0.02));
   }
 }
