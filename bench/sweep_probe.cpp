@@ -5,7 +5,8 @@
 //
 //   kiln_sweep_probe [--db FILE] [--target ID] --dtype f32|bf16|int8 --threads T SHAPE...
 //   SHAPE: conv:B,CIN,COUT,H,K,S  dwconv:B,C,H,K,S  add:B,C,H  (H: input height = width; pad K/2)
-//          add a suffix "+plain" (reads plain float32) or "+f32" (reads float32 in its own format)
+//          add a suffix "+plain" (reads plain float32), "+f32" (reads float32 in its own format) or
+//          "+s8" (int8 reading s8; without a suffix int8 convs read u8)
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -21,11 +22,11 @@ using namespace kiln;
 namespace {
 
 bool parse_shape(std::string spec, perf::SweepShape& s) {
-  bool plain = false, f32in = false;
+  bool plain = false, f32in = false, s8in = false;
   if (const auto plus = spec.find('+'); plus != std::string::npos) {
     const std::string suffix = spec.substr(plus + 1);
-    plain = suffix == "plain", f32in = suffix == "f32";
-    if (!plain && !f32in) return false;
+    plain = suffix == "plain", f32in = suffix == "f32", s8in = suffix == "s8";
+    if (!plain && !f32in && !s8in) return false;
     spec.resize(plus);
   }
   const auto colon = spec.find(':');
@@ -43,7 +44,7 @@ bool parse_shape(std::string spec, perf::SweepShape& s) {
   } else {
     return false;
   }
-  s.plain_input = plain, s.float_input = f32in;
+  s.plain_input = plain, s.float_input = f32in, s.signed_input = s8in;
   return true;
 }
 
@@ -62,7 +63,7 @@ int main(int argc, char** argv) {
     else if (a == "--threads" && has_value) threads = std::atoi(argv[++i]);
     else if (perf::SweepShape s; parse_shape(a, s)) shapes.push_back(s);
     else {
-      std::fprintf(stderr, "kiln_sweep_probe: cannot read '%s'\nusage: kiln_sweep_probe [--db FILE] [--target ID] --dtype f32|bf16|int8 --threads T conv:B,CIN,COUT,H,K,S[+plain|+f32] dwconv:B,C,H,K,S[+plain] add:B,C,H ...\n", a.c_str());
+      std::fprintf(stderr, "kiln_sweep_probe: cannot read '%s'\nusage: kiln_sweep_probe [--db FILE] [--target ID] --dtype f32|bf16|int8 --threads T conv:B,CIN,COUT,H,K,S[+plain|+f32|+s8] dwconv:B,C,H,K,S[+plain|+s8] add:B,C,H ...\n", a.c_str());
       return 2;
     }
   }
@@ -94,7 +95,7 @@ int main(int argc, char** argv) {
     }
     // A border point is priced as the model prices it: the interior kernel plus its conversion.
     perf::Measurement interior = p.record;
-    const std::string suffix = s.plain_input ? perf::kFromPlainSuffix : s.float_input ? perf::kFromFloatSuffix : "";
+    const std::string suffix = s.plain_input ? perf::kFromPlainSuffix : s.float_input ? perf::kFromFloatSuffix : s.signed_input ? perf::kFromSignedSuffix : "";
     if (!suffix.empty()) interior.op.resize(interior.op.size() - suffix.size());
     const perf::StepPrediction pred = predictor->kernel_ms(interior);
     std::printf("%-48s %6s %3d %12.3f %12.3f %+7.1f%%  %s%s\n", p.record.key.c_str(), dtype.c_str(), threads, pred.ms,

@@ -24,6 +24,11 @@ inline constexpr const char* kSiluSuffix = "_silu";
 // The sweep's residual shapes: a conv whose output is summed with a residual input inside the kernel
 // (oneDNN's sum post-op, then ReLU: a ResNet block's last conv), "conv_sum".
 inline constexpr const char* kResidualSuffix = "_sum";
+// The sweep's signed_input shapes: an int8 conv or depthwise conv reading s8 ("conv_from_s8").
+inline constexpr const char* kFromSignedSuffix = "_from_s8";
+// The key prefix of int8 conv-family points that read u8 (every int8 conv point but the border
+// ones that read float32 or s8). Points keyed without it were measured before 2026-11-29, on s8.
+inline constexpr const char* kUnsignedInputKeyPrefix = "u8in ";
 // Bytes per element of a compute dtype: "f32" and "tf32" 4 (TF32 stores float32), "bf16" and "f16" 2,
 // "int8" 1. A GPU profile's steps carry "f16"; the CPU's never do.
 inline double dtype_element_bytes(std::string_view dtype) {

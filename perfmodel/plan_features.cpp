@@ -376,6 +376,7 @@ std::vector<StepFeatures> plan_features(const Plan& plan, const std::vector<Engi
       const std::string& from = slot_layout[static_cast<size_t>(input(s, 0))];
       if (layout_format(from) != layout_format(e.output_layout)) f.input_conversion = "layout";
       else if (layout_dtype(from) != m.dtype) f.input_conversion = "precision";
+      else f.signed_input = m.dtype == "int8" && from.find(":s8") != std::string::npos;
     }
     if (!mapped) {
       m.op.clear();

@@ -38,6 +38,9 @@ struct StepFeatures {
   // of a 4-D value in a oneDNN format: "from layout"; a 4-D Transpose that moves the innermost axis:
   // "transpose" (both: m.in_c/in_h/in_w as NCHW and m.dtype, what it reads; priced as a conversion).
   std::string input_conversion;
+  // An int8 Conv reading s8 from its producer (no ReLU before it: a linear bottleneck, SiLU,
+  // LayerNorm); one reading u8 is what the sweep's interior int8 points time.
+  bool signed_input = false;
   Measurement m;       // kind "kernel"; m.op empty when the sweep has no counterpart
 };
 

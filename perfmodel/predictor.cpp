@@ -106,9 +106,10 @@ double share_within(const std::vector<double>& errors, double bound) {
          static_cast<double>(errors.size());
 }
 
-// The border suffix of a sweep point's op (kFromPlainSuffix, kFromFloatSuffix, kSiluSuffix), or "".
+// The border suffix of a sweep point's op (kFromPlainSuffix, kFromFloatSuffix, kSiluSuffix,
+// kResidualSuffix, kFromSignedSuffix), or "".
 std::string border_suffix(const std::string& op) {
-  for (const char* suffix : {kFromPlainSuffix, kFromFloatSuffix, kSiluSuffix, kResidualSuffix})
+  for (const char* suffix : {kFromPlainSuffix, kFromFloatSuffix, kSiluSuffix, kResidualSuffix, kFromSignedSuffix})
     if (op.ends_with(suffix)) return suffix;
   return "";
 }
@@ -147,6 +148,14 @@ Measurement residual_features(const std::string& dtype, int threads, int64_t bat
   Measurement c = conversion_features(dtype, threads, batch, channels, h, w, median_ms);
   c.op = "residual";
   c.bytes = c.macs * dtype_element_bytes(dtype);
+  return c;
+}
+
+Measurement signed_input_features(const Measurement& interior, double median_ms) {
+  Measurement c = interior;
+  c.op = interior.op + kSignedInputGroupSuffix;
+  c.key.clear();
+  c.median_ms = median_ms;
   return c;
 }
 
@@ -216,6 +225,18 @@ Result<LatencyPredictor> LatencyPredictor::fit(const std::vector<Measurement>& r
   }
   KILN_REQUIRE(!kernels.empty(), invalid_argument,
                "the store has no kernel-sweep measurements for this target: run `kiln bench-target` (or import a profile)");
+  // int8 conv points measured before their producer wrote u8 read s8: once a group has quiet
+  // points on u8 (keyed so), its older points are dropped; alone, they still price the group.
+  std::set<std::string> has_u8_points;
+  for (const Measurement& m : quiet)
+    if (m.dtype == "int8" && m.key.starts_with(kUnsignedInputKeyPrefix)) has_u8_points.insert(group_key(m.op, m.dtype, m.threads));
+  const auto superseded = [&](const Measurement& m) {
+    return m.dtype == "int8" && !m.key.starts_with(kUnsignedInputKeyPrefix) && has_u8_points.count(group_key(m.op, m.dtype, m.threads));
+  };
+  const size_t before_superseded = kernels.size();
+  std::erase_if(kernels, superseded);
+  std::erase_if(quiet, superseded);
+  p.summary_.points_superseded = static_cast<int>(before_superseded - kernels.size());
   for (auto& [threads, table] : p.bandwidth_) std::sort(table.begin(), table.end());
   p.summary_.points_loaded = static_cast<int>(kernels.size() - quiet.size());
   // Loaded points are dropped unless that leaves under a third of the sweep: a profile taken
@@ -294,9 +315,10 @@ Result<LatencyPredictor> LatencyPredictor::fit(const std::vector<Measurement>& r
     // Floored at a small share of the point: an interior kernel predicted slightly slow must not
     // leave a zero or negative time for the part measured.
     const double extra_ms = std::max(b.median_ms - p.kernel_ms(interior).ms, 0.02 * b.median_ms);
-    Measurement c = suffix == kSiluSuffix       ? epilogue_features(b.dtype, b.threads, b.batch, b.out_c, b.out_h, b.out_w, 2.0, extra_ms)
-                    : suffix == kResidualSuffix ? residual_features(b.dtype, b.threads, b.batch, b.out_c, b.out_h, b.out_w, extra_ms)
-                                                : conversion_features(b.dtype, b.threads, b.batch, b.in_c, b.in_h, b.in_w, extra_ms);
+    Measurement c = suffix == kSiluSuffix         ? epilogue_features(b.dtype, b.threads, b.batch, b.out_c, b.out_h, b.out_w, 2.0, extra_ms)
+                    : suffix == kResidualSuffix   ? residual_features(b.dtype, b.threads, b.batch, b.out_c, b.out_h, b.out_w, extra_ms)
+                    : suffix == kFromSignedSuffix ? signed_input_features(interior, extra_ms)
+                                                  : conversion_features(b.dtype, b.threads, b.batch, b.in_c, b.in_h, b.in_w, extra_ms);
     if (suffix == kFromFloatSuffix) c.op = "convert_precision";
     conversions[group_key(c.op, c.dtype, c.threads)].push_back(c);
   }
@@ -474,6 +496,10 @@ PlanPrediction LatencyPredictor::predict(const std::vector<StepFeatures>& steps)
       s.ms += kernel_ms(residual_features(f.m.dtype, f.m.threads, f.m.batch, f.m.out_c, f.m.out_h, f.m.out_w)).ms;
       s.how += " + fused residual";
     }
+    if (f.signed_input && has_group(f.m.op + kSignedInputGroupSuffix, f.m.dtype)) {
+      s.ms += kernel_ms(signed_input_features(f.m)).ms;
+      s.how += " + signed input";
+    }
     if (f.epilogue_ops > 0) {
       // Measured inside kernels where the profile has it (the sweep's SiLU convolutions), else at
       // the eltwise chain's compute rate.
@@ -540,7 +566,7 @@ nlohmann::json LatencyPredictor::to_json() const {
                        {"method", s.method}, {"heldout_median", {s.heldout_median_roofline, s.heldout_median_knn, s.heldout_median_chosen}},
                        {"heldout_within10", {s.heldout_within10_roofline, s.heldout_within10_knn, s.heldout_within10_chosen}},
                        {"step_overhead_ms", s.step_overhead_ms}, {"bandwidth_points", s.bandwidth_points},
-                       {"groups_only_loaded", s.groups_only_loaded},
+                       {"groups_only_loaded", s.groups_only_loaded}, {"points_superseded", s.points_superseded},
                        {"groups", summary_groups}}}};
 }
 
@@ -584,6 +610,7 @@ Result<LatencyPredictor> LatencyPredictor::from_json(const nlohmann::json& j) {
     f.step_overhead_ms = s.at("step_overhead_ms").get<double>();
     f.bandwidth_points = s.at("bandwidth_points").get<int>();
     f.groups_only_loaded = s.at("groups_only_loaded").get<std::vector<std::string>>();
+    f.points_superseded = s.at("points_superseded").get<int>();
     for (const nlohmann::json& g : s.at("groups"))
       f.groups.push_back({g.at("op").get<std::string>(), g.at("dtype").get<std::string>(), g.at("threads").get<int>(),
                           g.at("points").get<int>(), params(g.at("params")), g.at("heldout_roofline").get<double>(),

@@ -19,7 +19,9 @@
 // plain float32 input (StepFeatures::input_conversion "layout") adds the conversion, group "convert": fitted
 // on the sweep's border points (kernel_sweep.h) as their time beyond the interior prediction; one
 // reading float32 in its own format into bf16/int8 ("precision") adds group "convert_precision",
-// fitted the same way on the sweep's float_input points.
+// fitted the same way on the sweep's float_input points. An int8 conv or depthwise conv reading s8
+// (StepFeatures::signed_input) adds group "<op>_signed", fitted on the sweep's signed_input points
+// as their time beyond the interior kernel's (which reads u8).
 // The predictor never sees whole models: it is fitted only on peak/bandwidth/kernel rows.
 #pragma once
 
@@ -74,6 +76,9 @@ struct FitSummary {
   // Groups whose every point was measured under load and dropped ("add f32 t2 (8)"): priced from
   // the nearest thread count's (or f32's) group instead.
   std::vector<std::string> groups_only_loaded;
+  // int8 conv points keyed without kUnsignedInputKeyPrefix (measured on s8, before 2026-11-29) in a
+  // group that also has points on u8: dropped.
+  int points_superseded = 0;
 };
 
 struct StepPrediction {
@@ -140,6 +145,12 @@ Measurement conversion_features(const std::string& dtype, int threads, int64_t b
 // channels x h x w output elements, `ops_per_element` element-ops each (SiLU 2, GELU 5).
 Measurement epilogue_features(const std::string& dtype, int threads, int64_t batch, int64_t channels, int64_t h,
                               int64_t w, double ops_per_element, double median_ms = 0);
+
+// The group an int8 conv reading s8 takes its extra time from: "conv_signed", "depthwise_conv_signed".
+inline constexpr const char* kSignedInputGroupSuffix = "_signed";
+// The record that extra is predicted from: the conv's own record (its MACs, bytes and shape) in
+// the group op + kSignedInputGroupSuffix.
+Measurement signed_input_features(const Measurement& interior, double median_ms = 0);
 
 // The record a residual summed into a conv's output is predicted from (group "residual"): batch x
 // channels x h x w output elements, each read once more in the kernel's dtype.

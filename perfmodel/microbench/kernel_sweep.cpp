@@ -60,15 +60,17 @@ Attrs window_attrs(const SweepShape& s) {
 // The op's input, written by a depthwise 3x3 convolution (9 MACs an element: cheap beside the op)
 // instead of coming straight from the graph input, so the op reads the layout and precision a
 // previous layer would leave (oneDNN's blocked/NHWC bf16 or int8), as inside a model, and not
-// plain float32 that it would convert itself within its own step.
-ValueId producer(Builder& b, const SweepShape& s, const std::string& suffix = "") {
+// plain float32 that it would convert itself within its own step. With `relu` (fused into it) an
+// int8 producer writes u8, as a ReLU network's layers do; without, s8.
+ValueId producer(Builder& b, const SweepShape& s, const std::string& suffix = "", bool relu = false) {
   const ValueId x = b.input("x" + suffix, {s.batch, s.in_c, s.h, s.w});
   const ValueId w = b.weight("producer_w" + suffix, {s.in_c, 1, 3, 3}, 1.0f / 3.0f);
   Attrs a;
   a.set("kernel_shape", std::vector<int64_t>{3, 3});
   a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
   a.set("group", s.in_c);
-  return b.node(OpKind::Conv, kSweepProducerNode + suffix, {x, w}, a);
+  const ValueId y = b.node(OpKind::Conv, kSweepProducerNode + suffix, {x, w}, a);
+  return relu ? b.node(OpKind::Relu, kSweepProducerNode + suffix + "_relu", {y}) : y;
 }
 
 Status measure_shape(const SweepShape& shape, const TimingOptions& timing, Measurement& m) {
@@ -168,7 +170,7 @@ Graph sweep_graph(const SweepShape& s) {
         axis.set("axis", int64_t{1});
         x = b.node(OpKind::Concat, std::string(kSweepProducerNode) + "_concat", {producer(b, half), producer(b, half, "_b")}, axis);
       }
-      if (x == kNoValue) x = producer(b, s);
+      if (x == kNoValue) x = producer(b, s, "", !s.signed_input);
       // He-like scale keeps activations in range through the ReLU (int8 calibration sees real ranges).
       const float scale = 1.0f / std::sqrt(static_cast<float>((dw ? 1 : s.in_c) * s.kernel * s.kernel));
       const ValueId w = b.weight("w", {s.out_c, dw ? 1 : s.in_c, s.kernel, s.kernel}, scale);
@@ -181,7 +183,7 @@ Graph sweep_graph(const SweepShape& s) {
         r.in_c = s.out_c;
         r.h = sweep_out_h(s);
         r.w = sweep_out_w(s);
-        b.g.outputs.push_back(b.node(OpKind::Relu, "relu", {b.node(OpKind::Add, "residual", {c, producer(b, r, "_residual")})}));
+        b.g.outputs.push_back(b.node(OpKind::Relu, "relu", {b.node(OpKind::Add, "residual", {c, producer(b, r, "_residual", true)})}));
       } else if (s.silu) b.g.outputs.push_back(b.node(OpKind::Mul, "silu", {c, b.node(OpKind::Sigmoid, "sigmoid", {c})}));
       else b.g.outputs.push_back(b.node(OpKind::Relu, "relu", {c}));
       break;
@@ -272,6 +274,7 @@ Measurement sweep_record(const SweepShape& shape, const std::string& dtype, int 
   m.kind = kKindKernel;
   m.op = sweep_record_op(shape);
   m.key = sweep_key(shape);
+  if (dtype == "int8" && sweep_reads_u8(shape)) m.key = kUnsignedInputKeyPrefix + m.key;
   m.dtype = dtype;
   m.threads = threads;
   m.batch = shape.op == SweepOp::gemm ? shape.m : shape.batch;
@@ -294,6 +297,10 @@ Measurement sweep_record(const SweepShape& shape, const std::string& dtype, int 
   m.macs = sweep_macs(shape);
   m.bytes = sweep_bytes(shape, element_bytes);
   return m;
+}
+
+bool sweep_reads_u8(const SweepShape& s) {
+  return (s.op == SweepOp::conv || s.op == SweepOp::depthwise_conv) && !s.plain_input && !s.float_input && !s.signed_input;
 }
 
 std::vector<std::string> sweep_pipeline(const std::string& dtype) {
@@ -335,6 +342,7 @@ std::vector<BenchPoint> sweep_points(const TargetFingerprint& fp, const BenchPla
     for (const std::string& dtype : dtypes) {
       if (dtype != "f32" && !sweep_op_has_precisions(shape.op)) continue;
       if (dtype == "f32" && reduced_only) continue;
+      if (dtype != "int8" && shape.signed_input) continue;  // signedness is int8's alone
       for (int threads : options.threads) points.push_back(sweep_point(shape, dtype, threads, timing));
     }
   }

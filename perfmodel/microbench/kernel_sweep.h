@@ -33,6 +33,11 @@ bool sweep_is_op_step(const EngineStep& step);
 // Uniform float32 values in [lo, hi) from a fixed-seed LCG: cheap for multi-million-element tensors.
 Tensor sweep_random_tensor(Shape shape, uint32_t seed, float lo = -1.0f, float hi = 1.0f);
 
+// Whether the shape's op reads its producer's output behind a ReLU: u8 in int8 (every conv and
+// depthwise conv point but those reading float32 or signed_input). Their int8 records are keyed
+// with kUnsignedInputKeyPrefix, so that points measured on s8 before are told apart.
+bool sweep_reads_u8(const SweepShape& shape);
+
 // A point's record before it is measured: kind kernel, op, key, dtype, threads, batch, the shape
 // fields, MACs and bytes (activations and weights at `element_bytes` each).
 Measurement sweep_record(const SweepShape& shape, const std::string& dtype, int threads, double element_bytes);

@@ -297,6 +297,23 @@ std::vector<SweepShape> residual_candidates() {
   return out;
 }
 
+// int8 layers reading s8: a MobileNetV2 expansion (1x1, x6) after a linear bottleneck, an
+// EfficientNet 1x1 or a ShuffleNetV2 branch after a linear depthwise conv (same channels), a 3x3,
+// and depthwise 3x3 convolutions after a SiLU.
+std::vector<SweepShape> signed_input_candidates() {
+  std::vector<SweepShape> out;
+  for (int64_t b : kBatches)
+    for (int64_t c : {16, 24, 32, 64, 96, 128, 256, 512})
+      for (int64_t hw : {7, 14, 28, 56, 112})
+        for (const SweepShape& base : {SweepShape{SweepOp::conv, b, c, 6 * c, hw, hw, 1, 1, 0}, SweepShape{SweepOp::conv, b, c, c, hw, hw, 1, 1, 0},
+                                       SweepShape{SweepOp::conv, b, c, c, hw, hw, 3, 1, 1}, SweepShape{SweepOp::depthwise_conv, b, c, c, hw, hw, 3, 1, 1}}) {
+          SweepShape s = base;
+          s.signed_input = true;
+          if (s.out_c <= 2048 && in_budget(s) && static_cast<double>(s.batch * s.in_c * s.h * s.w) <= 1.3e7) out.push_back(s);
+        }
+  return out;
+}
+
 // MobileNet-style blocks that fuse_depth_first fuses (its own thresholds, so that every point is
 // the fused kernel): at most 32 channels outside; the intermediate past the caches (>= 256 KB an
 // image and >= 8 MB over the batch; an expansion without projection >= 1 MB an image).
@@ -436,16 +453,17 @@ std::string sweep_record_op(const SweepShape& s) {
   if (s.float_input) return sweep_op_name(s.op) + kFromFloatSuffix;
   if (s.silu) return sweep_op_name(s.op) + kSiluSuffix;
   if (s.residual) return sweep_op_name(s.op) + kResidualSuffix;
+  if (s.signed_input) return sweep_op_name(s.op) + kFromSignedSuffix;
   if (s.op == SweepOp::depth_first && !s.expand) return "depth_first_dw";
   if (s.op == SweepOp::depth_first && !s.project) return "depth_first_expand";
   return sweep_op_name(s.op);
 }
 
 std::string sweep_key(const SweepShape& s) {
-  if (s.plain_input || s.float_input || s.silu || s.residual) {
+  if (s.plain_input || s.float_input || s.silu || s.residual || s.signed_input) {
     SweepShape interior = s;
-    interior.plain_input = interior.float_input = interior.silu = interior.residual = false;
-    return (s.plain_input ? "plain " : s.float_input ? "f32in " : s.silu ? "silu " : "sum ") + sweep_key(interior);
+    interior.plain_input = interior.float_input = interior.silu = interior.residual = interior.signed_input = false;
+    return (s.plain_input ? "plain " : s.float_input ? "f32in " : s.silu ? "silu " : s.residual ? "sum " : "s8in ") + sweep_key(interior);
   }
   const std::string hw = std::to_string(s.h) + "x" + std::to_string(s.w);
   const std::string b = " b" + std::to_string(s.batch);
@@ -540,6 +558,11 @@ std::vector<SweepShape> sweep_border_grid(bool quick) {
     return std::to_string(s.kernel) + (s.in_c < s.out_c ? "+" : s.in_c > s.out_c ? "-" : "=") + std::to_string(s.batch);
   });
   grid.insert(grid.end(), residual.begin(), residual.end());
+  // And after those, for the same reason, int8 convolutions reading s8.
+  const std::vector<SweepShape> signed_input = sample(signed_input_candidates(), 40, [](const SweepShape& s) {
+    return sweep_op_name(s.op) + std::to_string(s.kernel) + "/" + std::to_string(s.batch);
+  });
+  grid.insert(grid.end(), signed_input.begin(), signed_input.end());
   return grid;
 }
 

@@ -38,6 +38,11 @@ struct SweepShape {
   // sum reads the residual from wherever an earlier layer left it (ResNet-50's 64->256 56x56 at batch 8:
   // 3.8 ms without it, 7.1 ms with it on a Zen 5). The predictor takes the sum's cost from these.
   bool residual = false;
+  // int8 conv/depthwise_conv reading signed codes (s8: a producer without ReLU), as a layer after a
+  // linear bottleneck, a SiLU or a LayerNorm does. Every other int8 conv point reads u8 (a producer
+  // with ReLU, as in ReLU networks): without VNNI oneDNN runs s8 inputs 4-25% slower (a 512->512 7x7
+  // conv at batch 8 on a Zen 3: 10.7 ms, 8.0 on u8). int8 points only.
+  bool signed_input = false;
   // depth_first: a MobileNet block run tile by tile (DepthFirstConv): 1x1 expansion in_c -> mid_c
   // + ReLU, depthwise kernel x kernel (stride, pad) + ReLU, 1x1 projection mid_c -> out_c.
   // Its two other forms: without the expansion (in_c == mid_c: depthwise + projection) or
@@ -47,7 +52,8 @@ struct SweepShape {
 };
 
 // The record's op: the sweep op's name, "depth_first_dw" (no expansion), "depth_first_expand" (no
-// projection), "<op>_from_plain" / "<op>_from_f32" / "<op>_silu" for border points (measurement.h).
+// projection), "<op>_from_plain" / "<op>_from_f32" / "<op>_silu" / "<op>_sum" / "<op>_from_s8" for
+// border points (measurement.h).
 std::string sweep_record_op(const SweepShape& s);
 
 std::string sweep_op_name(SweepOp op);  // "conv", "depthwise_conv", ...
@@ -64,7 +70,8 @@ std::string sweep_key(const SweepShape& s);  // "conv k3 s1 64->64 56x56 b1"
 std::vector<SweepShape> sweep_grid(bool quick);
 // The border grid: convolutions and depthwise convolutions reading plain float32 (plain_input),
 // stems on 3 channels among them, convolutions reading float32 in their format (float_input), and
-// convolutions with a SiLU epilogue (silu). CPU only: a GPU plan converts in steps of its own.
+// convolutions with a SiLU epilogue (silu), with a residual sum (residual), and int8 convolutions and
+// depthwise convolutions reading s8 (signed_input). CPU only: a GPU plan converts in steps of its own.
 std::vector<SweepShape> sweep_border_grid(bool quick);
 
 }  // namespace kiln::perf

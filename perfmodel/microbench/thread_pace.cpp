@@ -12,8 +12,8 @@ namespace kiln::perf {
 
 double thread_pace_lost_cpus(const ThreadPace& pace) {
   const double s = pace.speedup();
-  if (!(s > 0) || s >= 1) return 0;
-  return static_cast<double>(pace.threads) * (1 - s);
+  if (!(s > 0) || s >= kThreadPaceNoise) return 0;
+  return std::max(1.0, static_cast<double>(pace.threads) * (1 - s));
 }
 
 Result<ThreadPaceProbe> ThreadPaceProbe::create(int threads) {

@@ -24,9 +24,14 @@ struct ThreadPace {
   double speedup() const { return threads_ms > 0 ? one_thread_ms / threads_ms : 0; }
 };
 
-// CPUs' worth lost to other work: threads x (1 - speedup) when the threads together are slower
-// than one alone (two threads at 0.5x: 1 CPU), else 0. A memory-bound op need not speed up with
-// threads (one thread may fill the memory bus), but it does not slow down on a quiet machine.
+// CPUs' worth lost to other work when the threads together are slower than one alone (below
+// kThreadPaceNoise x its speed): threads x (1 - speedup), and at least one, else 0. A memory-bound
+// op need not speed up with threads (one thread may fill the memory bus), but it does not slow
+// down on a quiet machine. At least one CPU, so that every point measured in that mode is flagged
+// (kLoadSlack): the mode is not a share of the work lost. On the Zen 3 VM of 2026-11-29, at
+// 0.83-0.92x, every two-thread int8 conv took about 0.065 ms more (0.005 ms ones 0.07), which the
+// proportional count (0.2-0.3 CPUs) left unflagged.
+inline constexpr double kThreadPaceNoise = 0.95;
 double thread_pace_lost_cpus(const ThreadPace& pace);
 
 class ThreadPaceProbe {

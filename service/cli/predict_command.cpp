@@ -56,6 +56,7 @@ nlohmann::json fit_json(const perf::FitSummary& s) {
           {"points_loaded", s.points_loaded},
           {"loaded_points_kept", s.loaded_kept},
           {"groups_only_loaded", s.groups_only_loaded},
+          {"points_superseded", s.points_superseded},
           {"bandwidth_points", s.bandwidth_points},
           {"step_overhead_ms", s.step_overhead_ms},
           {"heldout_median_error", s.heldout_median_chosen},

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 
+#include "compilers/lower/to_plan.h"
+#include "compilers/passes/pass_runner.h"
+#include "kernels/engine.h"
 #include "perfmodel/microbench/kernel_sweep.h"
 
 using namespace kiln;
@@ -12,10 +15,14 @@ using namespace kiln::perf;
 TEST_CASE("a sweep graph is producer + op (+ ReLU) and compiles without depth-first fusion", "[perfmodel][sweep]") {
   const SweepShape conv{SweepOp::conv, 1, 16, 32, 14, 14, 3, 2, 1};
   const Graph g = sweep_graph(conv);
-  REQUIRE(g.nodes.size() == 3);
+  REQUIRE(g.nodes.size() == 4);
   CHECK(g.nodes[0].name == "producer");
-  CHECK(g.nodes[1].op == OpKind::Conv);
-  CHECK(g.nodes[2].op == OpKind::Relu);
+  CHECK(g.nodes[1].name == "producer_relu");  // an int8 producer writes u8, as in a ReLU network
+  CHECK(g.nodes[2].op == OpKind::Conv);
+  CHECK(g.nodes[3].op == OpKind::Relu);
+  SweepShape signed_conv = conv;
+  signed_conv.signed_input = true;
+  CHECK(sweep_graph(signed_conv).nodes.size() == 3);
   SweepShape gemm{SweepOp::gemm, 8};
   gemm.m = 8;
   gemm.k = 64;
@@ -30,6 +37,47 @@ TEST_CASE("a sweep graph is producer + op (+ ReLU) and compiles without depth-fi
   CHECK(std::find(bf16.begin(), bf16.end(), "mixed_precision_bf16") != bf16.end());
   const auto int8 = sweep_pipeline("int8");
   CHECK(std::find(int8.begin(), int8.end(), "quantize_int8") != int8.end());
+}
+
+TEST_CASE("int8 sweep convs read u8 and are keyed so; signed_input ones read s8, in int8 only", "[perfmodel][sweep]") {
+  const SweepShape conv{SweepOp::conv, 1, 16, 32, 14, 14, 3, 1, 1};
+  SweepShape signed_conv = conv;
+  signed_conv.signed_input = true;
+  // What the conv reads is what the producer's step writes, once compiled as the int8 sweep compiles it.
+  for (const SweepShape& shape : {conv, signed_conv}) {
+    Graph g = sweep_graph(shape);
+    CalibrationSet calibration;
+    calibration.inputs.push_back(sweep_random_tensor({1, 16, 14, 14}, 7));
+    PassRunOptions options;
+    options.check_numerics = false;
+    options.int8.calibration = &calibration;
+    REQUIRE(run_passes(g, sweep_pipeline("int8"), options));
+    auto engine = Engine::create(graph_to_plan(g), {1, nullptr});
+    REQUIRE(engine);
+    std::string producer_layout;
+    for (const EngineStep& s : (*engine)->steps())
+      if (s.node.rfind(kSweepProducerNode, 0) == 0) producer_layout = s.output_layout;
+    INFO(producer_layout);
+    CHECK(producer_layout.find(shape.signed_input ? ":s8" : ":u8") != std::string::npos);
+  }
+  CHECK(sweep_record(conv, "int8", 1, 1).key == std::string(kUnsignedInputKeyPrefix) + sweep_key(conv));
+  CHECK(sweep_record(conv, "f32", 1, 4).key == sweep_key(conv));
+  const Measurement s8 = sweep_record(signed_conv, "int8", 1, 1);
+  CHECK(s8.key == "s8in " + sweep_key(conv));
+  CHECK(s8.op == std::string("conv") + kFromSignedSuffix);
+  // The full plan: signed points in int8 only; every other int8 conv point keyed as reading u8.
+  BenchPlanOptions options;
+  options.threads = {1};
+  int signed_points = 0;
+  for (const BenchPoint& p : sweep_points(fingerprint_local(), options, nullptr)) {
+    const Measurement& m = p.record;
+    if (m.op.ends_with(kFromSignedSuffix)) {
+      ++signed_points;
+      CHECK(m.dtype == "int8");
+    }
+    if (m.dtype == "int8" && (m.op == "conv" || m.op == "depthwise_conv")) CHECK(m.key.starts_with(kUnsignedInputKeyPrefix));
+  }
+  if (fingerprint_dtype_unsupported(fingerprint_local(), "int8").empty()) CHECK(signed_points == 40);
 }
 
 TEST_CASE("a measured sweep point has its timing and features", "[perfmodel][sweep]") {

@@ -238,3 +238,32 @@ TEST_CASE("a max pool between int8 convolutions has the region's dtype and one-b
   CHECK(p->m.dtype == "int8");
   CHECK(p->m.bytes == Approx(2 * 32 * (16 * 16 + 8 * 8) * 1.0));
 }
+
+TEST_CASE("an int8 conv reading s8 (no ReLU before it) is marked signed; one reading u8 is not", "[perfmodel][predictor]") {
+  for (const bool relu : {false, true}) {
+    testing::Builder b;
+    const int x = b.input({1, 16, 14, 14});
+    const Attrs pads = testing::attrs({{"pads", std::vector<int64_t>{1, 1, 1, 1}}});
+    Attrs first = pads;
+    if (relu) first.set("activation", std::string("relu"));
+    const int c1 = b.op(OpKind::Conv, first, {x, b.weight({16, 16, 3, 3}, 0.2f), b.weight({16}, 0.1f)});
+    const int c2 = b.op(OpKind::Conv, pads, {c1, b.weight({16, 16, 3, 3}, 0.2f), b.weight({16}, 0.1f)});
+    b.output(c2);
+    for (PlanStep& step : b.plan.steps) {
+      precision_to_attrs(Precision::int8, step.attrs);
+      const bool second = step.outputs[0] == c2;
+      quant_params_to_attrs(quant_params_for_range(second && relu ? 0.0f : -1.0f, 4.0f), "input", step.attrs);
+      if (!second) quant_params_to_attrs(quant_params_for_range(relu ? 0.0f : -1.0f, 4.0f), "output", step.attrs);
+    }
+    const std::vector<StepFeatures> f = features_of(b.plan);
+    std::vector<const StepFeatures*> convs;
+    for (const StepFeatures& s : f)
+      if (s.m.op == "conv") convs.push_back(&s);
+    REQUIRE(convs.size() == 2);
+    INFO("relu " << relu << ": " << convs[0]->m.layout);
+    CHECK(convs[0]->m.layout.find(relu ? ":u8" : ":s8") != std::string::npos);
+    CHECK_FALSE(convs[0]->signed_input);  // it converts the plain float32 input itself
+    CHECK(convs[1]->input_conversion.empty());
+    CHECK(convs[1]->signed_input == !relu);
+  }
+}

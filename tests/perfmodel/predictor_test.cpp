@@ -334,6 +334,53 @@ TEST_CASE("residual points fit the residual group as the sum's time beyond the i
   CHECK(with.steps[0].how.find("fused residual") != std::string::npos);
 }
 
+TEST_CASE("int8 convs reading s8 add the signed group's time; points measured on s8 before the u8 sweep are superseded",
+          "[perfmodel][predictor]") {
+  const RooflineParams conv{0.01, 40e6, 15e6};
+  std::vector<Measurement> rows;
+  for (Measurement m : synthetic_sweep(conv, "conv", "int8", 1)) {
+    Measurement old = m;  // keyed as before 2026-11-29, on s8: 30% slower
+    old.median_ms *= 1.3;
+    rows.push_back(old);
+    m.key = kUnsignedInputKeyPrefix + m.key;
+    rows.push_back(m);
+  }
+  const std::vector<Measurement> interior = synthetic_sweep(conv, "conv", "int8", 1);
+  StepFeatures step = {};
+  step.m = interior[40];
+  auto p = LatencyPredictor::fit(rows, {false, 4, "roofline"});
+  REQUIRE(p);
+  CHECK(p->summary().points_superseded == static_cast<int>(interior.size()));
+  CHECK(p->predict({step}).total_ms == Approx(roofline_ms(conv, step.m.macs, step.m.bytes)).epsilon(0.03));
+  // Alone, the old points still price the group.
+  std::vector<Measurement> old_only;
+  for (const Measurement& m : rows)
+    if (!m.key.starts_with(kUnsignedInputKeyPrefix)) old_only.push_back(m);
+  auto q = LatencyPredictor::fit(old_only, {false, 4, "roofline"});
+  REQUIRE(q);
+  CHECK(q->summary().points_superseded == 0);
+  CHECK(q->predict({step}).total_ms == Approx(1.3 * roofline_ms(conv, step.m.macs, step.m.bytes)).epsilon(0.03));
+
+  // Signed points: 15% more than the u8 interior. Without them a signed step is priced as an interior one.
+  StepFeatures signed_step = step;
+  signed_step.signed_input = true;
+  CHECK(p->predict({signed_step}).total_ms == Approx(p->predict({step}).total_ms));
+  for (Measurement m : interior) {
+    m.op = std::string("conv") + kFromSignedSuffix;
+    m.key = "s8in " + m.key;
+    m.median_ms *= 1.15;
+    rows.push_back(m);
+  }
+  auto s = LatencyPredictor::fit(rows, {false, 4, "roofline"});
+  REQUIRE(s);
+  CHECK(s->has_group(std::string("conv") + kSignedInputGroupSuffix, "int8"));
+  CHECK_FALSE(s->has_group(std::string("conv") + kFromSignedSuffix, "int8"));  // not a kernel of its own
+  const PlanPrediction priced = s->predict({signed_step});
+  CHECK(priced.total_ms == Approx(1.15 * s->predict({step}).total_ms).epsilon(0.05));
+  CHECK(priced.steps[0].how.find("signed input") != std::string::npos);
+  CHECK(s->predict({step}).total_ms == Approx(p->predict({step}).total_ms).epsilon(0.01));
+}
+
 TEST_CASE("a u8 max pool is priced from the float32 pools at a quarter of their compares, bf16 at half", "[perfmodel][predictor]") {
   // The sweep pools float32 only; a compute-bound float32 pool point priced again as int8 and bf16.
   const std::vector<Measurement> rows = synthetic_sweep({0.0, 2e6, 15e6}, "maxpool", "f32", 1);

@@ -111,11 +111,15 @@ TEST_CASE("the border grid: convs and depthwise convs reading plain float32 (ste
   for (const SweepShape& s : sweep_grid(false)) interior_keys.insert(sweep_key(s));
   std::set<SweepOp> ops;
   bool stem = false;
-  int float_inputs = 0, silus = 0, residuals = 0;
+  int float_inputs = 0, silus = 0, residuals = 0, signed_inputs = 0;
   for (const SweepShape& s : border) {
-    CHECK(int{s.plain_input} + int{s.float_input} + int{s.silu} + int{s.residual} == 1);
-    CHECK(sweep_key(s).rfind(s.plain_input ? "plain " : s.float_input ? "f32in " : s.silu ? "silu " : "sum ", 0) == 0);
+    CHECK(int{s.plain_input} + int{s.float_input} + int{s.silu} + int{s.residual} + int{s.signed_input} == 1);
+    CHECK(sweep_key(s).rfind(s.plain_input ? "plain " : s.float_input ? "f32in " : s.silu ? "silu " : s.residual ? "sum " : "s8in ", 0) == 0);
     silus += s.silu;
+    if (s.signed_input) {
+      ++signed_inputs;
+      CHECK(sweep_record_op(s) == sweep_op_name(s.op) + kFromSignedSuffix);
+    }
     if (s.residual) {
       ++residuals;
       CHECK(s.op == SweepOp::conv);
@@ -136,6 +140,7 @@ TEST_CASE("the border grid: convs and depthwise convs reading plain float32 (ste
   CHECK(float_inputs >= 12);
   CHECK(silus >= 12);
   CHECK(residuals == 36);
+  CHECK(signed_inputs == 40);
   CHECK(border.size() >= 60);
 }
 
