@@ -366,6 +366,7 @@ int main(int argc, char** argv) {
       std::printf("\n");
     }
   }
+  if (const std::string warning = perf::omp_passive_wait_warning(); !warning.empty()) std::printf("warning: %s\n", warning.c_str());
   std::printf("load average at start %.2f\n\n", load_avg());
 
   std::vector<fs::path> models;

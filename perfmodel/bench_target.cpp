@@ -186,6 +186,8 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
     *options.progress << "kiln: target " << fp.id << " (" << fp.cpu_model << ", " << fp.logical_cpus << " CPUs, "
                       << fp.memory_bytes / (int64_t{1} << 20) << " MiB, oneDNN " << fp.onednn_version << ")\n";
   }
+  if (options.progress && !options.cuda)
+    if (const std::string warning = omp_passive_wait_warning(); !warning.empty()) *options.progress << "kiln: warning: " << warning << '\n';
   if (options.progress) {
     for (const SkippedBenchmark& s : summary.skipped)
       *options.progress << "kiln: skipping " << s.kind << " " << s.dtype << ": " << s.reason << '\n';

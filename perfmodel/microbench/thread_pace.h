@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/core/status.h"
@@ -24,15 +25,16 @@ struct ThreadPace {
   double speedup() const { return threads_ms > 0 ? one_thread_ms / threads_ms : 0; }
 };
 
-// CPUs' worth lost to other work when the threads together are slower than one alone (below
-// kThreadPaceNoise x its speed): threads x (1 - speedup), and at least one, else 0. A memory-bound
-// op need not speed up with threads (one thread may fill the memory bus), but it does not slow
-// down on a quiet machine. At least one CPU, so that every point measured in that mode is flagged
-// (kLoadSlack): the mode is not a share of the work lost. On the Zen 3 VM of 2026-11-29, at
-// 0.83-0.92x, every two-thread int8 conv took about 0.065 ms more (0.005 ms ones 0.07), which the
-// proportional count (0.2-0.3 CPUs) left unflagged.
-inline constexpr double kThreadPaceNoise = 0.95;
+// CPUs' worth lost to other work: threads x (1 - speedup) when the threads together are slower
+// than one alone (two threads at 0.5x: 1 CPU), else 0. A memory-bound op need not speed up with
+// threads (one thread may fill the memory bus), but it does not slow down on a quiet machine.
 double thread_pace_lost_cpus(const ThreadPace& pace);
+
+// A warning when this process's OpenMP threads sleep between kernels (OMP_WAIT_POLICY=passive, as
+// scripts/test.sh sets for tests run side by side), else "". Waking them costs every multi-thread
+// kernel a fixed time (about 0.06 ms on the 2-vCPU Zen 3 VM of 2026-11-29: a 0.005 ms int8 conv took
+// 0.07 on two threads) that an engine run with the default policy, as kiln deploys it, does not pay.
+std::string omp_passive_wait_warning();
 
 class ThreadPaceProbe {
  public:
