@@ -170,7 +170,7 @@ Graph sweep_graph(const SweepShape& s) {
         axis.set("axis", int64_t{1});
         x = b.node(OpKind::Concat, std::string(kSweepProducerNode) + "_concat", {producer(b, half), producer(b, half, "_b")}, axis);
       }
-      if (x == kNoValue) x = producer(b, s, "", !s.signed_input);
+      if (x == kNoValue) x = producer(b, s, "", sweep_reads_u8(s));
       // He-like scale keeps activations in range through the ReLU (int8 calibration sees real ranges).
       const float scale = 1.0f / std::sqrt(static_cast<float>((dw ? 1 : s.in_c) * s.kernel * s.kernel));
       const ValueId w = b.weight("w", {s.out_c, dw ? 1 : s.in_c, s.kernel, s.kernel}, scale);

@@ -232,6 +232,9 @@ std::vector<SweepShape> eltwise_candidates() {
   return out;
 }
 
+// A border point's input, which a conversion streams: past ~50 MB of float32 a point would take seconds.
+bool border_input_in_budget(const SweepShape& s) { return static_cast<double>(s.batch * s.in_c * s.h * s.w) <= 1.3e7; }
+
 // Conv and depthwise conv reading a plain float32 input: 1x1 and 3x3 over the channel range, and
 // stems (3 channels, 3x3/7x7, stride 2, up to 224x224).
 std::vector<SweepShape> border_candidates() {
@@ -275,8 +278,7 @@ std::vector<SweepShape> border_candidates() {
         d.silu = true;
         if (in_budget(d)) out.push_back(d);
       }
-  // The conversion streams the input: past ~50 MB of float32 a point would take seconds.
-  std::erase_if(out, [](const SweepShape& s) { return static_cast<double>(s.batch * s.in_c * s.h * s.w) > 1.3e7; });
+  std::erase_if(out, [](const SweepShape& s) { return !border_input_in_budget(s); });
   return out;
 }
 
@@ -309,7 +311,7 @@ std::vector<SweepShape> signed_input_candidates() {
                                        SweepShape{SweepOp::conv, b, c, c, hw, hw, 3, 1, 1}, SweepShape{SweepOp::depthwise_conv, b, c, c, hw, hw, 3, 1, 1}}) {
           SweepShape s = base;
           s.signed_input = true;
-          if (s.out_c <= 2048 && in_budget(s) && static_cast<double>(s.batch * s.in_c * s.h * s.w) <= 1.3e7) out.push_back(s);
+          if (s.out_c <= 2048 && in_budget(s) && border_input_in_budget(s)) out.push_back(s);
         }
   return out;
 }
