@@ -2,7 +2,7 @@
 # Dev-only: scores predictions against the measurements of an earlier kiln_perfmodel_eval run, so that a
 # predictor or profile change can be judged on the same measurements without measuring again (a two-pass
 # eval takes about 25 minutes on 2 vCPUs). Prints, per pass and against the lowest of the passes, the
-# cases within +-10%, the median |error| and the split by precision and threads.
+# cases within +-10%, the median |error| and the split by precision and threads, then the lowest's misses.
 # Usage: bench/perfmodel_rescore.py EVAL_OUTPUT [PREDICT_ONLY_OUTPUT]
 #   EVAL_OUTPUT: kiln_perfmodel_eval's output (any --passes, with or without --steps);
 #   PREDICT_ONLY_OUTPUT: kiln_perfmodel_eval --predict-only's output: its predictions replace the run's own.
@@ -36,14 +36,16 @@ def read_predictions(path):
     return out
 
 
-def score(pred, measured, what):
-    within, n, errors = 0, 0, []
+def score(pred, measured, what, list_misses=False):
+    within, n, errors, misses = 0, 0, [], []
     groups = collections.defaultdict(lambda: [0, 0])
     for key, ms in measured.items():
         if key not in pred:
             continue
         err = pred[key] / ms - 1
         ok = abs(err) <= 0.10
+        if not ok:
+            misses.append((key, pred[key], ms, err))
         within, n = within + ok, n + 1
         errors.append(abs(err))
         groups[(key[2], key[3])][0] += ok
@@ -55,6 +57,10 @@ def score(pred, measured, what):
     split = "  ".join("%s t%d %d/%d" % (g[0], g[1], v[0], v[1]) for g, v in sorted(groups.items()))
     print("%-18s %d of %d within +-10%% (%.0f%%), median |error| %.1f%%   %s"
           % (what, within, n, 100.0 * within / n, 100 * errors[len(errors) // 2], split))
+    if list_misses:
+        for (model, batch, precision, threads), p, ms, err in sorted(misses, key=lambda m: m[3]):
+            print("  miss %-18s b%-3d %s t%d  predicted %9.3f ms  measured %9.3f ms  %+6.1f%%"
+                  % (model, batch, precision, threads, p, ms, 100 * err))
 
 
 def main():
@@ -70,7 +76,7 @@ def main():
         score(pred, {k: v[1] for k, v in p.items()}, "pass %d" % (i + 1))
     if len(passes) > 1:
         common = set.intersection(*[set(p) for p in passes])
-        score(pred, {k: min(p[k][1] for p in passes) for k in common}, "lowest of passes")
+        score(pred, {k: min(p[k][1] for p in passes) for k in common}, "lowest of passes", list_misses=True)
 
 
 main()

@@ -29,6 +29,18 @@ inline constexpr const char* kFromSignedSuffix = "_from_s8";
 // The key prefix of int8 conv-family points that read u8 (every int8 conv point but the border
 // ones that read float32 or s8). Points keyed without it were measured before 2026-11-29, on s8.
 inline constexpr const char* kUnsignedInputKeyPrefix = "u8in ";
+// The key prefix of int8 gemm points timed as the 1x1 convolution kiln runs them as where oneDNN's
+// int8 matmul repacks its weights on every call (int8_matmul_packs_weights_per_call: AVX2 without
+// VNNI; since 2026-11-29). Points keyed without it on such a CPU timed the matmul: 1.5-11x slower
+// at one to 32 rows.
+inline constexpr const char* kGemmAsConvKeyPrefix = "1x1conv ";
+// The prefix that marks an int8 point of `op` measured the way this kiln runs it, where points of
+// that op measured otherwise before may be in a store ("" when none: nothing is superseded).
+inline std::string_view int8_current_key_prefix(std::string_view op) {
+  if (op == "conv" || op == "depthwise_conv") return kUnsignedInputKeyPrefix;
+  if (op == "gemm") return kGemmAsConvKeyPrefix;
+  return "";
+}
 // Bytes per element of a compute dtype: "f32" and "tf32" 4 (TF32 stores float32), "bf16" and "f16" 2,
 // "int8" 1. A GPU profile's steps carry "f16"; the CPU's never do.
 inline double dtype_element_bytes(std::string_view dtype) {

@@ -76,8 +76,8 @@ struct FitSummary {
   // Groups whose every point was measured under load and dropped ("add f32 t2 (8)"): priced from
   // the nearest thread count's (or f32's) group instead.
   std::vector<std::string> groups_only_loaded;
-  // int8 conv points keyed without kUnsignedInputKeyPrefix (measured on s8, before 2026-11-29) in a
-  // group that also has points on u8: dropped.
+  // int8 points keyed without int8_current_key_prefix (conv points measured on s8, gemm points timed
+  // as the repacking matmul, before 2026-11-29) in a group that also has points keyed so: dropped.
   int points_superseded = 0;
 };
 

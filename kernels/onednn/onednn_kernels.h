@@ -24,4 +24,9 @@ extern const KernelImpl kOneDnnTranspose;   // Transpose (plain float32, one str
 extern const KernelImpl kOneDnnSlice;       // Slice with steps 1 (one reorder from a sub-memory of the source)
 extern const KernelImpl kOneDnnReduce;      // ReduceMean/Sum/Max/Min (spatial: pooling; innermost rows: reduction)
 
+// Whether oneDNN's int8 matmul on this CPU is its gemm, which packs the weights again on every
+// call (AVX2 without VNNI): the int8 Gemm/MatMul kernels then run as a 1x1 convolution, and the
+// kernel sweep keys their points so (kGemmAsConvKeyPrefix).
+bool int8_matmul_packs_weights_per_call();
+
 }  // namespace kiln

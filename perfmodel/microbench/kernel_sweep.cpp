@@ -10,6 +10,7 @@
 #include "compilers/passes/pass_runner.h"
 #include "compilers/passes/pipeline.h"
 #include "kernels/engine.h"
+#include "kernels/onednn/onednn_kernels.h"
 #include "kernels/precision.h"
 
 namespace kiln::perf {
@@ -275,6 +276,7 @@ Measurement sweep_record(const SweepShape& shape, const std::string& dtype, int 
   m.op = sweep_record_op(shape);
   m.key = sweep_key(shape);
   if (dtype == "int8" && sweep_reads_u8(shape)) m.key = kUnsignedInputKeyPrefix + m.key;
+  if (dtype == "int8" && shape.op == SweepOp::gemm && int8_matmul_packs_weights_per_call()) m.key = kGemmAsConvKeyPrefix + m.key;
   m.dtype = dtype;
   m.threads = threads;
   m.batch = shape.op == SweepOp::gemm ? shape.m : shape.batch;

@@ -366,8 +366,11 @@ int run_image(ImageCmdOptions opts) {
     gpus = ", " + std::to_string(request.target.gpu_count) + "x " + request.target.gpu_model +
            (plugin.empty() ? ": the model runs on the CPUs (--device cpu)"
                            : ": the model runs on one GPU (" + std::to_string(bundle->cuda_libraries.size()) + " CUDA libraries)");
-  std::printf("target %s (%s, scheduler %s%s), %d threads\n", request.target.name.c_str(), request.target.kind.c_str(),
-              request.target.scheduler.c_str(), gpus.c_str(), request.threads);
+  // 0 is not a count: the runtime takes the container's CPU quota when it starts.
+  const std::string threads = request.threads > 0 ? std::to_string(request.threads) + " threads"
+                                                  : "threads from the container's CPU quota at start";
+  std::printf("target %s (%s, scheduler %s%s), %s\n", request.target.name.c_str(), request.target.kind.c_str(),
+              request.target.scheduler.c_str(), gpus.c_str(), threads.c_str());
   std::printf("took %.2f s (compile %.2f s, bundle + self-test %.2f s, image %.2f s)\n", total_s, compile_s, bundle_s, image_s);
   return kExitOk;
 }

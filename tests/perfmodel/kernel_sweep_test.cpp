@@ -7,6 +7,7 @@
 #include "compilers/lower/to_plan.h"
 #include "compilers/passes/pass_runner.h"
 #include "kernels/engine.h"
+#include "kernels/onednn/onednn_kernels.h"
 #include "perfmodel/microbench/kernel_sweep.h"
 
 using namespace kiln;
@@ -78,6 +79,22 @@ TEST_CASE("int8 sweep convs read u8 and are keyed so; signed_input ones read s8,
     if (m.dtype == "int8" && (m.op == "conv" || m.op == "depthwise_conv")) CHECK(m.key.starts_with(kUnsignedInputKeyPrefix));
   }
   if (fingerprint_dtype_unsupported(fingerprint_local(), "int8").empty()) CHECK(signed_points == 40);
+}
+
+// Where oneDNN's int8 matmul repacks its weights on every call, kiln runs int8 Gemm/MatMul as a 1x1
+// convolution (kernels/onednn/matmul.cpp): the sweep's int8 gemm points time that, and say so in
+// their key, so the points a store holds from the matmul are told apart and superseded.
+TEST_CASE("int8 gemm points are keyed by how kiln runs the product here", "[perfmodel][sweep]") {
+  SweepShape gemm{SweepOp::gemm, 1};
+  gemm.m = 1;
+  gemm.k = 1280;
+  gemm.n = 1000;
+  const std::string as_conv = int8_matmul_packs_weights_per_call() ? kGemmAsConvKeyPrefix : "";
+  CHECK(sweep_record(gemm, "int8", 1, 1).key == as_conv + sweep_key(gemm));
+  CHECK(sweep_record(gemm, "f32", 1, 4).key == sweep_key(gemm));
+  CHECK(int8_current_key_prefix("gemm") == kGemmAsConvKeyPrefix);
+  CHECK(int8_current_key_prefix("conv") == kUnsignedInputKeyPrefix);
+  CHECK(int8_current_key_prefix("maxpool").empty());
 }
 
 TEST_CASE("a measured sweep point has its timing and features", "[perfmodel][sweep]") {

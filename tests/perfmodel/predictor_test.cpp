@@ -361,6 +361,22 @@ TEST_CASE("int8 convs reading s8 add the signed group's time; points measured on
   CHECK(q->summary().points_superseded == 0);
   CHECK(q->predict({step}).total_ms == Approx(1.3 * roofline_ms(conv, step.m.macs, step.m.bytes)).epsilon(0.03));
 
+  // The same for int8 gemm points timed as the repacking matmul, once points keyed as the 1x1 conv exist.
+  std::vector<Measurement> gemm_rows;
+  for (Measurement m : synthetic_sweep(conv, "gemm", "int8", 1)) {
+    Measurement old = m;
+    old.median_ms *= 3.0;
+    gemm_rows.push_back(old);
+    m.key = kGemmAsConvKeyPrefix + m.key;
+    gemm_rows.push_back(m);
+  }
+  StepFeatures gemm_step = {};
+  gemm_step.m = synthetic_sweep(conv, "gemm", "int8", 1)[40];
+  auto g = LatencyPredictor::fit(gemm_rows, {false, 4, "roofline"});
+  REQUIRE(g);
+  CHECK(g->summary().points_superseded == static_cast<int>(interior.size()));
+  CHECK(g->predict({gemm_step}).total_ms == Approx(roofline_ms(conv, gemm_step.m.macs, gemm_step.m.bytes)).epsilon(0.03));
+
   // Signed points: 15% more than the u8 interior. Without them a signed step is priced as an interior one.
   StepFeatures signed_step = step;
   signed_step.signed_input = true;

@@ -14,6 +14,7 @@
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/pixel_order.h"
 #include "kernels/onednn/onednn_common.h"
+#include "kernels/onednn/onednn_kernels.h"
 #include "kernels/precision.h"
 #include "kernels/quantization.h"
 #include "tests/support/plan_builder.h"
@@ -301,6 +302,43 @@ TEST_CASE("int8 Gemm and MatMul on a signed input: the u8 shift is compensated e
     Builder b;
     const int x = b.input({4, 3, 96}, -1.0f, 0.5f);
     const int y = b.op_shaped(OpKind::MatMul, Attrs{}, {x, b.weight({96, 33}, 0.5f)}, {4, 3, 33});
+    b.output(y);
+    make_int8(b, y, true);
+    auto e = check_int8(b);
+    REQUIRE(count_kernel(*e, "onednn.matmul") == 1);
+    CHECK(quantized(layout_of_step(*e, "MatMul"), "s8"));
+  }
+}
+
+// Where oneDNN's int8 matmul is its gemm (AVX2 without VNNI), the product runs as a 1x1
+// convolution over the rows (kernels/onednn/matmul.cpp): A's strides (transA), a residual and a
+// many-row MatMul go through that view; a C with a row per output row keeps the matmul.
+TEST_CASE("int8 Gemm and MatMul through the 1x1 convolution view of the rows", "[onednn][int8]") {
+  INFO("int8 matmul packs its weights per call here: " << int8_matmul_packs_weights_per_call());
+  SECTION("Gemm, transA, one row, a float32 residual and a ReLU") {
+    Builder b;
+    const int x = b.input({96, 1});
+    const int r = b.input({1, 40}, -2.0f, 2.0f);
+    Attrs a = attrs({{"transA", int64_t{1}}, {"activation", std::string("relu")}});
+    const int y = b.op_shaped(OpKind::Gemm, a, {x, b.weight({96, 40}, 0.5f), b.weight({40}), r}, {1, 40});
+    b.output(y);
+    make_int8(b, y, false);
+    auto e = check_int8(b);
+    REQUIRE(count_kernel(*e, "onednn.gemm") == 1);
+  }
+  SECTION("Gemm with a C of one row per output row") {
+    Builder b;
+    const int x = b.input({6, 64}, -1.0f, 0.3f);
+    const int y = b.op(OpKind::Gemm, Attrs{}, {x, b.weight({64, 40}, 0.5f), b.weight({6, 40})});
+    b.output(y);
+    make_int8(b, y, true);
+    auto e = check_int8(b);
+    REQUIRE(count_kernel(*e, "onednn.gemm") == 1);
+  }
+  SECTION("MatMul over 300 rows into an s8 output") {
+    Builder b;
+    const int x = b.input({3, 100, 48});
+    const int y = b.op_shaped(OpKind::MatMul, Attrs{}, {x, b.weight({48, 24}, 0.5f)}, {3, 100, 24});
     b.output(y);
     make_int8(b, y, true);
     auto e = check_int8(b);
