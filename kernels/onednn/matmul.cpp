@@ -223,26 +223,6 @@ Result<std::unique_ptr<Kernel>> int8_product(const KernelBuild& b, const md& a_m
   program.add(dnnl::reorder(rpd), rpd, {{DNNL_ARG_FROM, program.input(0, src_in)}, {DNNL_ARG_TO, a_tmp}});
   args[DNNL_ARG_SRC] = a_tmp;
   args[DNNL_ARG_DST] = y_mem;
-  std::unique_ptr<dnnl::primitive> product;
-  std::unique_ptr<dnnl::primitive_desc_base> product_pd;
-  if (as_conv) {
-    const md w_any({n, k, 1, 1}, data_type::s8, dnnl::memory::format_tag::any);
-    const auto d = use_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                                              src_q, w_any, bias_md, dst, {1, 1}, {0, 0}, {0, 0})
-                            : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                                              src_q, w_any, dst, {1, 1}, {0, 0}, {0, 0});
-    auto pd = std::make_unique<dnnl::convolution_forward::primitive_desc>(d, attr, cpu_engine());
-    args[DNNL_ARG_WEIGHTS] = program.prepacked(w_plain, w_q.data(), pd->weights_desc());
-    product = std::make_unique<dnnl::convolution_forward>(*pd);
-    product_pd = std::move(pd);
-  } else {
-    const md w_any({k, n}, data_type::s8, dnnl::memory::format_tag::any);
-    dnnl::matmul::desc d = use_bias ? dnnl::matmul::desc(src_q, w_any, bias_md, dst) : dnnl::matmul::desc(src_q, w_any, dst);
-    auto pd = std::make_unique<dnnl::matmul::primitive_desc>(d, attr, cpu_engine());
-    args[DNNL_ARG_WEIGHTS] = program.prepacked(w_plain, w_q.data(), pd->weights_desc());
-    product = std::make_unique<dnnl::matmul>(*pd);
-    product_pd = std::move(pd);
-  }
   if (use_bias) {
     // In accumulator units (oneDNN 2.6 adds the bias before the scales).
     dnnl::memory bias = program.owned(bias_md);
@@ -256,7 +236,22 @@ Result<std::unique_ptr<Kernel>> int8_product(const KernelBuild& b, const md& a_m
     }
     args[DNNL_ARG_BIAS] = bias;
   }
-  program.add(*product, *product_pd, std::move(args));
+  if (as_conv) {
+    const md w_any({n, k, 1, 1}, data_type::s8, dnnl::memory::format_tag::any);
+    const auto d = use_bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                                              src_q, w_any, bias_md, dst, {1, 1}, {0, 0}, {0, 0})
+                            : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                                              src_q, w_any, dst, {1, 1}, {0, 0}, {0, 0});
+    const dnnl::convolution_forward::primitive_desc pd(d, attr, cpu_engine());
+    args[DNNL_ARG_WEIGHTS] = program.prepacked(w_plain, w_q.data(), pd.weights_desc());
+    program.add(dnnl::convolution_forward(pd), pd, std::move(args));
+  } else {
+    const md w_any({k, n}, data_type::s8, dnnl::memory::format_tag::any);
+    const dnnl::matmul::desc d = use_bias ? dnnl::matmul::desc(src_q, w_any, bias_md, dst) : dnnl::matmul::desc(src_q, w_any, dst);
+    const dnnl::matmul::primitive_desc pd(d, attr, cpu_engine());
+    args[DNNL_ARG_WEIGHTS] = program.prepacked(w_plain, w_q.data(), pd.weights_desc());
+    program.add(dnnl::matmul(pd), pd, std::move(args));
+  }
   const Shape& y_shape = b.outputs[0].shape;
   const Layout layout = out ? layout_of(retyped(plain_desc(y_shape), quant_data_type(out->type)), y_shape, b.threads, out->scale)
                             : Layout{};
