@@ -108,6 +108,13 @@ void sleep_unless_stopped(double seconds, const std::atomic<bool>* stop) {
 
 }  // namespace
 
+ReadingChoice reading_choice(double stored_ms, bool stored_loaded, double fresh_ms) {
+  if (stored_loaded || !(stored_ms > 0)) return ReadingChoice::fresh;
+  if (fresh_ms > stored_ms * kReadingsAgreeRatio) return ReadingChoice::stored;
+  if (stored_ms > fresh_ms * kReadingsAgreeRatio) return ReadingChoice::fresh;
+  return ReadingChoice::mean;
+}
+
 Status bench_target_check_sections(const std::vector<std::string>& only) {
   for (const std::string& s : only)
     KILN_REQUIRE(s == kSectionPeak || s == kSectionBandwidth || s == kSectionSweep, invalid_argument, "--only: unknown section '",
@@ -155,10 +162,10 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
   const auto to_measure = [&](const BenchPoint& p) {
     return options.force || options.keep_faster || !stored.count(measurement_identity(p.record));
   };
-  std::map<std::string, double> stored_ms;  // keep_faster: identity -> stored median
+  std::map<std::string, Measurement> stored_rows;  // keep_faster: identity -> stored point
   if (options.keep_faster) {
     KILN_ASSIGN(rows, store.measurements(fp.id));
-    for (const Measurement& m : rows) stored_ms[measurement_identity(m)] = m.median_ms;
+    for (Measurement& m : rows) stored_rows[measurement_identity(m)] = std::move(m);
   }
   if (options.dry_run) {
     for (const Section& section : sections)
@@ -233,17 +240,32 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
       std::string line("[");
       line.append(section.name).append(" ").append(std::to_string(done)).append("/").append(std::to_string(todo.size()));
       line.append("] ").append(m.key).append(" ").append(m.dtype).append(" t").append(std::to_string(m.threads)).append(": ");
-      const auto kept = options.keep_faster ? stored_ms.find(measurement_identity(m)) : stored_ms.end();
-      if (ok && kept != stored_ms.end() && kept->second <= m.median_ms) {
+      const auto stored_row = options.keep_faster ? stored_rows.find(measurement_identity(m)) : stored_rows.end();
+      const ReadingChoice choice = ok && stored_row != stored_rows.end()
+                                       ? reading_choice(stored_row->second.median_ms,
+                                                        stored_row->second.load_avg > stored_row->second.threads + kLoadSlack, m.median_ms)
+                                       : ReadingChoice::fresh;
+      if (ok && choice == ReadingChoice::stored) {
         ++summary.kept_stored;
         char text[96];
-        std::snprintf(text, sizeof text, " (kept the stored %.4g ms: faster)", kept->second);
+        std::snprintf(text, sizeof text, " (kept the stored %.4g ms: faster)", stored_row->second.median_ms);
         line += result_text(m) + text;
       } else if (ok) {
+        if (choice == ReadingChoice::mean) {
+          ++summary.averaged;
+          char text[96];
+          std::snprintf(text, sizeof text, " (stored %.4g ms: the mean of the two)", 0.5 * (stored_row->second.median_ms + m.median_ms));
+          line += result_text(m) + text;
+          // The spread and the rate move with the median: p10/p90 keep their distance from it in ratio.
+          const double scale = 0.5 * (stored_row->second.median_ms + m.median_ms) / m.median_ms;
+          m.median_ms *= scale, m.p10_ms *= scale, m.p90_ms *= scale, m.total_median_ms *= scale;
+          if (m.throughput > 0) m.throughput /= scale;
+        } else {
+          line += result_text(m);
+        }
         m.measured_at = utc_now();
         KILN_TRY(store.measurement_put(fp.id, run_id, m));
         ++summary.measured;
-        line += result_text(m);
         if (m.load_avg > m.threads + kLoadSlack) {
           ++summary.loaded;
           char load[64];

@@ -198,7 +198,7 @@ int run_bench_target(const BenchTargetCli& o) {
     std::cout << nlohmann::json{{"db", db_path},           {"target", s.fingerprint.id}, {"cpu_model", s.fingerprint.cpu_model},
                                 {"device", perf::fingerprint_is_cuda(s.fingerprint) ? "cuda" : "cpu"},
                                 {"run", s.run_id},         {"planned", s.planned},       {"measured", s.measured},
-                                {"already_stored", s.already_stored}, {"kept_stored", s.kept_stored}, {"failed", s.failed}, {"loaded", s.loaded}, {"deferred", s.deferred}, {"settle_waited_seconds", s.settle_waited_seconds}, {"to_measure", s.to_measure}, {"dry_run", o.dry_run}, {"failures", s.failures},
+                                {"already_stored", s.already_stored}, {"kept_stored", s.kept_stored}, {"averaged", s.averaged}, {"failed", s.failed}, {"loaded", s.loaded}, {"deferred", s.deferred}, {"settle_waited_seconds", s.settle_waited_seconds}, {"to_measure", s.to_measure}, {"dry_run", o.dry_run}, {"failures", s.failures},
                                 {"interrupted", s.interrupted}, {"seconds", s.seconds},  {"skipped", skipped}, {"speed_drift", drift}}
                      .dump(2)
               << '\n';
@@ -214,9 +214,12 @@ int run_bench_target(const BenchTargetCli& o) {
     for (const perf::SpeedDrift& d : s.drift)
       std::printf("machine speed from the first point to the last: %s%s\n", perf::speed_drift_text(d).c_str(),
                   d.moved() && !d.loaded ? ": moved" : "");
+    if (s.averaged > 0)
+      std::printf("%lld points measured again agreed with the stored time within %.0f%%: the mean of the two is stored (--keep-faster)\n",
+                  static_cast<long long>(s.averaged), 100 * (perf::kReadingsAgreeRatio - 1));
     if (s.kept_stored > 0)
-      std::printf("%lld points measured again were slower than the stored time, which was kept (--keep-faster)\n",
-                  static_cast<long long>(s.kept_stored));
+      std::printf("%lld points measured again were over %.0f%% slower than the stored time, which was kept (--keep-faster)\n",
+                  static_cast<long long>(s.kept_stored), 100 * (perf::kReadingsAgreeRatio - 1));
     if (s.deferred > 0)
       std::printf("%lld multi-thread points were put off while the host slowed threads down (%.0f s spent waiting for it to end)\n",
                   static_cast<long long>(s.deferred), s.settle_waited_seconds);
@@ -246,8 +249,9 @@ void add_bench_target_command(CLI::App& app, CommandRunner& run) {
   cmd->add_flag("--remeasure-loaded", o->remeasure_loaded,
                 "Re-measure the stored points that were measured under load (other processes, or the host slowing threads down)");
   cmd->add_flag("--keep-faster", o->keep_faster,
-                "Re-measure every point and keep the faster of the stored and the new time (contention and a VM's slow "
-                "spells only add time: two sweeps minutes apart give the machine's own speed)");
+                "Re-measure every point; where the stored and the new time differ by more than 15% keep the faster "
+                "(contention and a VM's slow spells only add time: two sweeps minutes apart give the machine's own "
+                "speed), else store their mean (the faster of two noisy readings is biased fast)");
   cmd->add_option("--settle", o->settle_seconds,
                   "While the host slows multi-thread work down, put those points off and wait at most this many seconds in "
                   "all for it to end (default 120, with --quick 0); 0 measures them at once and flags them as loaded")
