@@ -8,7 +8,8 @@
 // Usage: kiln_perfmodel_eval [--cache DIR] [--db FILE] [--target ID] [--models a,b] [--batches 1,8,32]
 //                            [--precisions fp32,bf16,int8] [--threads 1,2] [--runs N] [--budget-ms MS] [--window-ms MS]
 //                            [--method auto|roofline|knn] [--neighbours K]   (the fit's choices, to compare)
-//                            [--steps]   (per case, predicted vs measured time per kind of step, where the error is)
+//                            [--steps]   (per case, predicted vs measured time per kind of step, where the error is,
+//                                         and the five single steps that miss most; --top-steps N: the N that do)
 //                            [--canary]  (before each case, re-time a few of the profile's own sweep points (convs;
 //                                         an Add and a Concat) at the case's threads: time now over stored time says how
 //                                         far the machine has drifted since it was profiled; reported beside the
@@ -72,6 +73,7 @@ struct Options {
   std::vector<std::string> precisions = {"fp32", "bf16", "int8"};
   std::vector<int> threads = {1, 2};
   bool steps = false;        // print the per-kind breakdown of each case
+  int top_steps = 5;         // --steps: this many single steps that miss most
   bool canary = false;       // time the profile's canary points before each case
   bool predict_only = false; // print the predictions, measure nothing (to score two profiles on one run's measurements)
   // Measure the whole matrix this many times: how often two measurements of the same case minutes
@@ -121,6 +123,7 @@ bool parse(int argc, char** argv, Options& o) {
     else if (a == "--models") o.models = split(v);
     else if (a == "--precisions") o.precisions = split(v);
     else if (a == "--settle") o.settle_s = std::max(0.0, std::atof(v.c_str()));
+    else if (a == "--top-steps") o.steps = true, o.top_steps = std::max(1, std::atoi(v.c_str()));
     else if (a == "--passes") o.passes = std::max(1, std::atoi(v.c_str()));
     else if (a == "--runs") o.runs = std::max(3, std::atoi(v.c_str()));
     else if (a == "--budget-ms") o.budget_ms = std::atof(v.c_str());
@@ -187,7 +190,7 @@ Result<Measured> measure(Engine& engine, const std::vector<Tensor>& inputs, cons
 // Where a case's error is: per kind of step (the sweep op, or the plan op of steps the sweep has
 // no counterpart for), the predicted time beside the in-model step time (median of 5 profiled runs).
 void print_breakdown(Engine& engine, const std::vector<Tensor>& inputs, const std::vector<perf::StepFeatures>& features,
-                     const perf::PlanPrediction& p) {
+                     const perf::PlanPrediction& p, size_t top_steps) {
   std::vector<std::vector<double>> runs;
   for (int r = 0; r < 5; ++r) {
     std::vector<double> step_ms;
@@ -225,7 +228,7 @@ void print_breakdown(Engine& engine, const std::vector<Tensor>& inputs, const st
   std::printf("      %-56s            pred %9.3f  meas %9.3f (sum of steps)\n", "all", p.total_ms, measured_sum);
   // The single steps that miss most, either way: what to sweep next.
   std::sort(misses.begin(), misses.end(), [](const Miss& a, const Miss& b) { return std::abs(a.by) > std::abs(b.by); });
-  for (size_t j = 0; j < misses.size() && j < 5; ++j) {
+  for (size_t j = 0; j < misses.size() && j < top_steps; ++j) {
     const perf::StepFeatures& f = features[misses[j].step];
     std::printf("        %+8.3f ms  pred %8.3f meas %8.3f  %s %s (%s; %s %lld->%lld %lldx%lld k%lld s%lld; %s)\n", -misses[j].by,
                 p.steps[misses[j].step].ms, misses[j].measured, f.op.c_str(), f.node.c_str(), f.kernel.c_str(), f.m.dtype.c_str(),
@@ -322,7 +325,7 @@ int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) {
     std::fprintf(stderr, "usage: kiln_perfmodel_eval [--cache DIR] [--db FILE] [--target ID] [--models a,b] "
-                         "[--batches 1,8,32] [--precisions fp32,bf16,int8] [--threads 1,2] [--runs N] [--budget-ms MS] [--window-ms MS] [--method auto|roofline|knn] [--neighbours K] [--steps] [--canary] [--settle S] [--predict-only] [--passes N | --repeat]\n");
+                         "[--batches 1,8,32] [--precisions fp32,bf16,int8] [--threads 1,2] [--runs N] [--budget-ms MS] [--window-ms MS] [--method auto|roofline|knn] [--neighbours K] [--steps] [--top-steps N] [--canary] [--settle S] [--predict-only] [--passes N | --repeat]\n");
     return 2;
   }
   const std::string db = o.db.empty() ? perf::benchmark_store_default_path() : o.db;
@@ -474,7 +477,7 @@ int main(int argc, char** argv) {
               std::printf("  first pass %12.3f (%+.1f%%)", f->measured, 100 * (r.measured / f->measured - 1));
             std::printf("\n");
             results.push_back(r);
-            if (o.steps) print_breakdown(**engine, inputs, features, p);
+            if (o.steps) print_breakdown(**engine, inputs, features, p, static_cast<size_t>(o.top_steps));
             std::fflush(stdout);
           }
         }
