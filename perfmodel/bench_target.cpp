@@ -108,8 +108,9 @@ void sleep_unless_stopped(double seconds, const std::atomic<bool>* stop) {
 
 }  // namespace
 
-ReadingChoice reading_choice(double stored_ms, bool stored_loaded, double fresh_ms) {
+ReadingChoice reading_choice(double stored_ms, bool stored_loaded, double fresh_ms, bool fresh_loaded) {
   if (stored_loaded || !(stored_ms > 0)) return ReadingChoice::fresh;
+  if (fresh_loaded) return ReadingChoice::stored;
   if (fresh_ms > stored_ms * kReadingsAgreeRatio) return ReadingChoice::stored;
   if (stored_ms > fresh_ms * kReadingsAgreeRatio) return ReadingChoice::fresh;
   return ReadingChoice::mean;
@@ -243,12 +244,15 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
       const auto stored_row = options.keep_faster ? stored_rows.find(measurement_identity(m)) : stored_rows.end();
       const ReadingChoice choice = ok && stored_row != stored_rows.end()
                                        ? reading_choice(stored_row->second.median_ms,
-                                                        stored_row->second.load_avg > stored_row->second.threads + kLoadSlack, m.median_ms)
+                                                        stored_row->second.load_avg > stored_row->second.threads + kLoadSlack,
+                                                        m.median_ms, m.load_avg > m.threads + kLoadSlack)
                                        : ReadingChoice::fresh;
       if (ok && choice == ReadingChoice::stored) {
         ++summary.kept_stored;
         char text[96];
-        std::snprintf(text, sizeof text, " (kept the stored %.4g ms: faster)", stored_row->second.median_ms);
+        std::snprintf(text, sizeof text, m.load_avg > m.threads + kLoadSlack ? " (kept the stored %.4g ms: this one ran under load)"
+                                                                             : " (kept the stored %.4g ms: faster)",
+                      stored_row->second.median_ms);
         line += result_text(m) + text;
       } else if (ok) {
         if (choice == ReadingChoice::mean) {

@@ -86,8 +86,10 @@ inline constexpr double kReadingsAgreeRatio = 1.15;
 enum class ReadingChoice { stored, mean, fresh };
 
 // --keep-faster's rule for a stored time and a new one of the same point: the mean where they agree
-// within kReadingsAgreeRatio, else the faster. A stored reading taken under load never counts.
-ReadingChoice reading_choice(double stored_ms, bool stored_loaded, double fresh_ms);
+// within kReadingsAgreeRatio, else the faster. A reading taken under load counts only against another
+// taken under load: a loaded stored one gives way, a loaded new one leaves a quiet stored one as it is
+// (a mean would carry the load flag, and the fit would drop the point).
+ReadingChoice reading_choice(double stored_ms, bool stored_loaded, double fresh_ms, bool fresh_loaded);
 
 // Refuses unknown section names (naming the known ones).
 Status bench_target_check_sections(const std::vector<std::string>& only);
