@@ -80,7 +80,7 @@ struct BenchTargetSummary {
 // noise, and their mean is the better estimate: the faster of two noisy readings sits below the
 // truth (one-thread sweep points of a 2-vCPU EPYC VM: 95% of pairs within 15%, median ratio 1.003;
 // a profile of the faster readings priced whole models 2-4% fast). Beyond it, the slower one ran
-// in a slow spell (two-thread pairs: 15% of them apart by more).
+// in a slow spell (two-thread pairs: 22-25% of them apart by more, mostly the first reading slow).
 inline constexpr double kReadingsAgreeRatio = 1.15;
 
 enum class ReadingChoice { stored, mean, fresh };
