@@ -250,7 +250,7 @@ struct Canary {
   std::vector<bool> memory;  // an Add/Concat point
 };
 
-// --settle's bound on the compute canary: the edge of Drift::steady's band.
+// The upper edge of Drift::steady's band, and --settle's bound on the compute canary.
 constexpr double kSettleComputeDrift = 1.25;
 
 struct Drift {
@@ -262,7 +262,7 @@ struct Drift {
   // the two-vCPU slow mode moves data 3x slower. The pace by bench-target's own rule: a point
   // measured now would count as loaded.
   bool steady() const {
-    const auto near = [](double r) { return r == 0 || (r >= 0.8 && r <= 1.25); };
+    const auto near = [](double r) { return r == 0 || (r >= 0.8 && r <= kSettleComputeDrift); };
     return near(compute) && near(memory) && (!pace || perf::thread_pace_lost_cpus(*pace) <= perf::kLoadSlack);
   }
 };
@@ -271,7 +271,7 @@ std::map<int, Canary> canary_points(const perf::TargetProfile& profile, const st
   const auto is_memory = [](const std::string& op) { return op == "add" || op == "concat"; };
   std::map<std::string, const perf::Measurement*> stored;
   for (const perf::Measurement& m : profile.measurements) {
-    if (m.kind != perf::kKindKernel || m.load_avg > m.threads + perf::kLoadSlack) continue;
+    if (m.kind != perf::kKindKernel || perf::measured_under_load(m)) continue;
     if ((m.op == "conv" && m.median_ms >= 0.5 && m.median_ms <= 5) ||
         (is_memory(m.op) && m.median_ms >= 0.02 && m.median_ms <= 2))
       stored[perf::measurement_identity(m)] = &m;

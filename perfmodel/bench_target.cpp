@@ -241,27 +241,27 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
       std::string line("[");
       line.append(section.name).append(" ").append(std::to_string(done)).append("/").append(std::to_string(todo.size()));
       line.append("] ").append(m.key).append(" ").append(m.dtype).append(" t").append(std::to_string(m.threads)).append(": ");
+      const bool loaded = measured_under_load(m);
       const auto stored_row = options.keep_faster ? stored_rows.find(measurement_identity(m)) : stored_rows.end();
       const ReadingChoice choice = ok && stored_row != stored_rows.end()
-                                       ? reading_choice(stored_row->second.median_ms,
-                                                        stored_row->second.load_avg > stored_row->second.threads + kLoadSlack,
-                                                        m.median_ms, m.load_avg > m.threads + kLoadSlack)
+                                       ? reading_choice(stored_row->second.median_ms, measured_under_load(stored_row->second),
+                                                        m.median_ms, loaded)
                                        : ReadingChoice::fresh;
       if (ok && choice == ReadingChoice::stored) {
         ++summary.kept_stored;
         char text[96];
-        std::snprintf(text, sizeof text, m.load_avg > m.threads + kLoadSlack ? " (kept the stored %.4g ms: this one ran under load)"
-                                                                             : " (kept the stored %.4g ms: faster)",
+        std::snprintf(text, sizeof text, loaded ? " (kept the stored %.4g ms: this one ran under load)" : " (kept the stored %.4g ms: faster)",
                       stored_row->second.median_ms);
         line += result_text(m) + text;
       } else if (ok) {
         if (choice == ReadingChoice::mean) {
           ++summary.averaged;
+          const double mean_ms = 0.5 * (stored_row->second.median_ms + m.median_ms);
           char text[96];
-          std::snprintf(text, sizeof text, " (stored %.4g ms: the mean of the two)", 0.5 * (stored_row->second.median_ms + m.median_ms));
+          std::snprintf(text, sizeof text, " (stored %.4g ms: the mean of the two)", mean_ms);
           line += result_text(m) + text;
           // The spread and the rate move with the median: p10/p90 keep their distance from it in ratio.
-          const double scale = 0.5 * (stored_row->second.median_ms + m.median_ms) / m.median_ms;
+          const double scale = mean_ms / m.median_ms;
           m.median_ms *= scale, m.p10_ms *= scale, m.p90_ms *= scale, m.total_median_ms *= scale;
           if (m.throughput > 0) m.throughput /= scale;
         } else {
@@ -270,7 +270,7 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
         m.measured_at = utc_now();
         KILN_TRY(store.measurement_put(fp.id, run_id, m));
         ++summary.measured;
-        if (m.load_avg > m.threads + kLoadSlack) {
+        if (loaded) {
           ++summary.loaded;
           char load[64];
           std::snprintf(load, sizeof load, " [under load %.1f]", m.load_avg - m.threads);

@@ -87,6 +87,9 @@ struct Measurement {
 // foreign-load meter, and old rows' load average lagging behind the benchmark's own threads.
 constexpr double kLoadSlack = 0.5;
 
+// Whether a point was measured under load: the fit drops it, and a re-measurement never averages with it.
+inline bool measured_under_load(const Measurement& m) { return m.load_avg > m.threads + kLoadSlack; }
+
 // Every field of Measurement, in one list: the store's columns and the JSON profile's keys are
 // generated from it, so a field added here is stored and exported everywhere.
 #define KILN_MEASUREMENT_FIELDS(X)                                                                         \

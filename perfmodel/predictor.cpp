@@ -221,7 +221,7 @@ Result<LatencyPredictor> LatencyPredictor::fit(const std::vector<Measurement>& r
       p.bandwidth_[m.threads].emplace_back(static_cast<double>(m.working_set_bytes), static_cast<double>(m.working_set_bytes) / m.median_ms);
     if (m.kind != kKindKernel || m.op.empty() || !(m.median_ms > 0) || !(m.macs > 0)) continue;
     kernels.push_back(m);
-    if (m.load_avg <= m.threads + kLoadSlack) quiet.push_back(m);
+    if (!measured_under_load(m)) quiet.push_back(m);
   }
   KILN_REQUIRE(!kernels.empty(), invalid_argument,
                "the store has no kernel-sweep measurements for this target: run `kiln bench-target` (or import a profile)");
