@@ -120,29 +120,43 @@ TEST_CASE("kiln bench-target --quick measures, then skips what is stored, export
   CHECK(j3["measured"].get<int>() < j1["measured"].get<int>());
 
   // --keep-faster times every peak point again: each stores the mean of its two times where they agree
-  // within kReadingsAgreeRatio, else the faster (reading_choice_test has the rule itself).
+  // within kReadingsAgreeRatio, else the faster (reading_choice_test has the rule itself). A point stored
+  // under load takes the new reading whatever it is, so the bound holds only for points stored quiet: under
+  // a parallel ctest the host's load average can flag some.
+  struct PeakPoint {
+    double ms = 0;
+    bool loaded = false;
+  };
   const auto peak_medians = [&](const std::string& file) {
     parse(run_bench_target(dir, "--export " + file + " --json --db " + db));
     std::ifstream in(file);
     const nlohmann::json doc = nlohmann::json::parse(in);
-    std::map<std::string, double> out;
-    for (const auto& m : doc["targets"][0]["measurements"])
-      if (m["kind"] == "peak") out[m["key"].get<std::string>() + " " + m["dtype"].get<std::string>()] = m["median_ms"].get<double>();
+    std::map<std::string, PeakPoint> out;
+    for (const auto& m : doc["targets"][0]["measurements"]) {
+      if (m["kind"] != "peak") continue;
+      kiln::perf::Measurement point;
+      point.threads = m["threads"].get<int>();
+      point.load_avg = m["load_avg"].get<double>();
+      out[m["key"].get<std::string>() + " " + m["dtype"].get<std::string>()] = {m["median_ms"].get<double>(),
+                                                                               kiln::perf::measured_under_load(point)};
+    }
     return out;
   };
-  const std::map<std::string, double> before = peak_medians(dir.file("before.json"));
+  const std::map<std::string, PeakPoint> before = peak_medians(dir.file("before.json"));
   const KilnRun faster = run_bench_target(dir, "--quick --threads 1 --only peak --keep-faster --json --db " + db);
   const nlohmann::json j4 = parse(faster);
   CHECK(j4["already_stored"] == 0);
   CHECK(j4["measured"].get<int>() + j4["kept_stored"].get<int>() == j4["planned"].get<int>());
-  const std::map<std::string, double> after = peak_medians(dir.file("after.json"));
+  const std::map<std::string, PeakPoint> after = peak_medians(dir.file("after.json"));
   REQUIRE(after.size() == before.size());
   int unchanged = 0;
   int changed = 0;
-  for (const auto& [key, ms] : after) {
-    CHECK(ms <= before.at(key) * (1 + kiln::perf::kReadingsAgreeRatio) / 2);  // a mean at most half the gap up
-    unchanged += ms == before.at(key);
-    changed += ms != before.at(key);
+  for (const auto& [key, point] : after) {
+    const PeakPoint& stored = before.at(key);
+    INFO(key << ": before " << stored.ms << " ms" << (stored.loaded ? " (loaded)" : "") << ", after " << point.ms << " ms");
+    if (!stored.loaded) CHECK(point.ms <= stored.ms * (1 + kiln::perf::kReadingsAgreeRatio) / 2);  // a mean at most half the gap up
+    unchanged += point.ms == stored.ms;
+    changed += point.ms != stored.ms;
   }
   CHECK(unchanged == j4["kept_stored"].get<int>());
   CHECK(changed == j4["measured"].get<int>());
