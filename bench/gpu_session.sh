@@ -9,7 +9,7 @@
 #           stays in .gpu/ (SQLite's WAL files would count against OUT_DIR's 8), progress in bench.log;
 #   export  the torchvision set from that machine's PyTorch (tests/models/export_torchvision.py);
 #   verify  kiln verify --device cuda on each model in fp32, tf32, fp16 and bf16 (vs the CPU reference);
-#   precision_ref  PyTorch's own fp16/bf16 error on the same conditioned models (bench/pytorch_precision_error.py),
+#   precision_ref  PyTorch's own fp16/bf16/tf32 error on the same conditioned models (bench/pytorch_precision_error.py),
 #           the yardstick for verify's figures, in OUT_DIR/precision_ref.jsonl;
 #   bench   kiln bench --device cuda and PyTorch eager, batch 1 and 64, in BENCH_PRECISIONS, side by side;
 #   bench_cudnn  kiln bench again with KILN_CUDA_POINTWISE=0 (1x1 convolutions on cuDNN instead of
@@ -167,8 +167,8 @@ if [ -n "$models_pid" ]; then
 fi
 
 if stage_on precision_ref && [ "$(time_left)" -gt 60 ]; then
-  log "precision_ref: PyTorch fp16/bf16 vs fp32 on $models_csv"
-  timeout $(($(time_left) - 30)) python3 bench/pytorch_precision_error.py --models "$models_csv" >"$out/precision_ref.jsonl" 2>>"$out/bench.log"
+  log "precision_ref: PyTorch fp16/bf16/tf32 vs fp32 on $models_csv"
+  timeout $(($(time_left) - 30)) python3 bench/pytorch_precision_error.py --models "$models_csv" --precisions fp16,bf16,tf32 >"$out/precision_ref.jsonl" 2>>"$out/bench.log"
   log "precision_ref exit $?: $(wc -l <"$out/precision_ref.jsonl") rows"
 fi
 

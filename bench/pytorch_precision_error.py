@@ -6,11 +6,12 @@ Dev/bench-only (kiln never needs Python). The models are built exactly as
 tests/models/export_torchvision.py builds the ONNX files kiln verifies (seeded random weights,
 then conditioned), so both frameworks are measured on the same weights. For each model: the
 fp32 output on the GPU (TF32 off) on a seeded normal input, then the model cast to each
-precision (PyTorch's usual whole-model cast: weights and activations in that type), compared
+precision (PyTorch's usual whole-model cast: weights and activations in that type; tf32: the
+float32 model with TF32 allowed in cuDNN and matmuls, as kiln's tf32), compared
 with kiln verify's figures: cosine, max_rel_error = max|diff| / max|fp32|, top-1 agreement.
 One JSON object per line.
 
-Usage: python3 bench/pytorch_precision_error.py [--models a,b] [--precisions fp16,bf16] [--batch 2] [--samples 4]
+Usage: python3 bench/pytorch_precision_error.py [--models a,b] [--precisions fp16,bf16,tf32] [--batch 2] [--samples 4]
 """
 
 import argparse
@@ -50,9 +51,16 @@ def main():
         with torch.inference_mode():
             ref = torch.cat([model(b.to(dev)).float() for b in x.split(args.batch)]).double()
             for precision in args.precisions.split(","):
-                low = copy.deepcopy(model).to(dtypes[precision])  # .to() casts in place: the fp32 model stays
-                got = torch.cat([low(b.to(dev).to(dtypes[precision])).float() for b in x.split(args.batch)]).double()
-                del low
+                if precision == "tf32":
+                    torch.backends.cuda.matmul.allow_tf32 = True
+                    torch.backends.cudnn.allow_tf32 = True
+                    got = torch.cat([model(b.to(dev)).float() for b in x.split(args.batch)]).double()
+                    torch.backends.cuda.matmul.allow_tf32 = False
+                    torch.backends.cudnn.allow_tf32 = False
+                else:
+                    low = copy.deepcopy(model).to(dtypes[precision])  # .to() casts in place: the fp32 model stays
+                    got = torch.cat([low(b.to(dev).to(dtypes[precision])).float() for b in x.split(args.batch)]).double()
+                    del low
                 diff = (got - ref).abs().max().item()
                 cosine = torch.nn.functional.cosine_similarity(got.flatten(), ref.flatten(), dim=0).item()
                 agree = (got.argmax(1) == ref.argmax(1)).double().mean().item()
