@@ -19,6 +19,11 @@ constexpr uint32_t kGridSeed = 20261124;  // fixed: every machine measures the s
 // one core and the grid's small end still has enough work to time.
 constexpr double kMaxMacs = 1.2e9;
 constexpr double kMinMacs = 2e5;
+// A device's large-work points: above twice a core's cap (the batch-64 copies of capped batch-32
+// shapes reach it), up to the work of the largest layers models run at batch 64 (a 3x3 conv of
+// 64 channels at 56x56 is 7.4 GMACs there).
+constexpr double kMaxDeviceMacs = 3e10;
+constexpr int64_t kDeviceBatch = 64;
 
 const std::vector<int64_t> kChannels = {16, 32, 64, 128, 256, 512, 1024, 2048};
 const std::vector<int64_t> kSpatial = {7, 14, 28, 56, 112};
@@ -51,11 +56,18 @@ bool in_budget(const SweepShape& s) {
   return macs >= kMinMacs && macs <= kMaxMacs;
 }
 
-std::vector<SweepShape> conv_candidates() {
+bool in_device_budget(const SweepShape& s) {
+  const double macs = sweep_macs(s);
+  return macs > 2 * kMaxMacs && macs <= kMaxDeviceMacs;
+}
+
+using ShapeFilter = bool (*)(const SweepShape&);
+
+std::vector<SweepShape> conv_candidates(const std::vector<int64_t>& batches = kBatches, ShapeFilter keep = in_budget) {
   std::vector<SweepShape> out;
   for (int64_t k : {1, 3, 5, 7})
     for (int64_t stride : {1, 2})
-      for (int64_t b : kBatches)
+      for (int64_t b : batches)
         for (int64_t c : kChannels)
           for (int64_t ratio_x2 : {1, 2, 4, 8})  // out = in x {0.5, 1, 2, 4}
             for (int64_t hw : kSpatial) {
@@ -65,7 +77,7 @@ std::vector<SweepShape> conv_candidates() {
               if (k >= 5 && c > 256) continue;
               if (hw == 7 && stride == 2) continue;
               SweepShape s{SweepOp::conv, b, c, out_c, hw, hw, k, stride, k / 2};
-              if (in_budget(s)) out.push_back(s);
+              if (keep(s)) out.push_back(s);
             }
   return out;
 }
@@ -113,7 +125,7 @@ std::vector<SweepShape> thin_channel_candidates() {
 // grid batch. nn-Meter's remedy for interpolation error: sample the sweep from the distribution of
 // the layers models have, not only from a grid. 46 of the evaluation models' 237 distinct layers
 // are among them (kernel shapes only; no evaluation model is timed for the fit).
-std::vector<SweepShape> zoo_candidates() {
+std::vector<SweepShape> zoo_candidates(const std::vector<int64_t>& batches = kBatches, ShapeFilter keep = in_budget) {
   struct Layer {
     SweepOp op;
     int64_t in_c, out_c, hw, kernel, stride;
@@ -122,12 +134,12 @@ std::vector<SweepShape> zoo_candidates() {
 #include "perfmodel/microbench/zoo_layers.inc"
   };
   std::vector<SweepShape> out;
-  for (int64_t b : kBatches)
+  for (int64_t b : batches)
     for (const Layer& l : kLayers) {
       // Stems (3 input channels, 224x224) are the border grid's: they read the model's plain input.
       if (l.in_c < 16 || l.hw > 112) continue;
       const SweepShape s{l.op, b, l.in_c, l.out_c, l.hw, l.hw, l.kernel, l.stride, l.kernel / 2};
-      if (in_budget(s)) out.push_back(s);
+      if (keep(s)) out.push_back(s);
     }
   return out;
 }
@@ -155,7 +167,7 @@ std::vector<SweepShape> gemm_candidates() {
 // at 35). Swin's MLP widths and token counts are ConvNeXt-T's (both stage 96..768 channels at
 // 56..7 pixels): that model's MatMuls are in the catalog by shape, as 46 of the evaluation
 // models' convolutions are in the convolution catalog.
-std::vector<SweepShape> zoo_gemm_candidates() {
+std::vector<SweepShape> zoo_gemm_candidates(const std::vector<int64_t>& batches = kBatches, ShapeFilter keep = in_budget) {
   struct Layer {
     int64_t tokens, k, n;
   };
@@ -163,13 +175,13 @@ std::vector<SweepShape> zoo_gemm_candidates() {
 #include "perfmodel/microbench/zoo_gemm_layers.inc"
   };
   std::vector<SweepShape> out;
-  for (int64_t b : kBatches)
+  for (int64_t b : batches)
     for (const Layer& l : kLayers) {
       SweepShape s{SweepOp::gemm, b * l.tokens};
       s.m = b * l.tokens;
       s.k = l.k;
       s.n = l.n;
-      if (in_budget(s)) out.push_back(s);
+      if (keep(s)) out.push_back(s);
     }
   return out;
 }
@@ -542,6 +554,22 @@ std::vector<SweepShape> sweep_grid(bool quick) {
   // batch 1; then each factor of 8).
   append_unseen(zoo_gemm_candidates(), kZooGemmPoints,
                 [](const SweepShape& s) { return std::to_string(static_cast<int>(std::log2(static_cast<double>(s.m)) / 3)); });
+  return grid;
+}
+
+std::vector<SweepShape> sweep_device_large_grid() {
+  const std::vector<int64_t> batch = {kDeviceBatch};
+  std::vector<SweepShape> grid = sample(conv_candidates(batch, in_device_budget), 48, window_stratum);
+  std::set<std::string> in_grid;
+  for (const SweepShape& g : grid) in_grid.insert(sweep_key(g));
+  std::vector<SweepShape> zoo;
+  for (const SweepShape& s : zoo_candidates(batch, in_device_budget))
+    if (!in_grid.count(sweep_key(s))) zoo.push_back(s);
+  for (const SweepShape& s : sample(std::move(zoo), 24, [](const SweepShape& s) { return sweep_op_name(s.op) + window_stratum(s); }))
+    grid.push_back(s);
+  for (const SweepShape& s : sample(zoo_gemm_candidates(batch, in_device_budget), 16,
+                                    [](const SweepShape& s) { return std::to_string(s.k) + "/" + std::to_string(s.n); }))
+    grid.push_back(s);
   return grid;
 }
 

@@ -68,6 +68,12 @@ std::string sweep_key(const SweepShape& s);  // "conv k3 s1 64->64 56x56 b1"
 
 // The grid: `quick` is a handful of small shapes (seconds); else the sampled design.
 std::vector<SweepShape> sweep_grid(bool quick);
+// A device's large-work grid: convolutions (grid and real layers) and fully connected layers at
+// batch 64 with more work than the grid's cap allows a CPU core (2.4 to 30 GMACs), the layers a GPU
+// runs at large batch. Without them a GPU profile priced ResNet-18's batch-64 3x3 convolutions
+// (7.4 GMACs) from points of at most 2.4 and predicted the model 1.8x too slow on an H200
+// (docs/cuda-backend.md). Deterministic, as the grid.
+std::vector<SweepShape> sweep_device_large_grid();
 // The border grid: convolutions and depthwise convolutions reading plain float32 (plain_input),
 // stems on 3 channels among them, convolutions reading float32 in their format (float_input), and
 // convolutions with a SiLU epilogue (silu), with a residual sum (residual), and int8 convolutions and

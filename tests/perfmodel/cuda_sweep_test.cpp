@@ -14,19 +14,25 @@
 using namespace kiln;
 using namespace kiln::perf;
 
-TEST_CASE("the GPU sweep's shapes: the CPU grid (less the CPU pipeline's fusions) plus cheap batch-64 copies, every op early",
+TEST_CASE("the GPU sweep's shapes: the CPU grid (less the CPU pipeline's fusions) plus cheap batch-64 copies and large-work points, every op early",
           "[perfmodel][cuda]") {
   std::vector<SweepShape> grid = sweep_grid(false);
   const auto cpu_fusion = [](const SweepShape& s) { return s.op == SweepOp::depth_first || s.op == SweepOp::concat_affine; };
   REQUIRE(std::erase_if(grid, cpu_fusion) > 0);
   const std::vector<SweepShape> shapes = cuda_sweep_shapes(false);
-  std::set<std::string> keys, grid_keys;
+  std::set<std::string> keys, grid_keys, large_keys;
   for (const SweepShape& s : grid) grid_keys.insert(sweep_key(s));
-  int batch64 = 0;
+  for (const SweepShape& s : sweep_device_large_grid()) large_keys.insert(sweep_key(s));
+  int batch64 = 0, large = 0;
   for (const SweepShape& s : shapes) {
     CHECK(!cpu_fusion(s));
     CHECK(keys.insert(sweep_key(s)).second);  // no shape twice
     if (grid_keys.count(sweep_key(s))) continue;
+    CHECK(sweep_bytes(s, 4) <= 256.0 * (1 << 20));
+    if (large_keys.count(sweep_key(s))) {
+      ++large;
+      continue;
+    }
     ++batch64;
     CHECK(s.batch == 64);
     CHECK(s.op != SweepOp::gemm);
@@ -36,7 +42,8 @@ TEST_CASE("the GPU sweep's shapes: the CPU grid (less the CPU pipeline's fusions
     CHECK(grid_keys.count(sweep_key(twin)) == 1);
   }
   CHECK(batch64 > 20);
-  CHECK(shapes.size() == grid.size() + static_cast<size_t>(batch64));
+  CHECK(large > 40);
+  CHECK(shapes.size() == grid.size() + static_cast<size_t>(batch64 + large));
   // Interleaved: the first nine shapes are the nine ops, so a sweep cut short still covers them.
   std::set<SweepOp> first;
   for (size_t i = 0; i < 9; ++i) first.insert(shapes[i].op);

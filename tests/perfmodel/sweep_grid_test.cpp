@@ -104,6 +104,41 @@ TEST_CASE("the full grid ends with real layers of models outside the evaluation 
   for (const char* kind : {"conv k1", "conv k3", "depthwise_conv k3", "depthwise_conv k5"}) CHECK(kinds.count(kind) == 1);
 }
 
+TEST_CASE("a device's large-work grid: batch-64 convs and fully connected layers beyond a core's cap, none in the grid",
+          "[perfmodel][grid]") {
+  const std::vector<SweepShape> a = sweep_device_large_grid(), b = sweep_device_large_grid();
+  REQUIRE(a.size() == b.size());
+  std::set<std::string> keys, grid_keys;
+  for (const SweepShape& s : sweep_grid(false)) grid_keys.insert(sweep_key(s));
+  std::set<int64_t> kernels;
+  int convs = 0, gemms = 0;
+  double largest = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const SweepShape& s = a[i];
+    INFO(sweep_key(s));
+    CHECK(sweep_key(s) == sweep_key(b[i]));  // deterministic
+    CHECK(keys.insert(sweep_key(s)).second);
+    CHECK(grid_keys.count(sweep_key(s)) == 0);
+    CHECK(sweep_macs(s) > 2.4e9);  // past what a batch-64 copy of a capped batch-32 point reaches
+    CHECK(sweep_macs(s) <= 3e10);
+    largest = std::max(largest, sweep_macs(s));
+    if (s.op == SweepOp::gemm) {
+      ++gemms;
+      CHECK(s.m % 64 == 0);
+    } else {
+      CHECK(s.op == SweepOp::conv);
+      CHECK(s.batch == 64);
+      kernels.insert(s.kernel);
+      ++convs;
+    }
+  }
+  CHECK(convs >= 48);
+  CHECK(gemms > 0);
+  CHECK(kernels.count(1) == 1);
+  CHECK(kernels.count(3) == 1);
+  CHECK(largest > 1e10);
+}
+
 TEST_CASE("the border grid: convs and depthwise convs reading plain float32 (stems among them) or float32 in their format, or with SiLU, keyed apart",
           "[perfmodel][grid]") {
   const std::vector<SweepShape> border = sweep_border_grid(false);
