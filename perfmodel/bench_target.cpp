@@ -32,6 +32,8 @@ std::string result_text(const Measurement& m) {
   if (m.kind == kKindBandwidth) std::snprintf(buf, sizeof buf, "%.1f GB/s", m.throughput);
   else if (m.kind == kKindPeak)
     std::snprintf(buf, sizeof buf, "%.3f ms, %.0f %s", m.median_ms, m.throughput, m.dtype == "int8" ? "Gop/s" : "GFLOP/s");
+  else if (m.kind == kKindHostLink)
+    std::snprintf(buf, sizeof buf, "%.3f ms beside the device's (%.1f GB/s; the run %.3f ms)", m.median_ms, m.throughput, m.total_median_ms);
   else std::snprintf(buf, sizeof buf, m.median_ms < 0.1 ? "%.4f ms" : "%.3f ms", m.median_ms);
   return buf;
 }

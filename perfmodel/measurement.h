@@ -14,6 +14,9 @@ namespace kiln::perf {
 inline constexpr const char* kKindPeak = "peak";            // compute-bound oneDNN matmul
 inline constexpr const char* kKindBandwidth = "bandwidth";  // streaming read of a working set
 inline constexpr const char* kKindKernel = "kernel";        // a one-op graph on the compiled engine
+// A GPU's host link: a whole run (inputs copied in from pageable memory, outputs back) less its
+// device time; bytes = the inputs' and outputs' bytes (perfmodel/host_link.h).
+inline constexpr const char* kKindHostLink = "host_link";
 // A kernel row measured at a region border (the sweep's plain_input shapes): its op is the
 // interior op's name and this ("conv_from_plain", "depthwise_conv_from_plain").
 inline constexpr const char* kFromPlainSuffix = "_from_plain";

@@ -114,6 +114,10 @@ Result<Plan> cuda_bandwidth_plan(int64_t bytes) {
   return compile_for_cuda(one_op_graph("add", OpKind::Add, {shape, shape}, nullptr), "bandwidth add");
 }
 
+Result<Plan> cuda_host_link_plan(int64_t batch) {
+  return compile_for_cuda(one_op_graph("host_link", OpKind::GlobalAveragePool, {Shape{batch, 3, 224, 224}}, nullptr), "host link");
+}
+
 Result<CudaBenchDevice> cuda_bench_device_open(int device_index) {
   KILN_ASSIGN(backend, cuda_backend_open(device_index));
   CudaBenchDevice device;
@@ -246,6 +250,26 @@ std::vector<BenchPoint> cuda_bandwidth_points(const CudaBenchDevice& device, boo
                                     every_step, timing, out));
       out.throughput = static_cast<double>(out.working_set_bytes) / (out.median_ms * 1e6);  // GB/s
       return Status::ok();
+    };
+    points.push_back(std::move(p));
+  }
+  for (int64_t batch : quick ? std::vector<int64_t>{1, 8} : std::vector<int64_t>{1, 8, 64}) {
+    BenchPoint p;
+    Measurement& m = p.record;
+    m.kind = kKindHostLink;
+    m.op = "global_avgpool";
+    m.key = "host_link b" + std::to_string(batch);
+    m.dtype = "f32";
+    m.threads = 1;
+    m.batch = batch;
+    m.in_c = m.out_c = 3;
+    m.in_h = m.in_w = 224;
+    m.out_h = m.out_w = 1;
+    m.bytes = 4.0 * static_cast<double>(batch) * (3 * 224 * 224 + 3);
+    m.backend = "cuda";
+    p.measure = [batch, backend, options, timing](Measurement& out) -> Status {
+      KILN_ASSIGN(plan, cuda_host_link_plan(batch));
+      return device_host_link_measure(*backend, plan, {filled({batch, 3, 224, 224}, 0.5f)}, options, timing, out);
     };
     points.push_back(std::move(p));
   }

@@ -45,11 +45,17 @@ std::vector<SweepShape> cuda_sweep_shapes(bool quick);
 Result<Plan> cuda_sweep_plan(const SweepShape& shape, std::vector<Tensor>* inputs = nullptr);
 Result<Plan> cuda_peak_plan(int64_t size);
 Result<Plan> cuda_bandwidth_plan(int64_t bytes);
+// The host link's: a [batch, 3, 224, 224] float32 image batch in, its global average out: a
+// classifier's input and (nearly) its output size, so that a run less its device time is what
+// copying a model's input in and its result out costs.
+Result<Plan> cuda_host_link_plan(int64_t batch);
 
 std::vector<BenchPoint> cuda_sweep_points(const CudaBenchDevice& device, const std::vector<DevicePrecision>& precisions,
                                           bool quick);
 std::vector<BenchPoint> cuda_peak_points(const CudaBenchDevice& device, const std::vector<DevicePrecision>& precisions,
                                          bool quick);
+// The bandwidth section: the Add's streaming points, then host_link points (batches 1, 8 and 64 of
+// cuda_host_link_plan; quick: 1 and 8).
 std::vector<BenchPoint> cuda_bandwidth_points(const CudaBenchDevice& device, bool quick);
 
 }  // namespace kiln::perf

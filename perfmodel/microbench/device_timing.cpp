@@ -2,6 +2,7 @@
 #include "perfmodel/microbench/timing.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -61,6 +62,46 @@ Status device_point_measure(DeviceBackend& backend, const Plan& plan, const std:
     m.kernel += (m.kernel.empty() ? "" : "+") + steps[i].kernel;
     m.layout = steps[i].output_layout;
   }
+  return Status::ok();
+}
+
+Status device_host_link_measure(DeviceBackend& backend, const Plan& plan, const std::vector<Tensor>& inputs,
+                                const DeviceEngineOptions& options, const DevicePointTiming& timing, Measurement& m) {
+  const std::string point = m.key + ": ";
+  if (Status supported = backend.check_plan(plan, options); !supported) return supported.with_context(point);
+  DeviceEngineOptions engine_options = options;
+  engine_options.graph_max_batch = std::numeric_limits<int64_t>::max();  // as the engine runs every batch
+  auto engine = backend.create_engine(plan, engine_options);
+  if (!engine) return engine.status().with_context(point);
+  const auto run_ms = [&]() -> Result<double> {
+    const auto start = std::chrono::steady_clock::now();
+    auto ran = (*engine)->run(inputs);
+    if (!ran) return ran.status().with_context(point + "running: ");
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  };
+  KILN_ASSIGN(first_ms, run_ms());  // captures the graph
+  const int iters = std::clamp(static_cast<int>(timing.budget_ms / std::max(first_ms, 1e-3)), timing.min_iters, timing.max_iters);
+  for (int i = 0; i < timing.warmup; ++i) KILN_TRY(run_ms().status());
+  std::vector<double> whole;
+  for (int i = 0; i < iters; ++i) {
+    KILN_ASSIGN(ms, run_ms());
+    whole.push_back(ms);
+  }
+  auto device = (*engine)->time_on_device(timing.warmup, iters);
+  if (!device) return device.status().with_context(point + "timing: ");
+  KILN_REQUIRE(!device->empty(), internal, point, "no timed launches");
+  std::sort(whole.begin(), whole.end());
+  std::sort(device->begin(), device->end());
+  const double device_ms = nearest_rank(*device, 0.5);
+  m.total_median_ms = nearest_rank(whole, 0.5);
+  m.median_ms = std::max(m.total_median_ms - device_ms, 0.0);
+  m.p10_ms = std::max(nearest_rank(whole, 0.1) - device_ms, 0.0);
+  m.p90_ms = std::max(nearest_rank(whole, 0.9) - device_ms, 0.0);
+  m.runs = iters;
+  m.throughput = m.median_ms > 0 ? m.bytes / (m.median_ms * 1e6) : 0;  // GB/s
+  m.backend = std::string(backend.name());
+  m.kernel.clear();
+  for (const EngineStep& step : (*engine)->steps()) m.kernel += (m.kernel.empty() ? "" : "+") + step.kernel;
   return Status::ok();
 }
 

@@ -35,4 +35,12 @@ Status device_point_measure(DeviceBackend& backend, const Plan& plan, const std:
                             const DeviceEngineOptions& options, const OpStepFilter& is_op_step,
                             const DevicePointTiming& timing, Measurement& m);
 
+// A host_link point (perfmodel/host_link.h): whole runs of `plan` through DeviceEngine::run (the
+// inputs copied from pageable memory, the steps, the outputs copied back, one synchronization),
+// timed on the host's clock, less the steps' device time. Fills median_ms (that difference, at the
+// medians; p10/p90 likewise), total_median_ms (the whole run), runs, and throughput (GB/s over
+// m.bytes, which the caller sets to the inputs' and outputs' bytes).
+Status device_host_link_measure(DeviceBackend& backend, const Plan& plan, const std::vector<Tensor>& inputs,
+                                const DeviceEngineOptions& options, const DevicePointTiming& timing, Measurement& m);
+
 }  // namespace kiln::perf

@@ -12,6 +12,7 @@
 #include "kernels/plan_file.h"
 #include "perfmodel/dtype_coverage.h"
 #include "perfmodel/fingerprint.h"
+#include "perfmodel/host_link.h"
 #include "perfmodel/plan_features.h"
 #include "perfmodel/precision_compile.h"
 #include "perfmodel/predictor.h"
@@ -147,7 +148,11 @@ int run_predict_gpu_profile(const PredictOptions& o, const perf::TargetProfile& 
       perf::steps_on_gpu(perf::plan_features(*plan, (*engine)->steps(), 1), perf::gpu_precision_dtype(o.precision));
   const perf::PlanPrediction p = predictor->predict(features);
   const perf::TargetPrior* link = perf::prior_replaced(profile.target);
-  const double copies_ms = link ? perf::PriorPredictor(*link).host_copy_ms(static_cast<double>(perf::plan_io_bytes(*plan))) : 0.0;
+  const std::optional<perf::HostLinkFit> measured_link = perf::host_link_fit(profile.measurements);
+  const auto io_bytes = static_cast<double>(perf::plan_io_bytes(*plan));
+  const double copies_ms = measured_link ? perf::host_link_ms(*measured_link, io_bytes)
+                           : link        ? perf::PriorPredictor(*link).host_copy_ms(io_bytes)
+                                         : 0.0;
   const double total_ms = p.total_ms + copies_ms;
   const int64_t batch = plan_batch(*plan);
   const double throughput = total_ms > 0 ? static_cast<double>(batch) * 1000.0 / total_ms : 0.0;
@@ -155,7 +160,9 @@ int run_predict_gpu_profile(const PredictOptions& o, const perf::TargetProfile& 
   const double width = o.precision == "fp32" ? 1.0 : 0.5;
   const auto weights = static_cast<int64_t>(static_cast<double>(mem.weight_bytes) * width);
   const auto arena = static_cast<int64_t>(static_cast<double>(mem.arena_bytes) * width);
-  const std::string copies_how = link ? "as " + link->id + "'s prior prices them" : "not priced: no prior for this GPU model";
+  const std::string copies_how = measured_link ? perf::host_link_describe(*measured_link)
+                                 : link        ? "as " + link->id + "'s prior prices them"
+                                               : "not priced: no prior for this GPU model and no host_link points";
   if (o.json) {
     nlohmann::json j = {{"model", o.model}, {"batch", batch}, {"threads", 1}, {"precision", o.precision}, {"device", "cuda"},
                         {"predicted_median_ms", total_ms}, {"predicted_device_ms", p.total_ms}, {"throughput_per_s", throughput},

@@ -15,6 +15,7 @@
 #include "perfmodel/cache_file.h"
 #include "perfmodel/dtype_coverage.h"
 #include "perfmodel/fingerprint.h"
+#include "perfmodel/host_link.h"
 #include "perfmodel/measurement.h"
 #include "perfmodel/precision_compile.h"
 #include "perfmodel/predictor_cache.h"
@@ -182,12 +183,19 @@ std::string measured_gpu_note(const perf::TargetProfile& profile, const perf::Fi
                               const std::vector<std::string>& precisions) {
   const perf::TargetFingerprint& gpu = profile.target.fingerprint;
   char figures[160];
-  std::snprintf(figures, sizeof figures, "held-out median error %.1f%%) plus the inputs' and outputs' host copies at %g%% of %g GB/s",
-                100.0 * fit.heldout_median_chosen, 100.0 * prior.assumptions().host_copy_efficiency, prior.prior().host_link_gbs);
+  std::snprintf(figures, sizeof figures, "held-out median error %.1f%%) plus the inputs' and outputs' host copies ",
+                100.0 * fit.heldout_median_chosen);
+  std::string copies;
+  if (const std::optional<perf::HostLinkFit> link = perf::host_link_fit(profile.measurements)) {
+    copies = "as the profile's host_link points price them (" + perf::host_link_describe(*link) + ")";
+  } else {
+    char text[96];
+    std::snprintf(text, sizeof text, "at %g%% of %g GB/s", 100.0 * prior.assumptions().host_copy_efficiency, prior.prior().host_link_gbs);
+    copies = text + (" (" + prior.prior().name + "'s prior: the profile has no host_link points)");
+  }
   std::string note = "GPU latencies are predicted from profile " + gpu.id + " (" + gpu.cpu_model + ", " + profile.target.source +
-                     ": " + std::to_string(fit.points_used) + " kernel points timed on the device, " + figures + " (" +
-                     prior.prior().name + "'s prior: the sweep times the device alone); the GPU runs the plan the CUDA "
-                     "pipeline compiles, at the precision's width.";
+                     ": " + std::to_string(fit.points_used) + " kernel points timed on the device, " + figures + copies +
+                     "; the GPU runs the plan the CUDA pipeline compiles, at the precision's width.";
   for (const std::string& p : precisions) {
     const std::string dtype = perf::gpu_precision_dtype(p);
     const bool swept = std::any_of(profile.measurements.begin(), profile.measurements.end(),
@@ -394,10 +402,13 @@ Result<PlanOutcome> plan_application(const PlanInputs& in) {
     if (out.gpu_predictor) {
       const perf::TargetFingerprint& gpu = out.gpu_profile->target.fingerprint;
       space.what = std::to_string(out.gpus) + " x " + gpu.cpu_model + ", profile " + gpu.id + " (measured)";
-      // The sweep timed the device alone: a run adds its host copies as the prior prices them.
-      space.latency_ms = [&predictor = *out.gpu_predictor, &gpu_prior](const perf::ModelCosts& m, int64_t batch, int) {
+      // The sweep timed the device alone: a run adds its host copies, as the profile's host_link
+      // points measured them or else as the prior prices them.
+      space.latency_ms = [&predictor = *out.gpu_predictor, &gpu_prior,
+                          link = perf::host_link_fit(out.gpu_profile->measurements)](const perf::ModelCosts& m, int64_t batch, int) {
+        const auto io_bytes = static_cast<double>(m.io_bytes * batch);
         return predictor.predict(perf::model_costs_steps_at(m, batch, 1)).total_ms +
-               gpu_prior->host_copy_ms(static_cast<double>(m.io_bytes * batch));
+               (link ? perf::host_link_ms(*link, io_bytes) : gpu_prior->host_copy_ms(io_bytes));
       };
       space.latency_source = "predicted";
       space.measured_threads = {1};

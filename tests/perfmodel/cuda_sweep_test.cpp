@@ -1,6 +1,6 @@
 // The GPU kernel sweep without a GPU: its shapes (the CPU grid, batch-64 copies, interleaved so
 // that every op comes early) and, with the plugin built, that the CUDA backend has a kernel for
-// every step of every plan it times, in each precision (the plugin's capability query needs no
+// every step of every plan it times (the host link's too), in each precision (the plugin's capability query needs no
 // device), with the op's steps after its producers (what the device timing requires).
 #include <catch2/catch.hpp>
 
@@ -81,6 +81,9 @@ TEST_CASE("every plan the GPU sweep times has a CUDA kernel for each step (no GP
   auto bandwidth = cuda_bandwidth_plan(int64_t{1} << 20);
   REQUIRE(bandwidth);
   plans.emplace_back("bandwidth", std::move(*bandwidth));
+  auto host_link = cuda_host_link_plan(8);
+  REQUIRE(host_link);
+  plans.emplace_back("host link", std::move(*host_link));
   for (const auto& [what, plan] : plans)
     for (DevicePrecision precision : {DevicePrecision::fp32, DevicePrecision::tf32, DevicePrecision::fp16, DevicePrecision::bf16}) {
       DeviceEngineOptions options;

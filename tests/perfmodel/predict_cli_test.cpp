@@ -171,4 +171,31 @@ TEST_CASE("kiln predict --target PRIOR with a measured GPU profile stored: predi
   r = run_predict(dir, kModel + " --target nvidia-h100-sxm --precision int8" + common);
   CHECK(r.exit_code == 1);
   CHECK(r.err.find("CUDA backend runs fp32, TF32, fp16 and bf16 only") != std::string::npos);
+
+  // With host_link points in the profile, the host copies are priced from them instead of the prior.
+  {
+    auto store = BenchmarkStore::open(db);
+    REQUIRE(store);
+    auto run = (*store)->run_begin(synthetic_gpu_fingerprint().id, "synthetic host link");
+    REQUIRE(run);
+    for (int64_t batch : {1, 8, 64}) {
+      Measurement m;
+      m.kind = kKindHostLink;
+      m.op = "global_avgpool";
+      m.key = "host_link b" + std::to_string(batch);
+      m.dtype = "f32";
+      m.batch = batch;
+      m.bytes = 4.0 * static_cast<double>(batch) * (3 * 224 * 224 + 3);
+      m.median_ms = 0.02 + m.bytes / 40e6;  // 0.02 ms + 40 GB/s
+      m.runs = 20;
+      REQUIRE((*store)->measurement_put(synthetic_gpu_fingerprint().id, *run, m));
+    }
+  }
+  r = run_predict(dir, kModel + " --target nvidia-h100-sxm --precision fp16" + common);
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json measured = nlohmann::json::parse(r.out);
+  CHECK(measured.at("host_copies").at("how") == "measured: 0.02 ms + 40.0 GB/s (3 points)");
+  CHECK(measured.at("predicted_device_ms").get<double>() == Approx(fp16.at("predicted_device_ms").get<double>()));
+  CHECK(measured.at("host_copies").at("ms").get<double>() > 0.02);
+  CHECK(measured.at("host_copies").at("ms").get<double>() != Approx(fp16.at("host_copies").at("ms").get<double>()));
 }
