@@ -23,6 +23,12 @@ struct DevicePointTiming {
   // A launch of the op's steps lasts at least this long (repeats back to back), well above the
   // events' resolution (~0.5 us) and the graph launch's own latency.
   double min_launch_ms = 0.05;
+  // Before timing, the plan is replayed until this much device time has passed: the GPU idles while
+  // the host builds each point, and an idle GPU's clock is low (an H200's SM clock reads 345 MHz),
+  // whereas a model's kernels each follow others. Without it the smallest points (a few
+  // microseconds, 3-5 ms of work in all) may be timed on a rising clock; a lead from the H200's
+  // batch-1 over-predictions (docs/cuda-backend.md), cheap to rule out (1,349 points: +14 s).
+  double warm_clock_ms = 10;
 };
 
 // Which engine steps are the op (the rest: producers).
