@@ -3,6 +3,7 @@
 // GPU; exports and imports profiles as JSON; lists stored targets beside the built-in spec priors.
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -249,9 +250,10 @@ void add_bench_target_command(CLI::App& app, CommandRunner& run) {
   cmd->add_flag("--remeasure-loaded", o->remeasure_loaded,
                 "Re-measure the stored points that were measured under load (other processes, or the host slowing threads down)");
   cmd->add_flag("--keep-faster", o->keep_faster,
-                "Re-measure every point; where the stored and the new time differ by more than 15% keep the faster "
-                "(contention and a VM's slow spells only add time: two sweeps minutes apart give the machine's own "
-                "speed), else store their mean (the faster of two noisy readings is biased fast)");
+                "Re-measure every point; where the stored and the new time differ by more than " +
+                    std::to_string(static_cast<int>(std::lround((perf::kReadingsAgreeRatio - 1) * 100))) +
+                    "% keep the faster (contention and a VM's slow spells only add time: two sweeps minutes apart give "
+                    "the machine's own speed), else store their mean (the faster of two noisy readings is biased fast)");
   cmd->add_option("--settle", o->settle_seconds,
                   "While the host slows multi-thread work down, put those points off and wait at most this many seconds in "
                   "all for it to end (default 120, with --quick 0); 0 measures them at once and flags them as loaded")
