@@ -53,6 +53,7 @@ add_library(kiln_cuda MODULE
   reference/slice.cpp
   reference/data_util.cpp
   device/device_backend.cpp
+  device/mixed_precision.cpp
   device/device_check.cpp
   $<TARGET_OBJECTS:kiln_cuda_device>
 )

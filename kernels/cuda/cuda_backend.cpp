@@ -55,7 +55,7 @@ class CudaBackend final : public DeviceBackend {
   }
 
   Status check_plan(const Plan& plan, const DeviceEngineOptions& options) override {
-    return cuda_plan_check(plan, options.precision);
+    return cuda_plan_check(plan, options);
   }
 
   Result<std::unique_ptr<DeviceEngine>> create_engine(const Plan& plan, const DeviceEngineOptions& options) override {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -12,6 +13,7 @@
 #include "kernels/cuda/device_buffer.h"
 #include "kernels/cuda/owned_handle.h"
 #include "kernels/device/chunked_copy.h"
+#include "kernels/device/mixed_precision.h"
 #include "kernels/memory_plan.h"
 
 namespace kiln::cuda {
@@ -57,6 +59,27 @@ struct Staging {
   DeviceBuffer resident;
 };
 
+// A value's storage converted for its reader in a mixed-precision plan (mixed_precision.h): a
+// 16-bit value widened for a step kept in float32, or a float32 one narrowed for the others.
+class StorageConvert final : public CudaKernel {
+ public:
+  StorageConvert(const CudaContext& context, FloatType from, FloatType to, int64_t n) : context_(context), from_(from), to_(to), n_(n) {}
+  Status run(const CudaArgs& args) override {
+    if (to_ == FloatType::f32)
+      KILN_CUDA_TRY(launch_to_f32(from_, args.inputs[0], static_cast<float*>(args.outputs[0]), n_, context_.stream));
+    else
+      KILN_CUDA_TRY(launch_from_f32(to_, static_cast<const float*>(args.inputs[0]), args.outputs[0], n_, context_.stream));
+    return Status::ok();
+  }
+
+ private:
+  const CudaContext& context_;
+  FloatType from_, to_;
+  int64_t n_;
+};
+
+constexpr CudaKernelImpl kStorageConvertImpl{"cuda.convert", nullptr, nullptr};
+
 // A sequence recorded as a CUDA Graph on first use: `exec` once captured; `tried` with a null
 // exec when capture failed (`failure` says why) and the sequence launches step by step instead.
 struct CapturedGraph {
@@ -87,8 +110,11 @@ class CudaEngine final : public DeviceEngine {
 
  private:
   Status add_values(const Plan& plan, std::vector<int>& slot_value);
-  Status add_step(const Plan& plan, const PlanStep& step, const std::vector<int>& slot_value,
+  Status add_step(const Plan& plan, const PlanStep& step, bool kept, const std::vector<int>& slot_value,
                   const std::vector<const Tensor*>& constant_of);
+  // Value `v` as a step computing at `precision` reads it: itself, or its converted copy (made once,
+  // by a convert step added here, before the reader).
+  int value_for(int v, DevicePrecision precision);
   Status plan_arena();
   Status upload_constants();
   Status make_staging();
@@ -101,6 +127,9 @@ class CudaEngine final : public DeviceEngine {
 
   DeviceEngineOptions options_;
   CudaContext context_;
+  CudaContext wide_context_;  // context_ at fp32: the kernels of steps kept in float32
+  MixedPrecision mixed_;
+  std::map<std::pair<int, DType>, int> converted_;  // (value, device dtype) -> its converted copy
   cudaDeviceProp properties_{};
   std::vector<DeviceValue> values_;
   std::vector<DeviceStep> steps_;
@@ -131,7 +160,8 @@ Status CudaEngine::add_values(const Plan& plan, std::vector<int>& slot_value) {
     v.name = std::move(name);
     v.kind = kind;
     v.host_dtype = t.dtype;
-    v.dtype = cuda_device_dtype(t.dtype, options_.precision);
+    const bool wide = static_cast<size_t>(slot) < mixed_.stored_wide.size() && mixed_.stored_wide[static_cast<size_t>(slot)];
+    v.dtype = cuda_device_dtype(t.dtype, wide ? DevicePrecision::fp32 : options_.precision);
     v.shape = sym_shape_concrete(t.shape);
     v.constant = constant;
     values_.push_back(std::move(v));
@@ -149,18 +179,45 @@ Status CudaEngine::add_values(const Plan& plan, std::vector<int>& slot_value) {
   return Status::ok();
 }
 
-Status CudaEngine::add_step(const Plan& plan, const PlanStep& step, const std::vector<int>& slot_value,
+int CudaEngine::value_for(int v, DevicePrecision precision) {
+  const DType wanted = cuda_device_dtype(values_[static_cast<size_t>(v)].host_dtype, precision);
+  if (values_[static_cast<size_t>(v)].dtype == wanted) return v;
+  const auto key = std::make_pair(v, wanted);
+  if (auto found = converted_.find(key); found != converted_.end()) return found->second;
+  DeviceValue copy;
+  copy.name = values_[static_cast<size_t>(v)].name + " (as " + std::string(dtype_name(wanted)) + ")";
+  copy.kind = ValueKind::intermediate;
+  copy.host_dtype = values_[static_cast<size_t>(v)].host_dtype;
+  copy.dtype = wanted;
+  copy.shape = values_[static_cast<size_t>(v)].shape;
+  values_.push_back(std::move(copy));
+  const int c = static_cast<int>(values_.size()) - 1;
+  DeviceStep convert;
+  convert.name = values_[static_cast<size_t>(c)].name;
+  convert.impl = &kStorageConvertImpl;
+  convert.kernel = std::make_unique<StorageConvert>(context_, *float_type_of(values_[static_cast<size_t>(v)].dtype), *float_type_of(wanted),
+                                                    shape_numel(values_[static_cast<size_t>(c)].shape));
+  convert.inputs = {v};
+  convert.outputs = {c};
+  step_info_.push_back({convert.name, std::string(kStorageConvertImpl.name), "plain", "Cast"});
+  steps_.push_back(std::move(convert));
+  converted_.emplace(key, c);
+  return c;
+}
+
+Status CudaEngine::add_step(const Plan& plan, const PlanStep& step, bool kept, const std::vector<int>& slot_value,
                             const std::vector<const Tensor*>& constant_of) {
+  const DevicePrecision precision = kept ? DevicePrecision::fp32 : options_.precision;
   DeviceStep rt;
   rt.name = step.name;
   for (int slot : step.inputs) {
     const int v = slot < 0 || slot >= plan.num_slots ? -1 : slot_value[static_cast<size_t>(slot)];
     KILN_REQUIRE(slot < 0 || v >= 0, invalid_argument, "node '", step.name, "' reads slot ", slot, ", which nothing writes");
-    rt.inputs.push_back(v);
+    rt.inputs.push_back(v < 0 ? v : value_for(v, precision));
   }
   for (int slot : step.outputs) rt.outputs.push_back(slot < 0 || slot >= plan.num_slots ? -1 : slot_value[static_cast<size_t>(slot)]);
-  KILN_ASSIGN(build, cuda_kernel_build(plan, step, constant_of, options_.precision));
-  KILN_ASSIGN(choice, cuda_kernel_select(build, context_));
+  KILN_ASSIGN(build, cuda_kernel_build(plan, step, constant_of, precision));
+  KILN_ASSIGN(choice, cuda_kernel_select(build, kept ? wide_context_ : context_));
   if (options_.verbose) {
     *options_.verbose << "kiln: " << step.name << " (" << cuda_op_name(step.op) << ") -> " << choice.impl->name << '\n';
     for (const std::string& r : choice.rejections)
@@ -297,13 +354,18 @@ Status CudaEngine::build(const Plan& plan, const DeviceEngineOptions& options) {
   KILN_CUDNN_TRY(cudnnCreate(&context_.cudnn));
   KILN_CUDNN_TRY(cudnnSetStream(context_.cudnn, context_.stream));
   KILN_CUBLAS_TRY(cublasLtCreate(&context_.cublaslt));
+  wide_context_ = context_;  // the same stream and handles (destroyed once, through context_)
+  wide_context_.precision = DevicePrecision::fp32;
+  KILN_ASSIGN(mixed, mixed_precision(plan, options));
+  mixed_ = std::move(mixed);
 
   std::vector<int> slot_value(static_cast<size_t>(plan.num_slots), -1);
   KILN_TRY(add_values(plan, slot_value));
   std::vector<const Tensor*> constant_of(plan.slot_types.size(), nullptr);
   for (const auto& [slot, tensor] : plan.constants) constant_of[static_cast<size_t>(slot)] = &tensor;
-  for (const PlanStep& step : plan.steps) {
-    Status st = add_step(plan, step, slot_value, constant_of);
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep& step = plan.steps[i];
+    Status st = add_step(plan, step, mixed_.kept_step[i], slot_value, constant_of);
     if (!st) return st.code() == ErrorCode::unsupported ? st : st.with_context("node '" + step.name + "' (" + std::string(cuda_op_name(step.op)) + "): ");
   }
   for (const auto& [slot, name] : plan.outputs) {

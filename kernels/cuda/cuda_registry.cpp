@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "kernels/device/mixed_precision.h"
+
 namespace kiln::cuda {
 namespace {
 
@@ -37,12 +39,14 @@ Result<const CudaKernelImpl*> cuda_kernel_find(const KernelBuild& build) {
   return no_kernel_error(build, rejections);
 }
 
-Status cuda_plan_check(const Plan& plan, DevicePrecision precision) {
+Status cuda_plan_check(const Plan& plan, const DeviceEngineOptions& options) {
+  KILN_ASSIGN(mixed, mixed_precision(plan, options));
   std::vector<const Tensor*> constant_of(plan.slot_types.size(), nullptr);
   for (const auto& [slot, tensor] : plan.constants)
     if (slot >= 0 && static_cast<size_t>(slot) < constant_of.size()) constant_of[static_cast<size_t>(slot)] = &tensor;
-  for (const PlanStep& step : plan.steps) {
-    KILN_ASSIGN(build, cuda_kernel_build(plan, step, constant_of, precision));
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep& step = plan.steps[i];
+    KILN_ASSIGN(build, cuda_kernel_build(plan, step, constant_of, mixed.kept_step[i] ? DevicePrecision::fp32 : options.precision));
     KILN_TRY(cuda_kernel_find(build).status());
   }
   return Status::ok();

@@ -24,8 +24,9 @@ Result<CudaKernelChoice> cuda_kernel_select(const KernelBuild& build, const Cuda
 // accepts `build`, or the error cuda_kernel_select would give.
 Result<const CudaKernelImpl*> cuda_kernel_find(const KernelBuild& build);
 
-// Every step of `plan` has a CUDA kernel at `precision`; else the first that has none, by name and op.
-Status cuda_plan_check(const Plan& plan, DevicePrecision precision);
+// Every step of `plan` has a CUDA kernel at `options.precision` (steps kept in fp32, keep_fp32, at
+// fp32); else the first that has none, by name and op, or keep_fp32's error (mixed_precision.h).
+Status cuda_plan_check(const Plan& plan, const DeviceEngineOptions& options);
 
 extern const CudaKernelImpl kCudaDepthwiseConv;   // depthwise Conv 2-D (kiln's kernel; + bias, residual, activation fused)
 extern const CudaKernelImpl kCudaPointwiseConv;   // 1x1 Conv 2-D (cuBLASLt batched GEMM; + residual, then bias/activation)

@@ -24,7 +24,7 @@
 namespace kiln {
 
 // Bumped whenever this header or a type it uses changes shape.
-inline constexpr int kDeviceBackendAbi = 4;
+inline constexpr int kDeviceBackendAbi = 5;
 
 // Arithmetic of float values on the device. fp32 keeps the CPU engine's precision; tf32 lets
 // convolutions and GEMMs use TF32 tensor cores (10-bit mantissa inputs, fp32 accumulation);
@@ -46,6 +46,11 @@ struct DeviceEngineOptions {
   // (MobileNetV2 fp16: 7.35 ms of device time launched step by step, 3.93 ms on a faster host).
   int64_t graph_max_batch = std::numeric_limits<int64_t>::max();
   std::ostream* verbose = nullptr;  // which kernel runs each step and why others did not
+  // Mixed precision in an fp16/bf16 plan: the steps (plan node names) that compute and store in
+  // float32, as kiln's CPU accuracy control keeps layers in fp32. Their float32 outputs reach the
+  // other steps rounded to the plan's 16-bit type, and they read the others' 16-bit values widened
+  // (exactly); a constant or input stays float32 where only kept steps read it.
+  std::vector<std::string> keep_fp32;
 };
 
 // What the plugin found on this machine, as facts; device_check() turns them into the verdict.

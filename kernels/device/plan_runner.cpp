@@ -19,6 +19,8 @@ Result<std::unique_ptr<PlanRunner>> PlanRunner::create(const Plan& plan, const P
   std::unique_ptr<PlanRunner> runner(new PlanRunner());
   runner->device_ = options.device;
   if (options.device == DeviceKind::cpu) {
+    KILN_REQUIRE(options.device_options.keep_fp32.empty(), invalid_argument,
+                 "nodes kept in fp32 (--cuda-keep-fp32) are a GPU plan's mixed precision: add --device cuda");
     KILN_ASSIGN(engine, Engine::create(plan, {options.threads, options.verbose}));
     runner->engine_ = std::move(engine);
     return runner;

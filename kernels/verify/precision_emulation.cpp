@@ -1,9 +1,13 @@
 #include "kernels/verify/precision_emulation.h"
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 #include <span>
+#include <string>
 
 #include "kernels/core/half.h"
+#include "kernels/device/mixed_precision.h"
 #include "kernels/executor.h"
 
 namespace kiln {
@@ -56,18 +60,28 @@ float emulated_round(float x, DevicePrecision precision) {
   return x;
 }
 
-Result<Plan> storage_rounding_plan(const Plan& plan, DevicePrecision precision) {
+Result<Plan> storage_rounding_plan(const Plan& plan, DevicePrecision precision, const std::vector<std::string>& keep_fp32) {
   KILN_REQUIRE(precision != DevicePrecision::tf32, unsupported,
-               "tf32 rounds the operands of Conv/Gemm/MatMul, not stored values: run it on Tf32Emulator");
-  if (precision == DevicePrecision::fp32) return plan;
+               keep_fp32.empty() ? "tf32 rounds the operands of Conv/Gemm/MatMul, not stored values: run it on Tf32Emulator"
+                                 : "keeping nodes in fp32 is for fp16 and bf16 plans, not tf32");
+  if (precision == DevicePrecision::fp32 && keep_fp32.empty()) return plan;
+  DeviceEngineOptions options;
+  options.precision = precision;
+  options.keep_fp32 = keep_fp32;
+  KILN_ASSIGN(mixed, mixed_precision(plan, options));
+  const std::vector<bool>& kept = mixed.kept_step;
+  std::vector<bool> stored_half(mixed.stored_wide.size());
+  for (size_t i = 0; i < stored_half.size(); ++i) stored_half[i] = !mixed.stored_wide[i];
   const bool bf16 = precision == DevicePrecision::bf16;
   const DType half = bf16 ? DType::bf16 : DType::f16;
+
   Plan out;
   out.num_slots = plan.num_slots;
   out.slot_types = plan.slot_types;
   out.inputs = plan.inputs;
   out.outputs = plan.outputs;
-  for (const auto& [slot, value] : plan.constants) out.constants.emplace_back(slot, rounded_copy(value, precision));
+  for (const auto& [slot, value] : plan.constants)
+    out.constants.emplace_back(slot, stored_half[static_cast<size_t>(slot)] ? rounded_copy(value, precision) : value);
   auto new_slot = [&](const ValueType& type) {
     out.slot_types.push_back(type);
     return out.num_slots++;
@@ -84,18 +98,31 @@ Result<Plan> storage_rounding_plan(const Plan& plan, DevicePrecision precision) 
     out.steps.push_back({OpKind::Cast, to_float, {h}, {stored}, name + " (from " + std::string(device_precision_name(precision)) + ")"});
   };
   auto is_float = [&](int slot) { return slot >= 0 && plan.slot_types[static_cast<size_t>(slot)].dtype == DType::f32; };
-  // Each float input arrives in a new slot and is rounded into the one the steps read.
+  // Each float input stored at 16 bits arrives in a new slot and is rounded into the one the steps read.
   for (PlanInput& in : out.inputs) {
-    if (!is_float(in.slot)) continue;
+    if (!is_float(in.slot) || !stored_half[static_cast<size_t>(in.slot)]) continue;
     const int raw = new_slot(plan.slot_types[static_cast<size_t>(in.slot)]);
     round_into(raw, in.slot, in.name);
     in.slot = raw;
   }
-  for (const PlanStep& step : plan.steps) {
+  // A float32 value (a kept step's output) as a step that is not kept reads it: its 16-bit copy, made once.
+  std::map<int, int> half_copy;
+  for (size_t s = 0; s < plan.steps.size(); ++s) {
+    const PlanStep& step = plan.steps[s];
     PlanStep computed = step;
+    if (!kept[s])
+      for (int& in : computed.inputs) {
+        if (!is_float(in) || stored_half[static_cast<size_t>(in)]) continue;
+        auto [copy, added] = half_copy.emplace(in, -1);
+        if (added) {
+          copy->second = new_slot(plan.slot_types[static_cast<size_t>(in)]);
+          round_into(in, copy->second, step.name + " reads");
+        }
+        in = copy->second;
+      }
     std::vector<std::pair<int, int>> rounded;  // (raw, stored)
     for (int& o : computed.outputs) {
-      if (!is_float(o)) continue;
+      if (!is_float(o) || !stored_half[static_cast<size_t>(o)]) continue;
       const int raw = new_slot(plan.slot_types[static_cast<size_t>(o)]);
       rounded.emplace_back(raw, o);
       o = raw;

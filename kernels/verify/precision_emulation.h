@@ -17,6 +17,7 @@
 // figures approximate the GPU's, the first-order effect being the storage rounding.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "kernels/core/status.h"
@@ -34,8 +35,11 @@ float emulated_round(float x, DevicePrecision precision);
 // with its float32 constants rounded and, after every float32 input and step output, a rounding
 // pair (Cast to the 16-bit type, Cast back to float32), so that whatever reads a value reads it
 // rounded. fp32: the plan as it is. tf32 rounds operands inside steps, which only Tf32Emulator's
-// hooks reach: refused here.
-Result<Plan> storage_rounding_plan(const Plan& plan, DevicePrecision precision);
+// hooks reach: refused here. `keep_fp32` (DeviceEngineOptions::keep_fp32, mixed precision): those
+// steps' outputs stay float32 and are rounded only where a step that is not kept reads them (its
+// 16-bit copy); a constant or input that only kept steps read is not rounded. A name that is no
+// step of the plan is an error.
+Result<Plan> storage_rounding_plan(const Plan& plan, DevicePrecision precision, const std::vector<std::string>& keep_fp32 = {});
 
 // `plan` ready to run with TF32's rounding on the reference kernels: the weights that only TF32
 // operands read are rounded once here (deep copies), the other operands of those steps on each run.

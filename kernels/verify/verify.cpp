@@ -226,13 +226,14 @@ Result<VerifyReport> verify_plans(const Plan& compiled, const Plan& reference, c
   } else {
     Plan rounding;
     if (options.emulate) {
-      KILN_ASSIGN(p, storage_rounding_plan(compiled, *options.emulate));
+      KILN_ASSIGN(p, storage_rounding_plan(compiled, *options.emulate, options.device_options.keep_fp32));
       rounding = std::move(p);
     }
     PlanRunnerOptions runner_options;
     runner_options.device = options.emulate ? DeviceKind::cpu : options.device;
     runner_options.threads = options.threads;
     runner_options.device_options = options.device_options;
+    if (options.emulate) runner_options.device_options.keep_fp32.clear();  // the rounding plan holds them
     KILN_ASSIGN(e, PlanRunner::create(options.emulate ? rounding : compiled, runner_options));
     engine = std::move(e);
   }

@@ -88,7 +88,7 @@ void add_compile_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("model", opts->model, "ONNX model file");
   cmd->add_option("-o,--output", opts->output, "Where to write the .kiln file");
   opts->dims.add_to(*cmd);
-  opts->device.add_to(*cmd, /*with_device_index=*/false);
+  opts->device.add_to(*cmd, /*with_device_index=*/false, nullptr, nullptr, /*with_keep_fp32=*/false);
   cmd->add_option("--target", opts->target,
                   "Target infrastructure (YAML/JSON): nodes with GPUs get the CUDA pipeline, as kiln image packages it "
                   "(--device overrides)");

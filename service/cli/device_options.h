@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -14,10 +15,13 @@ struct DeviceCli {
   std::string device = "cpu";
   std::string cuda_precision = "fp32";
   int cuda_device = 0;
+  std::vector<std::string> cuda_keep_fp32;  // mixed precision: DeviceEngineOptions::keep_fp32
 
   // `device_env`, `precision_env`: environment variables giving --device's and --cuda-precision's
   // defaults (kiln-runtime's KILN_DEVICE and KILN_CUDA_PRECISION, which GPU images set).
-  void add_to(CLI::App& cmd, bool with_device_index = true, const char* device_env = nullptr, const char* precision_env = nullptr) {
+  // `with_keep_fp32`: the verb runs the plan itself (a .kiln does not record the list yet).
+  void add_to(CLI::App& cmd, bool with_device_index = true, const char* device_env = nullptr, const char* precision_env = nullptr,
+              bool with_keep_fp32 = true) {
     CLI::Option* option =
         cmd.add_option("--device", device, "Where the compiled plan runs: cpu (default) or cuda (loads libkiln_cuda.so)")
             ->check(CLI::IsMember({"cpu", "cuda"}));
@@ -28,6 +32,12 @@ struct DeviceCli {
     if (precision_env) precision->envname(precision_env);
     if (with_device_index)
       cmd.add_option("--cuda-device", cuda_device, "With --device cuda: the GPU index (default 0)")->check(CLI::NonNegativeNumber);
+    if (with_keep_fp32)
+      cmd.add_option("--cuda-keep-fp32", cuda_keep_fp32,
+                     "With --device cuda and --cuda-precision fp16 or bf16: nodes that compute and store in float32 (mixed "
+                     "precision: the early layers, where the error is made; kiln verify --emulate measures a list without a GPU), "
+                     "comma-separated")
+          ->delimiter(',');
   }
 
   DeviceKind kind() const { return device_kind_from_name(device).value_or(DeviceKind::cpu); }
@@ -39,6 +49,7 @@ struct DeviceCli {
     options.verbose = verbose;
     options.device_options.precision = device_precision_from_name(cuda_precision).value_or(DevicePrecision::fp32);
     options.device_options.device_index = cuda_device;
+    options.device_options.keep_fp32 = cuda_keep_fp32;
     return options;
   }
 };

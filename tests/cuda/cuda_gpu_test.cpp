@@ -23,6 +23,7 @@
 #include "kernels/device/plan_runner.h"
 #include "kernels/elementwise_program.h"
 #include "kernels/post_ops.h"
+#include "kernels/verify/precision_emulation.h"
 #include "tests/support/plan_builder.h"
 
 namespace kiln {
@@ -371,6 +372,45 @@ TEST_CASE("depthwise and 1x1 convolutions run on kiln's kernel and cuBLASLt, oth
   std::vector<std::string> kernels;
   for (const EngineStep& step : (*runner)->steps()) kernels.push_back(step.kernel);
   CHECK(kernels == std::vector<std::string>{"cuda.depthwise_conv", "cuda.pointwise_conv", "cuda.conv"});
+}
+
+TEST_CASE("a mixed-precision plan converts between its float32 and 16-bit steps and matches its emulation", "[ops]") {
+  Builder b;
+  const int x = b.input({2, 8, 12, 12});
+  const Attrs conv = with_activation(attrs({{"pads", Ints{1, 1, 1, 1}}}), Activation::relu);
+  const int c0 = b.op(OpKind::Conv, conv, {x, b.weight({8, 8, 3, 3}, 0.3f), b.weight({8})});
+  const int c1 = b.op(OpKind::Conv, conv, {c0, b.weight({8, 8, 3, 3}, 0.3f), b.weight({8})});
+  const int c2 = b.op(OpKind::Conv, conv, {c1, b.weight({8, 8, 3, 3}, 0.3f), b.weight({8})});
+  b.output(b.op(OpKind::GlobalAveragePool, {}, {c2}));
+  for (DevicePrecision precision : {DevicePrecision::fp16, DevicePrecision::bf16}) {
+    INFO(device_precision_name(precision));
+    const std::vector<std::string> keep = {b.plan.steps[0].name, b.plan.steps[2].name};
+    auto rounding = storage_rounding_plan(b.plan, precision, keep);
+    REQUIRE(rounding);
+    auto emulated = execute_reference(*rounding, b.inputs);
+    REQUIRE(emulated);
+    PlanRunnerOptions options;
+    options.device = DeviceKind::cuda;
+    options.device_options.precision = precision;
+    options.device_options.keep_fp32 = keep;
+    auto runner = PlanRunner::create(b.plan, options);
+    INFO((runner ? std::string() : runner.error().message));
+    REQUIRE(runner);
+    // conv0 reads the input in float (only it reads it); conv1 a 16-bit copy of conv0's output; conv2 a
+    // widened copy of conv1's; the pool a 16-bit copy of conv2's.
+    std::vector<std::string> kernels;
+    for (const EngineStep& step : (*runner)->steps()) kernels.push_back(step.kernel);
+    CHECK(kernels == std::vector<std::string>{"cuda.conv", "cuda.convert", "cuda.conv", "cuda.convert", "cuda.conv", "cuda.convert",
+                                              (*runner)->steps().back().kernel});
+    for (int repeat = 0; repeat < 2; ++repeat) {  // captured, then replayed
+      auto got = (*runner)->run(b.inputs);
+      INFO((got ? std::string() : got.error().message));
+      REQUIRE(got);
+      const double c = cosine(got->at(0), emulated->outputs[0]);
+      INFO("cosine to the emulation " << c);
+      CHECK(c >= 0.99999);
+    }
+  }
 }
 
 TEST_CASE("a batch above the graph limit runs step by step, with the same results", "[ops]") {

@@ -145,6 +145,17 @@ TEST_CASE("the plugin's capability query needs no device and names the node and 
       INFO((st ? std::string() : st.message()));
       CHECK(st);
     }
+    // Mixed precision: the first conv and the Gemm kept in fp32 in a bf16 plan; a name that is no step.
+    DeviceEngineOptions mixed;
+    mixed.precision = DevicePrecision::bf16;
+    mixed.keep_fp32 = {b.plan.steps[0].name, b.plan.steps[4].name};
+    const Status kept = (*backend)->check_plan(b.plan, mixed);
+    INFO((kept ? std::string() : kept.message()));
+    CHECK(kept);
+    mixed.keep_fp32 = {"/nowhere/Conv"};
+    const Status unknown = (*backend)->check_plan(b.plan, mixed);
+    REQUIRE_FALSE(unknown);
+    CHECK(unknown.message() == "keep fp32: no step of the plan is node '/nowhere/Conv'");
   }
   SECTION("LayerNormalization, Erf and an ElementwiseChain pass; a chain longer than the device program does not") {
     testing::Builder b;

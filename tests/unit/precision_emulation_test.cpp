@@ -117,6 +117,37 @@ TEST_CASE("emulation rounds what the CUDA engine rounds at each precision", "[em
   }
 }
 
+TEST_CASE("emulated mixed precision: kept steps compute and store in float, the others read them rounded", "[emulation]") {
+  // x = 1 + 2^-10: bf16 keeps 7 fraction bits, so it rounds to 1; float keeps it.
+  const float v = one_plus(1, 10);
+  Builder b;
+  const int x = b.input({1, 1});
+  b.inputs[0] = scalar_tensor({1, 1}, v);
+  const int first = b.op(OpKind::Relu, {}, {x});
+  const int second = b.op(OpKind::Relu, {}, {first});
+  b.output(first);
+  b.output(second);
+  const std::string first_name = b.plan.steps[0].name, second_name = b.plan.steps[1].name;
+  const auto run_kept = [&](const std::vector<std::string>& keep, size_t output) {
+    auto rounding = storage_rounding_plan(b.plan, DevicePrecision::bf16, keep);
+    INFO((rounding ? std::string() : rounding.error().message));
+    REQUIRE(rounding);
+    auto ran = execute_reference(*rounding, b.inputs);
+    REQUIRE(ran);
+    return ran->outputs[output].data<float>()[0];
+  };
+  CHECK(run_kept({}, 0) == 1.0f);
+  CHECK(run_kept({first_name}, 0) == v);            // only the kept step reads the input: float throughout
+  CHECK(run_kept({first_name}, 1) == 1.0f);         // the second reads the kept output's bf16 copy
+  CHECK(run_kept({second_name}, 1) == 1.0f);        // the input is stored in bf16 for the first step
+  CHECK(run_kept({first_name, second_name}, 1) == v);
+  auto unknown = storage_rounding_plan(b.plan, DevicePrecision::bf16, {"nowhere"});
+  REQUIRE_FALSE(unknown);
+  CHECK(unknown.error().message == "keep fp32: no step of the plan is node 'nowhere'");
+  CHECK_FALSE(storage_rounding_plan(b.plan, DevicePrecision::tf32, {first_name}));
+  CHECK_FALSE(storage_rounding_plan(b.plan, DevicePrecision::fp32, {first_name}));
+}
+
 TEST_CASE("verify_plans runs the compiled plan emulated and reports it", "[emulation][verify]") {
   Builder b;
   const int x = b.input({2, 8});
