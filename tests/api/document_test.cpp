@@ -66,7 +66,7 @@ TEST_CASE("YAML lines are recorded per JSON pointer", "[api][document]") {
   CHECK(d.line_of("/b/missing") == 2);  // nearest ancestor
 }
 
-TEST_CASE("JSON is read as JSON; YAML flow mappings that are not JSON fall back to YAML", "[api][document]") {
+TEST_CASE("JSON is read as JSON, YAML flow mappings that are not JSON fall back to YAML", "[api][document]") {
   CHECK(parse_ok("{\"a\": [1, 2.5, \"x\"]}").root["a"][2] == "x");
   CHECK(parse_ok("{a: 1}").root["a"] == 1);
   const Error e = parse_error("{\"a\": 1,\n \"b\": }", DocumentFormat::json);

@@ -183,7 +183,7 @@ TEST_CASE("an unknown --device or --cuda-precision is command-line misuse", "[cl
   CHECK(precision.output.find("--cuda-precision") != std::string::npos);
 }
 
-TEST_CASE("--cuda-keep-fp32: a mixed-precision plan verified by emulation; bad lists are clear errors", "[cli][device][bad-input]") {
+TEST_CASE("mixed precision from the command line (--cuda-keep-fp32): verified by emulation, bad lists are clear errors", "[cli][device][bad-input]") {
   const Run cpu = run_binary(KILN_BINARY, "verify " + kModel + " --random 4 --cuda-keep-fp32 /stem/Conv");
   INFO(cpu.output);
   CHECK(cpu.exit_code == 1);

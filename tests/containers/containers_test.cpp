@@ -164,7 +164,7 @@ TEST_CASE("gzip layers carry no timestamp and their diff_id is the tar's digest"
   REQUIRE_FALSE(layer_write(dir.string(), entries, 0, 10));
 }
 
-TEST_CASE("the same spec gives the same image in another folder; a new model keeps the runtime layer", "[containers]") {
+TEST_CASE("the same spec gives the same image in another folder, a new model keeps the runtime layer", "[containers]") {
   const fs::path a = temp_dir("image-a");
   const fs::path b = temp_dir("image-b") / "deeper";
   auto first = image_write(small_spec("weights v1"), (a / "oci").string(), (a / "image.oci.tar").string());
@@ -510,7 +510,7 @@ bool has(const std::vector<std::string>& list, const std::string& item) {
 
 }  // namespace
 
-TEST_CASE("a GPU image has the CUDA layer, the plugin beside kiln-runtime and KILN_DEVICE; a CPU image none", "[containers]") {
+TEST_CASE("a GPU image has the CUDA layer, the plugin beside kiln-runtime and KILN_DEVICE, a CPU image none", "[containers]") {
   const oci::ImageSpec gpu = bundle_image_spec(bundle_fixture(true), {});
   std::vector<std::string> names;
   for (const oci::LayerSpec& l : gpu.layers) names.push_back(l.name);

@@ -38,7 +38,7 @@ TEST_CASE("deployed timing pools the timed runs of every instance", "[perfmodel]
   }
 }
 
-TEST_CASE("deployed timing refuses zero threads or instances; throughput counts every instance", "[perfmodel][timing]") {
+TEST_CASE("deployed timing refuses zero threads or instances, throughput counts every instance", "[perfmodel][timing]") {
   const Plan plan = small_conv_plan();
   for (auto [threads, instances] : {std::pair{0, 1}, std::pair{1, 0}}) {
     auto t = time_deployed(plan, threads, instances, {});

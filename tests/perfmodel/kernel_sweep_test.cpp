@@ -40,7 +40,7 @@ TEST_CASE("a sweep graph is producer + op (+ ReLU) and compiles without depth-fi
   CHECK(std::find(int8.begin(), int8.end(), "quantize_int8") != int8.end());
 }
 
-TEST_CASE("int8 sweep convs read u8 and are keyed so; signed_input ones read s8, in int8 only", "[perfmodel][sweep]") {
+TEST_CASE("int8 sweep convs read u8 and are keyed so, signed_input ones read s8, in int8 only", "[perfmodel][sweep]") {
   const SweepShape conv{SweepOp::conv, 1, 16, 32, 14, 14, 3, 1, 1};
   SweepShape signed_conv = conv;
   signed_conv.signed_input = true;

@@ -239,7 +239,7 @@ TEST_CASE("a max pool between int8 convolutions has the region's dtype and one-b
   CHECK(p->m.bytes == Approx(2 * 32 * (16 * 16 + 8 * 8) * 1.0));
 }
 
-TEST_CASE("an int8 conv reading s8 (no ReLU before it) is marked signed; one reading u8 is not", "[perfmodel][predictor]") {
+TEST_CASE("an int8 conv reading s8 (no ReLU before it) is marked signed, one reading u8 is not", "[perfmodel][predictor]") {
   for (const bool relu : {false, true}) {
     testing::Builder b;
     const int x = b.input({1, 16, 14, 14});

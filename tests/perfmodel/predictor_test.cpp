@@ -106,7 +106,7 @@ TEST_CASE("steps without a sweep counterpart are priced like the sweep's Add whe
   CHECK(s.ms == Approx(roofline_ms(add, 0, 2e6)).epsilon(0.10));  // not 2e6 / 150e6 from the read table
 }
 
-TEST_CASE("a fused transcendental epilogue costs its element-ops; cold weights cost their streaming", "[perfmodel][predictor]") {
+TEST_CASE("a fused transcendental epilogue costs its element-ops, cold weights cost their streaming", "[perfmodel][predictor]") {
   const RooflineParams conv{0.01, 40e6, 15e6}, eltwise{0.01, 2e6, 20e6};  // eltwise: 2 G element-ops/s
   std::vector<Measurement> rows = synthetic_sweep(conv, "conv", "f32", 1);
   for (const Measurement& m : synthetic_sweep(eltwise, "eltwise", "f32", 1)) rows.push_back(m);
@@ -334,7 +334,7 @@ TEST_CASE("residual points fit the residual group as the sum's time beyond the i
   CHECK(with.steps[0].how.find("fused residual") != std::string::npos);
 }
 
-TEST_CASE("int8 convs reading s8 add the signed group's time; points measured on s8 before the u8 sweep are superseded",
+TEST_CASE("int8 convs reading s8 add the signed group's time, points measured on s8 before the u8 sweep are superseded",
           "[perfmodel][predictor]") {
   const RooflineParams conv{0.01, 40e6, 15e6};
   std::vector<Measurement> rows;

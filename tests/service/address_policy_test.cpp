@@ -31,7 +31,7 @@ TEST_CASE("address policy: private, loopback, link-local, multicast and unique-l
   CHECK_THAT(refusal("::ffff:127.0.0.1"), Catch::Contains("loopback"));
 }
 
-TEST_CASE("address policy: public addresses pass; the allow-list overrides, also for IPv4-mapped forms", "[service][fetch]") {
+TEST_CASE("address policy: public addresses pass, the allow-list overrides, also for IPv4-mapped forms", "[service][fetch]") {
   for (const char* a : {"8.8.8.8", "1.1.1.1", "172.32.0.1", "192.169.0.1", "2606:4700::1111", "::ffff:8.8.8.8"}) {
     INFO(a);
     CHECK(refusal(a).empty());

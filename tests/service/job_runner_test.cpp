@@ -84,7 +84,7 @@ struct RunnerFixture {
 
 }  // namespace
 
-TEST_CASE("job runner: stages run as children; a crashing stage fails its job only", "[service]") {
+TEST_CASE("job runner: stages run as children, a crashing stage fails its job only", "[service]") {
   RunnerFixture f;
   JobRunner runner(*f.store, f.options());
   const std::string good = f.submit("fine");
@@ -118,7 +118,7 @@ std::string file_text(const fs::path& path) {
 // compile stage plans (kiln optimize) and packages its choice, whose candidates reach report.json;
 // a choice for GPU nodes is verified emulated and packaged for the GPU at its precision; this
 // machine without a profile compiles unplanned and says why in the log.
-TEST_CASE("job runner: plannable targets are optimized, GPU choices packaged for the GPU; an unprofiled machine compiles unplanned",
+TEST_CASE("job runner: plannable targets are optimized, GPU choices packaged for the GPU, an unprofiled machine compiles unplanned",
           "[service]") {
   RunnerFixture f;
   const std::string app = "model: {path: model.onnx}\ninputs: {x: {shape: [1, 4], dtype: float32}}\nobjective: latency\n";
@@ -166,7 +166,7 @@ TEST_CASE("job runner: plannable targets are optimized, GPU choices packaged for
   CHECK(file_text(here_dir / "model.kiln") == "plan\n");
 }
 
-TEST_CASE("job runner: a runaway stage is killed at the job's time limit; cancel kills a running stage", "[service]") {
+TEST_CASE("job runner: a runaway stage is killed at the job's time limit, cancel kills a running stage", "[service]") {
   RunnerFixture f;
   JobRunner runner(*f.store, f.options(std::chrono::seconds(1)));
   const std::string slow = f.submit("hang");

@@ -169,7 +169,7 @@ TEST_CASE("job store: cancel, finish and list filters", "[service]") {
   CHECK((*counts)["queued"] == 0);
 }
 
-TEST_CASE("job ids: generated ids are valid and sort by creation; others are not", "[service]") {
+TEST_CASE("job ids: generated ids are valid and sort by creation, others are not", "[service]") {
   const std::string a = job_id_new();
   CHECK(job_id_valid(a));
   CHECK(!job_id_valid("../etc"));

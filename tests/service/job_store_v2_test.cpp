@@ -61,7 +61,7 @@ TEST_CASE("job store: a version 1 store migrates to version 2 and keeps its jobs
   CHECK((*again)->token_list()->size() == 1);
 }
 
-TEST_CASE("job store: owners filter lists; tokens revoke once; targets put, replace and delete", "[service][store]") {
+TEST_CASE("job store: owners filter lists, tokens revoke once, targets put, replace and delete", "[service][store]") {
   TempDir dir;
   auto opened = jobs::JobStore::open((dir.path / "jobs.db").string());
   REQUIRE(opened);

@@ -95,7 +95,7 @@ TEST_CASE("jobs router: a good submission is queued, listed, fetched and cancell
   CHECK(body_json(f.handle(get("/v1/jobs/" + id + "/artifacts")))["artifacts"].empty());
 }
 
-TEST_CASE("jobs router: an idempotent retry returns the same job; another body with the key is a conflict", "[service]") {
+TEST_CASE("jobs router: an idempotent retry returns the same job, another body with the key is a conflict", "[service]") {
   Fixture f;
   const serve::HttpResponse first = f.handle(post(f.good_body(), "retry-1"));
   REQUIRE(first.status == 202);

@@ -114,7 +114,7 @@ std::string header_of(const serve::HttpResponse& r, const std::string& name) {
 
 }  // namespace
 
-TEST_CASE("service router: 401 for missing, malformed, unknown and revoked tokens; 403 names the scope", "[service][auth]") {
+TEST_CASE("service router: 401 for missing, malformed, unknown and revoked tokens, 403 names the scope", "[service][auth]") {
   Fixture f;
   CHECK(f.call("", "GET", "/healthz").status == 200);
   CHECK(f.call("", "GET", "/readyz").status != 401);
@@ -153,7 +153,7 @@ TEST_CASE("service router: --auth none serves the local user with every scope", 
   CHECK(f.call("", "GET", "/metrics").status == 200);
 }
 
-TEST_CASE("service router: another owner's job is a 404; admins see every job", "[service][auth]") {
+TEST_CASE("service router: another owner's job is a 404, admins see every job", "[service][auth]") {
   Fixture f;
   const serve::HttpResponse mine = f.submit(f.alice, "key-1");
   REQUIRE(mine.status == 202);
@@ -258,7 +258,7 @@ TEST_CASE("service router: an allow-listed loopback address may be fetched from"
   CHECK(by_url("http://127.0.0.2/m.onnx").status == 400);
 }
 
-TEST_CASE("service router: benchmark profiles import all or nothing; other versions are refused", "[service][benchmarks]") {
+TEST_CASE("service router: benchmark profiles import all or nothing, other versions are refused", "[service][benchmarks]") {
   Fixture f;
   const serve::HttpResponse garbage = f.call(f.admin, "POST", "/v1/benchmarks", "{not json", "application/json");
   CHECK(garbage.status == 422);

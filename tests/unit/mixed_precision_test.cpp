@@ -32,7 +32,7 @@ DeviceEngineOptions keep(DevicePrecision precision, std::vector<std::string> nam
 
 }  // namespace
 
-TEST_CASE("mixed precision: kept steps store float32; inputs and constants only where kept steps alone read them", "[device]") {
+TEST_CASE("mixed precision: kept steps store float32, inputs and constants only where kept steps alone read them", "[device]") {
   Chain c;
   REQUIRE(c.b.plan.steps.size() == 3);
   const std::string relu0 = c.b.plan.steps[0].name, relu1 = c.b.plan.steps[1].name, add = c.b.plan.steps[2].name;

@@ -170,7 +170,7 @@ TEST_CASE("fuse_elementwise_chain leaves broadcasts that change the shape and si
   REQUIRE(b.g.nodes.size() == nodes);
 }
 
-TEST_CASE("fuse_activation takes the epilogue first; the chain takes what follows", "[passes][elementwise_chain]") {
+TEST_CASE("fuse_activation takes the epilogue first, the chain takes what follows", "[passes][elementwise_chain]") {
   GraphBuilder b;
   const ValueId x = b.input("x", {1, 3, 6, 6});
   Attrs pads;

@@ -40,7 +40,7 @@ std::vector<float> gaussian_with_outliers(size_t n, uint32_t seed) {
 
 }  // namespace
 
-TEST_CASE("minmax keeps the observed range; percentile and entropy clip outliers", "[quantize][calibration]") {
+TEST_CASE("minmax keeps the observed range, percentile and entropy clip outliers", "[quantize][calibration]") {
   const std::vector<float> x = gaussian_with_outliers(200000, 3);
   const TensorStats s = stats_of(x);
   const TensorRange mm = calibrated_range(s, CalibrationMethod::minmax);
@@ -345,7 +345,7 @@ TEST_CASE("accuracy control: met when loose, 'not met' when only fp32 would do, 
 
 namespace kiln {
 
-TEST_CASE("accuracy control for bf16 by cosine; constraints and pipelines checked", "[quantize][accuracy]") {
+TEST_CASE("accuracy control for bf16 by cosine, constraints and pipelines checked", "[quantize][accuracy]") {
   const Graph g = near_tie_classifier();
   VerifyData data = self_labelled(g, 64);
   data.labels.reset();
@@ -466,7 +466,7 @@ TEST_CASE("int8 after bf16: accuracy control's fallback is bf16, not fp32", "[qu
 
 namespace kiln {
 
-TEST_CASE("accuracy control falls back the most error per millisecond saved first; plain sensitivity when untimed", "[quantize][accuracy]") {
+TEST_CASE("accuracy control falls back the most error per millisecond saved first, plain sensitivity when untimed", "[quantize][accuracy]") {
   // "big" is the most sensitive but saves 100x the time of "dw"; "slow" is slower reduced than in fp32.
   std::vector<LayerSensitivity> by_sensitivity{{"big", 0.010, 1.0},
                                                {"dw", 0.004, 0.01},

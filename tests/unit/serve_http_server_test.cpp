@@ -166,7 +166,7 @@ TEST_CASE("http server: keep-alive, limits, deferred replies and a graceful stop
   CHECK_FALSE(after.connected());
 }
 
-TEST_CASE("http server: request headers reach the handler; streamed responses are chunked and keep the connection", "[serve]") {
+TEST_CASE("http server: request headers reach the handler, streamed responses are chunked and keep the connection", "[serve]") {
   HttpServerOptions options;
   options.host = "127.0.0.1";
   options.port = 0;

@@ -99,7 +99,7 @@ TEST_CASE("v2 data may be nested and outputs may be requested", "[serve]") {
   CHECK(parsed->outputs == std::vector<std::string>{"y", "z"});
 }
 
-TEST_CASE("v2 responses carry model, id and outputs; non-finite floats become null", "[serve]") {
+TEST_CASE("v2 responses carry model, id and outputs, non-finite floats become null", "[serve]") {
   const std::vector<float> v{1.5f, std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()};
   const std::vector<int64_t> idx{7, -9};
   const NamedTensors outs{{"y", Tensor::from_values<float>({1, 3}, v)}, {"k", Tensor::from_values<int64_t>({2}, idx)}};

@@ -168,7 +168,7 @@ TEST_CASE("verify_plans batches samples, pads the last batch and trims it", "[ve
   }
 }
 
-TEST_CASE("inputs rounded to 8 bits: the int8 grid of the whole set, on a copy; verify compares them with the clean ones",
+TEST_CASE("inputs rounded to 8 bits: the int8 grid of the whole set, on a copy, verify compares them with the clean ones",
           "[verify]") {
   VerifyData data;
   // max |x| = 1.27: s8 with a step of 0.01; 0.004 rounds to 0, 0.006 to 0.01, -1.27 stays.
