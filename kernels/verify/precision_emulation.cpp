@@ -1,6 +1,5 @@
 #include "kernels/verify/precision_emulation.h"
 
-#include <algorithm>
 #include <cstring>
 #include <map>
 #include <span>
@@ -70,8 +69,7 @@ Result<Plan> storage_rounding_plan(const Plan& plan, DevicePrecision precision, 
   options.keep_fp32 = keep_fp32;
   KILN_ASSIGN(mixed, mixed_precision(plan, options));
   const std::vector<bool>& kept = mixed.kept_step;
-  std::vector<bool> stored_half(mixed.stored_wide.size());
-  for (size_t i = 0; i < stored_half.size(); ++i) stored_half[i] = !mixed.stored_wide[i];
+  const auto stored_half = [&](int slot) { return !mixed.stored_wide[static_cast<size_t>(slot)]; };
   const bool bf16 = precision == DevicePrecision::bf16;
   const DType half = bf16 ? DType::bf16 : DType::f16;
 
@@ -81,7 +79,7 @@ Result<Plan> storage_rounding_plan(const Plan& plan, DevicePrecision precision, 
   out.inputs = plan.inputs;
   out.outputs = plan.outputs;
   for (const auto& [slot, value] : plan.constants)
-    out.constants.emplace_back(slot, stored_half[static_cast<size_t>(slot)] ? rounded_copy(value, precision) : value);
+    out.constants.emplace_back(slot, stored_half(slot) ? rounded_copy(value, precision) : value);
   auto new_slot = [&](const ValueType& type) {
     out.slot_types.push_back(type);
     return out.num_slots++;
@@ -100,7 +98,7 @@ Result<Plan> storage_rounding_plan(const Plan& plan, DevicePrecision precision, 
   auto is_float = [&](int slot) { return slot >= 0 && plan.slot_types[static_cast<size_t>(slot)].dtype == DType::f32; };
   // Each float input stored at 16 bits arrives in a new slot and is rounded into the one the steps read.
   for (PlanInput& in : out.inputs) {
-    if (!is_float(in.slot) || !stored_half[static_cast<size_t>(in.slot)]) continue;
+    if (!is_float(in.slot) || !stored_half(in.slot)) continue;
     const int raw = new_slot(plan.slot_types[static_cast<size_t>(in.slot)]);
     round_into(raw, in.slot, in.name);
     in.slot = raw;
@@ -112,7 +110,7 @@ Result<Plan> storage_rounding_plan(const Plan& plan, DevicePrecision precision, 
     PlanStep computed = step;
     if (!kept[s])
       for (int& in : computed.inputs) {
-        if (!is_float(in) || stored_half[static_cast<size_t>(in)]) continue;
+        if (!is_float(in) || stored_half(in)) continue;
         auto [copy, added] = half_copy.emplace(in, -1);
         if (added) {
           copy->second = new_slot(plan.slot_types[static_cast<size_t>(in)]);
@@ -122,7 +120,7 @@ Result<Plan> storage_rounding_plan(const Plan& plan, DevicePrecision precision, 
       }
     std::vector<std::pair<int, int>> rounded;  // (raw, stored)
     for (int& o : computed.outputs) {
-      if (!is_float(o) || !stored_half[static_cast<size_t>(o)]) continue;
+      if (!is_float(o) || !stored_half(o)) continue;
       const int raw = new_slot(plan.slot_types[static_cast<size_t>(o)]);
       rounded.emplace_back(raw, o);
       o = raw;
