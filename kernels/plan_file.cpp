@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/core/limits.h"
+#include "kernels/device/mixed_precision.h"
 #include "kernels/device/plan_runner.h"
 
 namespace kiln {
@@ -327,6 +328,7 @@ Status plan_write_file(const std::string& path, const Plan& plan, const PlanFile
   m["notes"] = info.notes;
   m["device"] = info.device;
   m["cuda_precision"] = info.cuda_precision;
+  if (!info.cuda_keep_fp32.empty()) m["cuda_keep_fp32"] = info.cuda_keep_fp32;
   m["num_slots"] = plan.num_slots;
   m["slot_types"] = json::array();
   for (const ValueType& t : plan.slot_types) m["slot_types"].push_back(type_to_json(t));
@@ -430,6 +432,21 @@ Result<LoadedPlan> plan_read_file(const std::string& path, bool verify_weights) 
     KILN_REQUIRE(precision.empty() || (device == "cuda" && device_precision_from_name(precision)),
                  parse, path, ": metadata 'cuda_precision' is '", precision, "' for device '", device,
                  "', expected fp32, tf32, fp16 or bf16 on cuda");
+    if (m.contains("cuda_keep_fp32")) {
+      const json& keep = m.at("cuda_keep_fp32");
+      KILN_REQUIRE(keep.is_array() && std::all_of(keep.begin(), keep.end(), [](const json& k) { return k.is_string(); }), parse,
+                   path, ": metadata 'cuda_keep_fp32' is not a list of node names");
+      KILN_REQUIRE(keep.empty() || (!precision.empty() && precision != "fp32"), parse, path,
+                   ": metadata 'cuda_keep_fp32' keeps nodes in fp32 in a plan whose GPU precision is '", precision,
+                   "' (expected tf32, fp16 or bf16)");
+      loaded.info.cuda_keep_fp32 = keep.get<std::vector<std::string>>();
+      // Each name is a step: the engine would refuse the plan later, naming the node; say it at load.
+      DeviceEngineOptions check;
+      check.precision = *device_precision_from_name(precision.empty() ? "bf16" : precision);
+      check.keep_fp32 = loaded.info.cuda_keep_fp32;
+      if (Result<MixedPrecision> mixed = mixed_precision(loaded.plan, check); !mixed)
+        return make_error(ErrorCode::parse, path, ": metadata 'cuda_keep_fp32': ", mixed.error().message);
+    }
   } catch (const json::exception& e) {
     return make_error(ErrorCode::parse, path, ": malformed metadata: ", e.what());
   }

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/plan.h"
 
@@ -27,6 +28,10 @@ struct PlanFileInfo {
   // none was chosen); `kiln image` defaults to both.
   std::string device;
   std::string cuda_precision;
+  // GPU mixed precision (DeviceEngineOptions::keep_fp32): the steps kept in float32 when the plan
+  // runs at `cuda_precision` (kiln compile's GPU accuracy control, or --cuda-keep-fp32); every
+  // name is a step of the plan. Empty: none, and the field is not written.
+  std::vector<std::string> cuda_keep_fp32;
 };
 
 Status plan_write_file(const std::string& path, const Plan& plan, const PlanFileInfo& info);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 
 #include "perfmodel/measurement.h"
 
@@ -83,14 +84,17 @@ std::string PriorPredictor::describe() const {
   return buf;
 }
 
-std::vector<StepFeatures> steps_on_gpu(const std::vector<StepFeatures>& cpu_fp32_steps, const std::string& dtype) {
-  const double scale = dtype_element_bytes(dtype) / 4.0;  // the CPU fp32 plan's bytes at the GPU dtype's width
+std::vector<StepFeatures> steps_on_gpu(const std::vector<StepFeatures>& cpu_fp32_steps, const std::string& dtype,
+                                       const std::vector<std::string>& keep_fp32) {
+  const std::set<std::string> kept(keep_fp32.begin(), keep_fp32.end());
   std::vector<StepFeatures> out;
   out.reserve(cpu_fp32_steps.size());
   for (const StepFeatures& s : cpu_fp32_steps) {
     if (s.op == "ToPlain") continue;  // oneDNN's layout conversions; the CUDA engine runs NCHW throughout
+    const std::string at = kept.count(s.node) ? "f32" : dtype;
+    const double scale = dtype_element_bytes(at) / 4.0;  // the CPU fp32 plan's bytes at the GPU dtype's width
     StepFeatures g = s;
-    g.m.dtype = dtype;
+    g.m.dtype = at;
     g.m.bytes *= scale;
     g.weight_bytes *= scale;
     g.m.threads = 1;

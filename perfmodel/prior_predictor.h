@@ -62,8 +62,10 @@ class PriorPredictor {
 };
 
 // The steps of a plan compiled for the CPU (float32) as the GPU runs them at `dtype` ("f32",
-// "f16" or "bf16"): the CPU's layout conversions dropped, every stored byte at the dtype's width.
-std::vector<StepFeatures> steps_on_gpu(const std::vector<StepFeatures>& cpu_fp32_steps, const std::string& dtype);
+// "f16" or "bf16"): the CPU's layout conversions dropped, every stored byte at the dtype's width;
+// the steps named in `keep_fp32` (GPU mixed precision) at f32.
+std::vector<StepFeatures> steps_on_gpu(const std::vector<StepFeatures>& cpu_fp32_steps, const std::string& dtype,
+                                       const std::vector<std::string>& keep_fp32 = {});
 
 // The dtype a GPU precision ("fp32", "fp16", "bf16") is stored under in profiles and priors.
 std::string gpu_precision_dtype(const std::string& precision);

@@ -94,6 +94,7 @@ std::string metadata_json(const Bundle& b, uint64_t model_bytes) {
         {"device", r.target.gpu_count > 0 ? "gpu" : "cpu"}, {"gpu", {{"model", r.target.gpu_model}, {"count", r.target.gpu_count}}},
         // A GPU target's image runs on the CPUs when it was built without the plugin (--device cpu).
         {"runs_on", gpu ? "cuda" : "cpu"}, {"cuda_precision", gpu ? nlohmann::json(r.cuda_precision) : nlohmann::json()},
+        {"cuda_keep_fp32", gpu ? nlohmann::json(r.cuda_keep_fp32) : nlohmann::json()},
         {"architecture", "amd64"}, {"os", "linux"}}},
       {"sbom", kBundleSbomFile}};
   return doc.dump();

@@ -46,6 +46,7 @@ struct BundleRequest {
   std::string device_plugin;        // GPU images: libkiln_cuda.so, carried with the CUDA libraries it
                                     // needs, and the image runs on the GPU; "": a CPU image (neither)
   std::string cuda_precision = "fp32";  // GPU images: KILN_CUDA_PRECISION, kiln-runtime's --cuda-precision default
+  std::vector<std::string> cuda_keep_fp32;  // GPU images: the steps the .kiln keeps in fp32 at that precision (metadata only)
   std::string model_name;           // "model" (from model.onnx)
   std::string source;               // the file the user gave (its name only is recorded)
   std::string passes;

@@ -46,10 +46,11 @@ struct DeviceEngineOptions {
   // (MobileNetV2 fp16: 7.35 ms of device time launched step by step, 3.93 ms on a faster host).
   int64_t graph_max_batch = std::numeric_limits<int64_t>::max();
   std::ostream* verbose = nullptr;  // which kernel runs each step and why others did not
-  // Mixed precision in an fp16/bf16 plan: the steps (plan node names) that compute and store in
+  // Mixed precision in a tf32/fp16/bf16 plan: the steps (plan node names) that compute and store in
   // float32, as kiln's CPU accuracy control keeps layers in fp32. Their float32 outputs reach the
   // other steps rounded to the plan's 16-bit type, and they read the others' 16-bit values widened
-  // (exactly); a constant or input stays float32 where only kept steps read it.
+  // (exactly); a constant or input stays float32 where only kept steps read it. In a tf32 plan the
+  // kept steps multiply in float32 (FMA) instead of on TF32 tensor cores.
   std::vector<std::string> keep_fp32;
 };
 

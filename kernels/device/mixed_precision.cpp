@@ -13,8 +13,8 @@ Result<MixedPrecision> mixed_precision(const Plan& plan, const DeviceEngineOptio
   out.kept_step.assign(plan.steps.size(), false);
   out.stored_wide.assign(static_cast<size_t>(std::max(plan.num_slots, 0)), false);
   if (options.keep_fp32.empty()) return out;
-  const bool half = options.precision == DevicePrecision::fp16 || options.precision == DevicePrecision::bf16;
-  KILN_REQUIRE(half, invalid_argument, "keeping nodes in fp32 is for fp16 and bf16 plans, not ", device_precision_name(options.precision));
+  KILN_REQUIRE(options.precision != DevicePrecision::fp32, invalid_argument,
+               "keeping nodes in fp32 is for tf32, fp16 and bf16 plans: an fp32 plan computes every step in float32");
   const std::set<std::string> keep(options.keep_fp32.begin(), options.keep_fp32.end());
   std::set<std::string> found;
   for (size_t s = 0; s < plan.steps.size(); ++s)

@@ -1,5 +1,6 @@
-// Mixed precision on a device (DeviceEngineOptions::keep_fp32): which steps of an fp16/bf16 plan
-// compute in float32 and which values the device stores in float32. One rule, read by the CUDA
+// Mixed precision on a device (DeviceEngineOptions::keep_fp32): which steps of a tf32/fp16/bf16
+// plan compute in float32 (tf32: without TF32 tensor cores) and which values the device stores in
+// float32 (tf32: all of them, as without the list). One rule, read by the CUDA
 // engine (which inserts the conversions it implies) and by the CPU emulation of its rounding
 // (kernels/verify/precision_emulation.h), so that what `kiln verify --emulate` measures is what the
 // GPU runs. Why: on the conditioned ResNet-50, bf16 everywhere gives cosine 0.99753 against fp32;
@@ -24,8 +25,7 @@ struct MixedPrecision {
 // The rule: a kept step's outputs are stored in float32; a constant or input is stored in float32
 // when every step that reads it is kept; every other float32 value at the plan's 16-bit type. A
 // step that is not kept reads 16-bit copies of wide values; a kept one reads widened copies of
-// 16-bit ones (exact). Errors: keep_fp32 with a precision other than fp16/bf16, or a name that is no
-// step of the plan (named).
+// 16-bit ones (exact). Errors: keep_fp32 with fp32, or a name that is no step of the plan (named).
 Result<MixedPrecision> mixed_precision(const Plan& plan, const DeviceEngineOptions& options);
 
 }  // namespace kiln

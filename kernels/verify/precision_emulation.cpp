@@ -61,8 +61,7 @@ float emulated_round(float x, DevicePrecision precision) {
 
 Result<Plan> storage_rounding_plan(const Plan& plan, DevicePrecision precision, const std::vector<std::string>& keep_fp32) {
   KILN_REQUIRE(precision != DevicePrecision::tf32, unsupported,
-               keep_fp32.empty() ? "tf32 rounds the operands of Conv/Gemm/MatMul, not stored values: run it on Tf32Emulator"
-                                 : "keeping nodes in fp32 is for fp16 and bf16 plans, not tf32");
+               "tf32 rounds the operands of Conv/Gemm/MatMul, not stored values: run it on Tf32Emulator");
   if (precision == DevicePrecision::fp32 && keep_fp32.empty()) return plan;
   DeviceEngineOptions options;
   options.precision = precision;
@@ -131,8 +130,19 @@ Result<Plan> storage_rounding_plan(const Plan& plan, DevicePrecision precision, 
   return out;
 }
 
-Tf32Emulator::Tf32Emulator(const Plan& plan) : plan_(plan), rounded_constant_(static_cast<size_t>(plan.num_slots), false) {
-  for (const PlanStep& step : plan_.steps) tf32_step_.push_back(multiplies_in_tf32(plan_, step));
+Result<Tf32Emulator> Tf32Emulator::create(const Plan& plan, const std::vector<std::string>& keep_fp32) {
+  DeviceEngineOptions options;
+  options.precision = DevicePrecision::tf32;
+  options.keep_fp32 = keep_fp32;
+  KILN_ASSIGN(mixed, mixed_precision(plan, options));
+  return Tf32Emulator(plan, mixed.kept_step);
+}
+
+Tf32Emulator::Tf32Emulator(const Plan& plan) : Tf32Emulator(plan, std::vector<bool>(plan.steps.size(), false)) {}
+
+Tf32Emulator::Tf32Emulator(const Plan& plan, const std::vector<bool>& kept_step)
+    : plan_(plan), rounded_constant_(static_cast<size_t>(plan.num_slots), false) {
+  for (size_t s = 0; s < plan_.steps.size(); ++s) tf32_step_.push_back(!kept_step[s] && multiplies_in_tf32(plan_, plan_.steps[s]));
   // A weight is rounded once here only where nothing but a tensor core reads it.
   std::vector<bool> tf32_read(rounded_constant_.size(), false), other_read(rounded_constant_.size(), false);
   for (size_t s = 0; s < plan_.steps.size(); ++s)

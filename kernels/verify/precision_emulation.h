@@ -46,11 +46,15 @@ Result<Plan> storage_rounding_plan(const Plan& plan, DevicePrecision precision, 
 class Tf32Emulator {
  public:
   explicit Tf32Emulator(const Plan& plan);
+  // Mixed precision (DeviceEngineOptions::keep_fp32): the kept steps multiply in float32, as the
+  // CUDA engine runs them. A name that is no step of the plan is an error.
+  static Result<Tf32Emulator> create(const Plan& plan, const std::vector<std::string>& keep_fp32);
   // One run on the reference executor with `threads` (ExecuteOptions::threads; 0: every CPU). Safe to
   // call from several threads at once. Errors: the reference executor's.
   Result<std::vector<Tensor>> run(const std::vector<Tensor>& inputs, int threads = 0) const;
 
  private:
+  Tf32Emulator(const Plan& plan, const std::vector<bool>& kept_step);
   Plan plan_;
   std::vector<bool> tf32_step_;        // per step: multiplies on TF32 tensor cores
   std::vector<bool> rounded_constant_;  // per slot: a constant rounded at construction

@@ -222,7 +222,8 @@ Result<VerifyReport> verify_plans(const Plan& compiled, const Plan& reference, c
   std::unique_ptr<PlanRunner> engine;
   std::optional<Tf32Emulator> emulator;
   if (options.emulate == DevicePrecision::tf32) {
-    emulator.emplace(compiled);
+    KILN_ASSIGN(e, Tf32Emulator::create(compiled, options.device_options.keep_fp32));
+    emulator.emplace(std::move(e));
   } else {
     Plan rounding;
     if (options.emulate) {

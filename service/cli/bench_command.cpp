@@ -90,9 +90,11 @@ void print_profile(const PlanRunner& engine, const std::vector<double>& step_ms)
 int run_bench(const BenchOptions& opts) {
   std::string how;
   const auto load_start = std::chrono::steady_clock::now();
-  auto plan = load_or_compile(opts.model, opts.dims, &how, opts.device.kind());
+  PlanFileInfo recorded;
+  auto plan = load_or_compile(opts.model, opts.dims, &how, opts.device.kind(), &recorded);
   if (!plan) return report_error(plan.error().message);
-  auto engine = PlanRunner::create(*plan, opts.device.runner_options(opts.threads, nullptr));
+  if (const std::string note = opts.device.recorded_keep_note(recorded); !note.empty()) how += "; " + note;
+  auto engine = PlanRunner::create(*plan, opts.device.runner_options(opts.threads, nullptr, &recorded));
   if (!engine) return report_error(engine.error().message);
   const double ready_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - load_start).count();
   const std::vector<Tensor> inputs = seeded_inputs(*plan);

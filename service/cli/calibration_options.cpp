@@ -49,7 +49,8 @@ void CalibrationCli::add_accuracy_control_to(CLI::App& cmd) {
       ->check(CLI::Range(0.0, 1.0));
   cmd.add_option("--min-cosine", min_cosine,
                  "Accuracy control: keep layers in fp32 (most error per millisecond saved first) until the output's cosine similarity "
-                 "with fp32 on the accuracy data is at least this (e.g. 0.99); int8 or bf16")
+                 "with fp32 on the accuracy data is at least this (e.g. 0.99); int8 or bf16, or a GPU plan at tf32/fp16/bf16 "
+                 "(kiln compile --device cuda: the fewest leading steps, by emulation)")
       ->check(CLI::Range(-1.0, 1.0));
   cmd.add_option("--accuracy-random", accuracy_random,
                  "Accuracy control on this many seeded random samples instead of --accuracy-data (no labels: the "
@@ -63,7 +64,7 @@ void CalibrationCli::add_accuracy_control_to(CLI::App& cmd) {
 }
 
 Result<VerifyData> CalibrationCli::load_accuracy_data(const Plan& plan) const {
-  KILN_REQUIRE(max_accuracy_drop >= 0 || min_cosine >= -1, invalid_argument,
+  KILN_REQUIRE(max_accuracy_drop >= 0 || min_cosine >= -1 || max_rel_error >= 0, invalid_argument,
                "accuracy control needs a constraint: --max-accuracy-drop and/or --min-cosine");
   const int sources = !accuracy_data.empty() + (accuracy_random > 0) + accuracy_dataset.has_value();
   KILN_REQUIRE(sources == 1, invalid_argument,

@@ -32,14 +32,22 @@ struct CalibrationCli {
   uint32_t accuracy_seed = 11;     // differs from calibration's and verify's defaults
   double max_accuracy_drop = -1;   // < 0: not asked for
   double min_cosine = -2;          // < -1: not asked for
+  double max_rel_error = -1;       // < 0: not asked for (GPU accuracy control only: kiln compile --device cuda)
 
   // `with_normalization`: also --mean/--std (verify registers its own).
   void add_to(CLI::App& cmd, bool with_normalization);
   void add_accuracy_control_to(CLI::App& cmd);
   bool given() const { return !file.empty() || random > 0; }
   bool accuracy_control() const {
-    return max_accuracy_drop >= 0 || min_cosine >= -1 || !accuracy_data.empty() || accuracy_random > 0 ||
+    return max_accuracy_drop >= 0 || min_cosine >= -1 || max_rel_error >= 0 || !accuracy_data.empty() || accuracy_random > 0 ||
            accuracy_dataset.has_value();
+  }
+  // The same options without accuracy control (the data and constraints cleared).
+  CalibrationCli without_accuracy_control() const {
+    CalibrationCli c = *this;
+    c.accuracy_data.clear(), c.accuracy_labels.clear(), c.accuracy_random = 0, c.accuracy_dataset.reset();
+    c.max_accuracy_drop = -1, c.min_cosine = -2, c.max_rel_error = -1;
+    return c;
   }
   Result<VerifyData> load_accuracy_data(const Plan& plan) const;
   // The samples for `plan`'s inputs, and the policy, as the quantize_int8 pass takes them.

@@ -70,6 +70,9 @@ Result<CompiledModel> compile_model(const CompileRequest& request, std::ostream*
   if (request.keep_reference_plan) compiled.reference_plan = imported_plan();
   Result<std::vector<PassRecord>> records = std::vector<PassRecord>{};
   if (request.calibration != nullptr && request.calibration->accuracy_control()) {
+    KILN_REQUIRE(request.calibration->max_rel_error < 0, invalid_argument,
+                 "--max-rel-error bounds GPU accuracy control (kiln compile --device cuda --cuda-precision tf32|fp16|bf16); "
+                 "on the CPU use --min-cosine or --max-accuracy-drop");
     KILN_ASSIGN(data, request.calibration->load_accuracy_data(imported_plan()));
     AccuracyControlOptions control;
     if (request.calibration->max_accuracy_drop >= 0) control.max_accuracy_drop = request.calibration->max_accuracy_drop;
@@ -158,10 +161,12 @@ std::vector<std::string> default_pipeline_for(DeviceKind device) {
   return device == DeviceKind::cpu ? default_pipeline() : cuda_pipeline();
 }
 
-Result<Plan> load_or_compile(const std::string& path, const DimOptions& dims, std::string* how, DeviceKind device) {
+Result<Plan> load_or_compile(const std::string& path, const DimOptions& dims, std::string* how, DeviceKind device,
+                             PlanFileInfo* recorded) {
   if (is_plan_file(path)) {
     KILN_ASSIGN(loaded, plan_read_file(path));
     if (how) *how = "loaded " + path + " (" + loaded.info.notes + ", passes: " + loaded.info.passes + ")";
+    if (recorded) *recorded = loaded.info;
     return std::move(loaded.plan);
   }
   KILN_ASSIGN(compiled, compile_model({path, dims, default_pipeline_for(device), {}, false, false}, nullptr));

@@ -10,6 +10,7 @@
 #include "compilers/quantize/accuracy_control.h"
 #include "kernels/device/plan_runner.h"
 #include "kernels/plan.h"
+#include "kernels/plan_file.h"
 #include "service/cli/calibration_options.h"
 #include "service/cli/model_loading.h"
 #include "service/cli/prune_options.h"
@@ -62,9 +63,10 @@ void print_pass_records(const std::vector<PassRecord>& records);
 // (ConcatAffine, ElementwiseChain, DepthFirstConv), which have CPU kernels only.
 std::vector<std::string> default_pipeline_for(DeviceKind device);
 
-// A .kiln file is loaded as is; an ONNX model is compiled with the device's default pipeline.
+// A .kiln file is loaded as is (its metadata into `recorded` when given); an ONNX model is
+// compiled with the device's default pipeline (`recorded` left empty).
 Result<Plan> load_or_compile(const std::string& path, const DimOptions& dims, std::string* how = nullptr,
-                             DeviceKind device = DeviceKind::cpu);
+                             DeviceKind device = DeviceKind::cpu, PlanFileInfo* recorded = nullptr);
 
 bool is_plan_file(const std::string& path);
 

@@ -286,6 +286,13 @@ int run_image(ImageCmdOptions opts) {
   request.runtime_binary = *runtime;
   request.device_plugin = plugin;
   if (!opts.cuda_precision.empty()) request.cuda_precision = opts.cuda_precision;
+  // The .kiln's GPU mixed precision runs where the image runs at the precision it was recorded for.
+  if (device == DeviceKind::cuda && request.cuda_precision == recorded.cuda_precision) {
+    request.cuda_keep_fp32 = recorded.cuda_keep_fp32;
+    if (!recorded.cuda_keep_fp32.empty())
+      notes.push_back(std::to_string(recorded.cuda_keep_fp32.size()) + " steps kept in fp32 at " + request.cuda_precision + ", as recorded in " +
+                      opts.model + " (GPU mixed precision; kiln-runtime applies it at that precision)");
+  }
   request.model_name = opts.name.empty() ? fs::path(opts.model).stem().string() : opts.name;
   request.source = opts.model;
   request.passes = model->compiled.info.passes;  // as written into the .kiln ("default for cuda")

@@ -22,12 +22,14 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "compilers/passes/pipeline.h"
 #include "kernels/device/device_plugin.h"
 #include "kernels/plan_file.h"
+#include "kernels/verify/keep_fp32_search.h"
 #include "kernels/verify/verify.h"
 #include "perfmodel/deployed_timing.h"
 #include "perfmodel/fingerprint.h"
@@ -80,6 +82,9 @@ struct Verification {
   std::optional<AccuracyControlled> control;
   std::string every_layer_failure;
   std::optional<perf::ModelCosts> kept_costs;  // the precision's costs with control's layers kept (for pricing)
+  // GPU accuracy control: the leading steps a GPU precision keeps in float32 (by emulation), because
+  // every step at that precision missed the limit (`every_layer_failure`).
+  std::optional<KeepFp32Search> gpu_kept;
 };
 
 struct Trial {
@@ -92,6 +97,7 @@ struct Trial {
   std::vector<std::string> blocked_by;  // measured constraint misses and accuracy
   Plan plan;
   std::string passes;
+  std::vector<std::string> cuda_keep_fp32;  // a GPU candidate's steps kept in float32 (recorded in its .kiln)
   bool ok() const { return error.empty() && blocked_by.empty(); }
   double latency() const { return measured ? measured->median_ms : candidate.latency_ms; }
   double throughput() const { return measured ? measured_throughput : candidate.throughput_per_s; }
@@ -173,30 +179,15 @@ Result<VerifyData> verification_data(const api::ApplicationDescription& app, con
   return load_dataset(options, plan);
 }
 
-// `emulate`: a GPU plan, verified by emulating that GPU precision on this CPU. `cache`: the
-// reference outputs shared by every verification of one optimize run (same model, same data).
-void verify(const api::ApplicationDescription& app, const CompiledModel& model, Verification& v, ReferenceCache* cache,
-            std::optional<DevicePrecision> emulate = std::nullopt) {
-  v.ran = true;
-  auto data = verification_data(app, model.plan);
-  if (!data) {
-    v.error = "verification data: " + data.error().message;
-    return;
-  }
-  VerifyOptions options;
-  options.emulate = emulate;
-  options.reference_cache = cache;
-  auto report = verify_plans(model.plan, *model.reference_plan, *data, options);
-  if (!report) {
-    v.error = "verification: " + report.error().message;
-    return;
-  }
-  v.data_source = report->data_source;
-  v.engine = report->engine;
-  v.labels = report->labels;
+// A verification's figures, held to the application's accuracy limit.
+void judge(const api::ApplicationDescription& app, const VerifyReport& report, Verification& v) {
+  v.failure.clear();
+  v.data_source = report.data_source;
+  v.engine = report.engine;
+  v.labels = report.labels;
   double cosine = 1;
   const OutputMetrics* classifier = nullptr;
-  for (const OutputMetrics& m : report->outputs) {
+  for (const OutputMetrics& m : report.outputs) {
     cosine = std::min(cosine, m.cosine);
     if (m.classifier && !classifier) classifier = &m;
   }
@@ -221,6 +212,55 @@ void verify(const api::ApplicationDescription& app, const CompiledModel& model, 
   }
 }
 
+// The bound judge() holds a verification to, as GPU accuracy control searches for it.
+AccuracyBound accuracy_bound(const api::ApplicationDescription& app, const Verification& v) {
+  AccuracyBound bound;
+  if (!app.constraints.max_accuracy_drop) return bound;
+  if (!std::isnan(v.top1_agreement)) bound.max_accuracy_drop = *app.constraints.max_accuracy_drop;
+  else bound.min_cosine = 0.99;
+  return bound;
+}
+
+// `emulate`: a GPU plan, verified by emulating that GPU precision on this CPU. `cache`: the
+// reference outputs shared by every verification of one optimize run (same model, same data).
+void verify(const api::ApplicationDescription& app, const CompiledModel& model, Verification& v, ReferenceCache* cache,
+            std::optional<DevicePrecision> emulate = std::nullopt) {
+  v.ran = true;
+  auto data = verification_data(app, model.plan);
+  if (!data) {
+    v.error = "verification data: " + data.error().message;
+    return;
+  }
+  VerifyOptions options;
+  options.emulate = emulate;
+  options.reference_cache = cache;
+  auto report = verify_plans(model.plan, *model.reference_plan, *data, options);
+  if (!report) {
+    v.error = "verification: " + report.error().message;
+    return;
+  }
+  judge(app, *report, v);
+}
+
+// A GPU precision that missed the accuracy limit with every step at it: the fewest leading steps
+// kept in float32 for it to meet the limit, by emulation on the same data (the reference runs once,
+// from `cache`). Sets v.gpu_kept and judges v again on the chosen list; leaves v as it was when not
+// even every step in float32 meets it.
+void gpu_accuracy_control(const api::ApplicationDescription& app, const CompiledModel& model, DevicePrecision precision,
+                          Verification& v, ReferenceCache* cache) {
+  auto data = verification_data(app, model.plan);
+  if (!data) return;
+  VerifyOptions options;
+  options.reference_cache = cache;
+  std::ostringstream log;
+  auto found = search_keep_fp32(model.plan, *model.reference_plan, *data, precision, accuracy_bound(app, v), options, &log);
+  std::fprintf(stderr, "\n%s", log.str().c_str());
+  if (!found || !found->met) return;
+  v.every_layer_failure = v.failure;
+  judge(app, found->report, v);
+  v.gpu_kept = std::move(*found);
+}
+
 // Accuracy control keeps layers out of a reduced precision that missed the limit with every layer
 // reduced; it decides on a classifier's output (top-1 on labels, or fp32's top-1 without them).
 bool accuracy_control_may_help(const api::ApplicationDescription& app, const perf::Candidate& c, const Verification& v) {
@@ -237,12 +277,9 @@ Result<perf::ModelCosts> kept_layer_costs(const std::string& model, const std::s
 // The plan priced every layer reduced; a candidate whose layers accuracy control kept is priced
 // again by the same predictor, scaled by the ratio of the two predictions (which keeps whatever
 // the plan applied on top: stored runs, instances, the node count).
-void reprice(const planning::PlanOutcome& outcome, const perf::ModelCosts& kept, Trial& t) {
+// The candidate's predictions scaled by after / before (its run priced again), memory as `kept` takes it.
+void scale_prediction(double before, double after, const perf::ModelCosts& kept, Trial& t) {
   perf::Candidate& c = t.candidate;
-  const auto every = outcome.costs.find(c.precision);
-  if (!outcome.predictor || c.device != "cpu" || every == outcome.costs.end() || !(c.latency_ms > 0)) return;
-  const double before = outcome.predictor->predict(perf::model_costs_steps_at(every->second, c.batch, c.threads)).total_ms;
-  const double after = outcome.predictor->predict(perf::model_costs_steps_at(kept, c.batch, c.threads)).total_ms;
   if (!(before > 0) || !(after > 0)) return;
   const double scale = after / before;
   t.every_layer_predicted_ms = c.latency_ms;
@@ -251,6 +288,26 @@ void reprice(const planning::PlanOutcome& outcome, const perf::ModelCosts& kept,
   c.throughput_per_s /= scale;
   if (c.cost_per_million) *c.cost_per_million *= scale;
   c.memory_bytes = c.instances * perf::model_costs_memory_at(kept, c.batch);
+}
+
+void reprice(const planning::PlanOutcome& outcome, const perf::ModelCosts& kept, Trial& t) {
+  const perf::Candidate& c = t.candidate;
+  const auto every = outcome.costs.find(c.precision);
+  if (!outcome.predictor || c.device != "cpu" || every == outcome.costs.end() || !(c.latency_ms > 0)) return;
+  const double before = outcome.predictor->predict(perf::model_costs_steps_at(every->second, c.batch, c.threads)).total_ms;
+  const double after = outcome.predictor->predict(perf::model_costs_steps_at(kept, c.batch, c.threads)).total_ms;
+  scale_prediction(before, after, kept, t);
+}
+
+// A GPU candidate whose leading steps GPU accuracy control keeps in float32, priced again with
+// those steps at f32 by the predictor that priced the GPUs.
+void reprice_gpu(const planning::PlanOutcome& outcome, Trial& t) {
+  const perf::Candidate& c = t.candidate;
+  if (!outcome.gpu_plan_costs || !(c.latency_ms > 0)) return;
+  const perf::ModelCosts every = planning::gpu_costs(*outcome.gpu_plan_costs, c.precision);
+  const perf::ModelCosts kept = planning::gpu_costs(*outcome.gpu_plan_costs, c.precision, t.cuda_keep_fp32);
+  const std::optional<double> before = planning::gpu_run_ms(outcome, every, c.batch), after = planning::gpu_run_ms(outcome, kept, c.batch);
+  if (before && after) scale_prediction(*before, *after, kept, t);
 }
 
 // As the candidate deploys: its instances side by side, each on its threads.
@@ -338,9 +395,10 @@ struct GpuCheck {
 // at its batch with the CUDA pipeline (what `kiln image` puts in a GPU image), checked against the
 // CUDA backend's kernels, and, where every step has one, verified by emulating the precision on
 // this CPU. Each verified one becomes a trial, held to its predictions (never measured here).
-std::vector<Trial> gpu_trials(const std::string& model, const api::ApplicationDescription& app, const perf::PlanResult& plan,
-                              const perf::PlanTarget& target, std::map<std::string, Verification>& verified,
-                              ReferenceCache* cache, std::vector<GpuCheck>& checks) {
+std::vector<Trial> gpu_trials(const std::string& model, const api::ApplicationDescription& app, const planning::PlanOutcome& outcome,
+                              std::map<std::string, Verification>& verified, ReferenceCache* cache, std::vector<GpuCheck>& checks) {
+  const perf::PlanResult& plan = outcome.result;
+  const perf::PlanTarget& target = outcome.target;
   std::vector<Trial> trials;
   // One plan per batch: the GPU precisions share it (the precision is the engine's, not the plan's).
   std::map<int64_t, Result<CompiledModel>> by_batch;
@@ -368,10 +426,16 @@ std::vector<Trial> gpu_trials(const std::string& model, const api::ApplicationDe
       std::fprintf(stderr, "; verifying %s emulated on this CPU", c.precision.c_str());
       Verification& v = verified[verification_key(c)];
       verify(app, *compiled, v, cache, options.precision);
+      if (v.error.empty() && !v.failure.empty() && options.precision != DevicePrecision::fp32)
+        gpu_accuracy_control(app, *compiled, options.precision, v, cache);
       check.verified = v.error.empty();
       Trial t;
       t.candidate = c;
       t.passes = join(cuda_pipeline(), ",");
+      if (v.gpu_kept) {
+        t.cuda_keep_fp32 = v.gpu_kept->keep_fp32;
+        reprice_gpu(outcome, t);
+      }
       if (!v.error.empty()) t.error = v.error;
       else if (!v.failure.empty()) t.blocked_by.push_back(v.failure);
       check_predicted(app.constraints, target, t);
@@ -430,7 +494,7 @@ int run_optimize(const OptimizeOptions& o) {
   const auto gpu = std::find_if(plan.candidates.begin(), plan.candidates.end(), [](const perf::Candidate& c) { return c.device == "cuda"; });
   std::vector<GpuCheck> gpu_checks;
   ReferenceCache reference_cache;  // every verification below compares with the same reference on the same data
-  std::vector<Trial> on_gpu = gpu_trials(*model_path, *app, plan, outcome->target, verified, &reference_cache, gpu_checks);
+  std::vector<Trial> on_gpu = gpu_trials(*model_path, *app, *outcome, verified, &reference_cache, gpu_checks);
   if (!gpu_checks.empty()) {
     std::vector<std::string> runnable, not_runnable;
     for (const GpuCheck& k : gpu_checks)
@@ -520,6 +584,16 @@ int run_optimize(const OptimizeOptions& o) {
   for (Trial& t : on_gpu) trials.push_back(std::move(t));
   if (!calibration_note.empty()) explanation.push_back(calibration_note);
   if (!bf16_fallback_note.empty()) explanation.push_back(bf16_fallback_note);
+  for (const auto& [key, v] : verified) {
+    if (!v.gpu_kept) continue;
+    const KeepFp32Search& k = *v.gpu_kept;
+    explanation.push_back(key.substr(5) + " on the GPU with every step at it missed the accuracy limit (" + v.every_layer_failure +
+                          "): GPU accuracy control keeps its first " + std::to_string(k.kept_steps) + " of " +
+                          std::to_string(k.total_steps) + " steps in float32 (" + first_names(k.keep_fp32, 5) +
+                          "), found by emulating the precision on this CPU over " + v.data_source +
+                          " (not held out; not yet run on a GPU), and its candidate is priced again with them. The list is "
+                          "recorded in model.kiln and applies wherever it runs at that precision.");
+  }
   for (const auto& [precision, v] : verified) {
     if (!v.control) continue;
     const AccuracyControlled& k = *v.control;
@@ -576,8 +650,16 @@ int run_optimize(const OptimizeOptions& o) {
                                {"kept", v.control->kept},
                                {"fallback", v.control->fallback}, {"reduced_layers", v.control->reduced_layers},
                                {"reduced_macs_share", v.control->reduced_macs_share}};
+    else if (v.gpu_kept)
+      j["accuracy_control"] = {{"every_layer_reduced", v.every_layer_failure},
+                               {"every_layer_predicted_ms", std::isnan(t.every_layer_predicted_ms) ? nlohmann::json(nullptr)
+                                                                                                   : nlohmann::json(t.every_layer_predicted_ms)},
+                               {"kept", v.gpu_kept->keep_fp32},
+                               {"fallback", "fp32"}, {"kept_steps", v.gpu_kept->kept_steps}, {"steps", v.gpu_kept->total_steps},
+                               {"found_by", "emulation on this CPU (leading steps, bisection)"}};
     else
       j["accuracy_control"] = nullptr;
+    if (t.candidate.device == "cuda") j["cuda_keep_fp32"] = t.cuda_keep_fp32;
     j["error"] = t.error;
     j["predicted_blocked_by"] = t.candidate.blocked_by;  // why the plan did not count it feasible (a near miss)
     j["blocked_by"] = t.blocked_by;
@@ -617,7 +699,8 @@ int run_optimize(const OptimizeOptions& o) {
     const bool gpu = t.candidate.device == "cuda";
     if (Status written = plan_write_file(path, t.plan, {std::string("kiln ") + KILN_VERSION, *model_path, t.passes,
                                                          "batch " + std::to_string(t.candidate.batch) + runs_on + ", chosen by kiln optimize",
-                                                         gpu ? "cuda" : "cpu", gpu ? t.candidate.precision : ""});
+                                                         gpu ? "cuda" : "cpu", gpu ? t.candidate.precision : "",
+                                                         gpu ? t.cuda_keep_fp32 : std::vector<std::string>{}});
         !written.ok())
       return report_error(written.message());
   }

@@ -28,9 +28,9 @@ struct RunOptions {
   DeviceCli device;
 };
 
-Result<Plan> load_plan(const RunOptions& opts) {
+Result<Plan> load_plan(const RunOptions& opts, PlanFileInfo& recorded) {
   // On a device an ONNX model is compiled first: devices run compiled plans only.
-  if (opts.device.kind() != DeviceKind::cpu) return load_or_compile(opts.model, {}, nullptr, opts.device.kind());
+  if (opts.device.kind() != DeviceKind::cpu) return load_or_compile(opts.model, {}, nullptr, opts.device.kind(), &recorded);
   if (is_plan_file(opts.model)) {
     KILN_ASSIGN(loaded, plan_read_file(opts.model));
     return std::move(loaded.plan);
@@ -40,8 +40,10 @@ Result<Plan> load_plan(const RunOptions& opts) {
 }
 
 int run_model(const RunOptions& opts) {
-  auto plan = load_plan(opts);
+  PlanFileInfo recorded;
+  auto plan = load_plan(opts, recorded);
   if (!plan) return report_error(plan.error().message);
+  if (const std::string note = opts.device.recorded_keep_note(recorded); !note.empty()) std::cout << "note: " << note << '\n';
   std::vector<std::string> ignored;
   auto inputs = plan_inputs_read(opts.input, *plan, ignored);
   if (!inputs) return report_error(inputs.error().message);
@@ -52,7 +54,7 @@ int run_model(const RunOptions& opts) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<Tensor> results;
   if (on_device) {
-    auto runner = PlanRunner::create(*plan, opts.device.runner_options(opts.threads, opts.verbose ? &std::cerr : nullptr));
+    auto runner = PlanRunner::create(*plan, opts.device.runner_options(opts.threads, opts.verbose ? &std::cerr : nullptr, &recorded));
     if (!runner) return report_error(runner.error().message);
     auto out = (*runner)->run(*inputs);
     if (!out) return report_error(out.error().message);

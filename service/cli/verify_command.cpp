@@ -79,6 +79,7 @@ int run_verify(VerifyCliOptions opts) {
     return report_error("--emulate runs a GPU plan on the CPU: add --device cuda (and --cuda-precision)");
 
   Plan compiled, reference;
+  PlanFileInfo recorded;  // a .kiln's metadata (its GPU mixed precision)
   std::string reference_what;
   std::vector<std::string> pipeline;  // the passes an ONNX model is compiled with
   if (is_plan_file(opts.model)) {
@@ -87,6 +88,8 @@ int run_verify(VerifyCliOptions opts) {
     auto loaded = plan_read_file(opts.model);
     if (!loaded) return report_error(loaded.error().message);
     compiled = std::move(loaded->plan);
+    recorded = std::move(loaded->info);
+    if (const std::string note = opts.device.recorded_keep_note(recorded); !note.empty()) std::cerr << "note: " << note << '\n';
     if (opts.reference.empty()) {
       reference = compiled;
       reference_what = "the same plan on the reference executor (a .kiln file keeps no pre-pass plan; "
@@ -130,7 +133,7 @@ int run_verify(VerifyCliOptions opts) {
   VerifyOptions options;
   options.threads = opts.threads;
   options.device = opts.device.kind();
-  options.device_options = opts.device.runner_options(opts.threads, nullptr).device_options;
+  options.device_options = opts.device.runner_options(opts.threads, nullptr, &recorded).device_options;
   if (opts.emulate) {
     options.emulate = options.device_options.precision;
     // Emulating a plan the GPU could not run would verify nothing real: the CUDA backend must

@@ -164,12 +164,13 @@ std::vector<std::string> gpu_precisions(const api::ApplicationDescription& app, 
   return out;
 }
 
-// The costs of the plan the CUDA engine runs (kCudaPlan), as the GPU runs them at `precision`.
-perf::ModelCosts gpu_costs(const perf::ModelCosts& cuda_plan, const std::string& precision) {
+}  // namespace
+
+perf::ModelCosts gpu_costs(const perf::ModelCosts& cuda_plan, const std::string& precision, const std::vector<std::string>& keep_fp32) {
   perf::ModelCosts c = cuda_plan;
   c.precision = precision;
   const std::string dtype = perf::gpu_precision_dtype(precision);
-  c.steps = perf::steps_on_gpu(cuda_plan.steps, dtype);
+  c.steps = perf::steps_on_gpu(cuda_plan.steps, dtype, keep_fp32);
   const auto divide = static_cast<int64_t>(4 / perf::dtype_element_bytes(dtype));  // weights and activations at the dtype's width
   c.constant_bytes /= divide;
   c.packed_bytes = 0;  // the device keeps one copy of the weights
@@ -177,6 +178,18 @@ perf::ModelCosts gpu_costs(const perf::ModelCosts& cuda_plan, const std::string&
   c.scratch_bytes = 0;
   return c;
 }
+
+std::optional<double> gpu_run_ms(const PlanOutcome& outcome, const perf::ModelCosts& costs, int64_t batch) {
+  if (!outcome.gpu_prior) return std::nullopt;
+  const perf::PriorPredictor prior(*outcome.gpu_prior);
+  const auto io_bytes = static_cast<double>(costs.io_bytes * batch);
+  if (!outcome.gpu_predictor || !outcome.gpu_profile) return prior.run_ms(perf::model_costs_steps_at(costs, batch, 1), 1, io_bytes);
+  const std::optional<perf::HostLinkFit> link = perf::host_link_fit(outcome.gpu_profile->measurements);
+  return outcome.gpu_predictor->predict(perf::model_costs_steps_at(costs, batch, 1)).total_ms +
+         (link ? perf::host_link_ms(*link, io_bytes) : prior.host_copy_ms(io_bytes));
+}
+
+namespace {
 
 // Where the GPU latencies of a measured profile come from, and what they assume.
 std::string measured_gpu_note(const perf::TargetProfile& profile, const perf::FitSummary& fit, const perf::PriorPredictor& prior,
@@ -398,6 +411,7 @@ Result<PlanOutcome> plan_application(const PlanInputs& in) {
     }
     perf::PlanSpace space;
     space.device = "cuda";
+    out.gpu_plan_costs = costs.at(perf::kCudaPlan);
     for (const std::string& p : gpu_precisions_planned) space.costs.emplace(p, gpu_costs(costs.at(perf::kCudaPlan), p));
     if (out.gpu_predictor) {
       const perf::TargetFingerprint& gpu = out.gpu_profile->target.fingerprint;

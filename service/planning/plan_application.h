@@ -51,6 +51,7 @@ struct PlanOutcome {
   int gpus = 0;
   int64_t gpu_memory_bytes = 0;
   std::map<std::string, perf::ModelCosts> costs;  // the CPU's, per precision
+  std::optional<perf::ModelCosts> gpu_plan_costs;  // the CUDA plan's (kCudaPlan, float32), when the GPUs were planned
   perf::PlanResult result;
   PlanTimings timings;
   std::string model_digest;  // SHA-256 hex of the model file
@@ -61,6 +62,16 @@ struct PlanOutcome {
 Result<std::string> plan_model_path(const api::ApplicationDescription& app);
 
 Result<PlanOutcome> plan_application(const PlanInputs& inputs);
+
+// The costs of the CUDA plan (PlanOutcome::gpu_plan_costs) as the GPU runs it at `precision`, the
+// steps in `keep_fp32` (GPU mixed precision) in float32.
+perf::ModelCosts gpu_costs(const perf::ModelCosts& cuda_plan, const std::string& precision,
+                           const std::vector<std::string>& keep_fp32 = {});
+
+// One run of `costs` at `batch` on the outcome's GPUs, priced as plan_application prices its GPU
+// candidates (the GPU profile's predictor and host link, else the spec prior); nullopt when the
+// target has no GPUs.
+std::optional<double> gpu_run_ms(const PlanOutcome& outcome, const perf::ModelCosts& costs, int64_t batch);
 
 // Whether the target can be priced (a stored profile, or a spec prior): plan_application's first
 // step, without the model. The error says what is missing (e.g. `kiln bench-target` to run).

@@ -33,7 +33,8 @@ int run_plan(const RunOptions& opts) {
   if (opts.device.kind() == DeviceKind::cpu) {
     results = plan_run_engine(plan, *inputs, {opts.threads, nullptr});
   } else {
-    auto runner = PlanRunner::create(plan, opts.device.runner_options(opts.threads, nullptr));
+    if (const std::string note = opts.device.recorded_keep_note(loaded->info); !note.empty()) std::cout << "note: " << note << '\n';
+    auto runner = PlanRunner::create(plan, opts.device.runner_options(opts.threads, nullptr, &loaded->info));
     if (!runner) return report_error(runner.error().message);
     results = (*runner)->run(*inputs);
   }

@@ -22,12 +22,12 @@ struct SelftestOptions {
 int run_selftest(const SelftestOptions& opts) {
   const std::filesystem::path dir(opts.bundle);
   const std::string model = (dir / kBundleModelFile).string();
-  const PlanRunnerOptions runner = opts.device.runner_options(opts.threads, nullptr);
+  auto loaded = plan_read_file(model);
+  if (!loaded) return report_error(loaded.error().message);
+  const PlanRunnerOptions runner = opts.device.runner_options(opts.threads, nullptr, &loaded->info);
   auto bundle_tolerance = selftest_tolerance_read((dir / kBundleMetadataFile).string());
   if (!bundle_tolerance) return report_error(bundle_tolerance.error().message);
   const SelftestTolerance tolerance = selftest_tolerance_on_device(*bundle_tolerance, runner);
-  auto loaded = plan_read_file(model);
-  if (!loaded) return report_error(loaded.error().message);
   auto inputs = npz_read_file((dir / kBundleInputsFile).string());
   if (!inputs) return report_error(inputs.error().message);
   auto expected = npz_read_file((dir / kBundleExpectedFile).string());

@@ -106,7 +106,8 @@ int run_serve(const ServeOptions& opts) {
   if (batch > 0 && opts.max_batch > batch)
     return report_error("--max-batch " + std::to_string(opts.max_batch) + " exceeds the plan's batch " + std::to_string(batch) +
                         " (compile with kiln compile --batch " + std::to_string(opts.max_batch) + ")");
-  auto engine = PlanRunner::create(plan, opts.device.runner_options(opts.threads, nullptr));
+  if (const std::string note = opts.device.recorded_keep_note(loaded->info); !note.empty()) std::printf("note: %s\n", note.c_str());
+  auto engine = PlanRunner::create(plan, opts.device.runner_options(opts.threads, nullptr, &loaded->info));
   if (!engine) return report_error(engine.error().message);
 
   BatcherOptions batching;

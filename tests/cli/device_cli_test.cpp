@@ -12,6 +12,7 @@
 #include <iterator>
 #include <string>
 
+#include "kernels/io/npz.h"
 #include "tests/support/onnx_builder.h"
 #include "tests/support/process_temp_dir.h"
 
@@ -188,9 +189,15 @@ TEST_CASE("mixed precision from the command line (--cuda-keep-fp32): verified by
   INFO(cpu.output);
   CHECK(cpu.exit_code == 1);
   CHECK(cpu.output.find("a GPU plan's mixed precision: add --device cuda") != std::string::npos);
-  const Run compile = run_binary(KILN_BINARY, "compile " + kModel + " --device cuda --cuda-keep-fp32 /stem/Conv -o " +
-                                                  (scratch() / "kept.kiln").string());
-  CHECK(compile.exit_code == 2);  // a .kiln does not record the list: not offered there
+  const Run no_precision = run_binary(KILN_BINARY, "compile " + kModel + " --device cuda --cuda-keep-fp32 /stem/Conv -o " +
+                                                       (scratch() / "kept.kiln").string());
+  INFO(no_precision.output);
+  CHECK(no_precision.exit_code == 1);
+  CHECK(no_precision.output.find("--cuda-keep-fp32 keeps steps of a tf32, fp16 or bf16 plan in float32: give --cuda-precision") !=
+        std::string::npos);
+  const Run on_cpu = run_binary(KILN_BINARY, "compile " + kModel + " --cuda-keep-fp32 /stem/Conv -o " + (scratch() / "kept.kiln").string());
+  CHECK(on_cpu.exit_code == 1);
+  CHECK(on_cpu.output.find("--cuda-keep-fp32 is for plans compiled for the GPU: add --device cuda") != std::string::npos);
 #if KILN_CUDA_PLUGIN_BUILT
   const auto max_rel = [](const Run& r) {
     INFO(r.output);
@@ -208,10 +215,128 @@ TEST_CASE("mixed precision from the command line (--cuda-keep-fp32): verified by
   INFO(unknown.output);
   CHECK(unknown.exit_code == 1);
   CHECK(unknown.output.find("keep fp32: no step of the plan is node '/nowhere/Conv'") != std::string::npos);
-  const Run tf32 = run_binary(KILN_BINARY, "verify " + kModel + " --random 4 --device cuda --cuda-precision tf32 --emulate --cuda-keep-fp32 /stem/Conv");
-  INFO(tf32.output);
-  CHECK(tf32.exit_code == 1);
-  CHECK(tf32.output.find("for fp16 and bf16 plans, not tf32") != std::string::npos);
+  // tf32: a kept convolution multiplies in float32, never on TF32 operands.
+  const std::string tf32 = "verify " + kModel + " --random 16 --device cuda --cuda-precision tf32 --emulate --json";
+  const double tf32_none = max_rel(run_binary(KILN_BINARY, tf32));
+  const double tf32_kept = max_rel(run_binary(KILN_BINARY, tf32 + " --cuda-keep-fp32 /stem/Conv,/block/conv1/Conv,/block/conv2/Conv,"
+                                                                  "/conv2/Conv,/fc/Gemm"));
+  CHECK(tf32_kept < tf32_none / 10);
+  // A list given to compile is recorded in the .kiln and runs wherever the plan runs at its precision.
+  const fs::path kept = scratch() / "kept.kiln";
+  const Run compiled = run_binary(KILN_BINARY, "compile " + kModel + " --device cuda --cuda-precision bf16 --cuda-keep-fp32 "
+                                               "/stem/Conv,/block/conv1/Conv,/block/conv2/Conv,/MaxPool,/conv2/Conv,/MaxPool_1,/fc/Gemm -o " +
+                                                   kept.string());
+  INFO(compiled.output);
+  REQUIRE(compiled.exit_code == 0);
+  CHECK(compiled.output.find("7 kept in fp32 at bf16 on the GPU") != std::string::npos);
+  const std::string verify_kept = "verify " + kept.string() + " --random 16 --device cuda --cuda-precision bf16 --emulate --json";
+  const Run recorded = run_binary(KILN_BINARY, verify_kept);
+  CHECK(recorded.output.find("GPU mixed precision recorded in the plan: 7 steps kept in fp32 at bf16") != std::string::npos);
+  // (The .kiln's reference is the compiled plan on the reference executor, the ONNX model's the imported graph.)
+  CHECK(max_rel(recorded) == Approx(all).epsilon(1e-3));
+  CHECK(max_rel(run_binary(KILN_BINARY, verify_kept + " --cuda-keep-fp32 none")) == Approx(none).epsilon(1e-3));
+  // At another precision the recorded list does not apply.
+  const Run fp16 = run_binary(KILN_BINARY, "verify " + kept.string() + " --random 16 --device cuda --cuda-precision fp16 --emulate --json");
+  CHECK(fp16.output.find("GPU mixed precision recorded") == std::string::npos);
+  const Run bad = run_binary(KILN_BINARY, "compile " + kModel + " --device cuda --cuda-precision bf16 --cuda-keep-fp32 /nowhere/Conv -o " +
+                                              (scratch() / "bad.kiln").string());
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.output.find("kiln: error: keep fp32: no step of the plan is node '/nowhere/Conv'") != std::string::npos);
+  CHECK_FALSE(fs::exists(scratch() / "bad.kiln"));
+#endif
+}
+
+TEST_CASE("GPU accuracy control: kiln compile keeps the fewest leading steps in fp32 for the bound, by emulation", "[cli][device][bad-input]") {
+  const fs::path out = scratch() / "controlled.kiln";
+  const std::string compile = "compile " + kModel + " --device cuda -o " + out.string();
+  const Run cpu = run_binary(KILN_BINARY, "compile " + kModel + " --max-rel-error 1e-3 --accuracy-random 8 -o " + out.string());
+  CHECK(cpu.exit_code == 1);
+  CHECK(cpu.output.find("--max-rel-error bounds GPU accuracy control: add --device cuda") != std::string::npos);
+  const Run fp32 = run_binary(KILN_BINARY, compile + " --min-cosine 0.999 --accuracy-random 8");
+  CHECK(fp32.exit_code == 1);
+  CHECK(fp32.output.find("GPU accuracy control keeps steps of a tf32, fp16 or bf16 plan in float32: give --cuda-precision") !=
+        std::string::npos);
+  const Run both = run_binary(KILN_BINARY, compile + " --cuda-precision bf16 --min-cosine 0.999 --accuracy-random 8 --cuda-keep-fp32 /stem/Conv");
+  CHECK(both.exit_code == 1);
+  CHECK(both.output.find("give --cuda-keep-fp32 or an accuracy bound") != std::string::npos);
+  const Run no_data = run_binary(KILN_BINARY, compile + " --cuda-precision bf16 --min-cosine 0.999");
+  CHECK(no_data.exit_code == 1);
+  CHECK(no_data.output.find("accuracy control needs data") != std::string::npos);
+  CHECK_FALSE(fs::exists(out));
+#if KILN_CUDA_PLUGIN_BUILT
+  // bf16 everywhere misses a max relative error of 5e-3 on this model (6.0e-3); keeping its first steps meets it.
+  const Run met = run_binary(KILN_BINARY, compile + " --cuda-precision bf16 --max-rel-error 5e-3 --accuracy-random 16");
+  INFO(met.output);
+  REQUIRE(met.exit_code == 0);
+  CHECK(met.output.find("[gpu accuracy] bf16, no step in fp32") != std::string::npos);
+  CHECK(met.output.find(": misses") != std::string::npos);
+  const size_t line = met.output.find("GPU accuracy control: bf16 with ");
+  REQUIRE(line != std::string::npos);
+  CHECK(met.output.find("kept in fp32 at bf16 on the GPU") != std::string::npos);
+  // The recorded list meets the bound on the same data (seed 11, the accuracy data's default).
+  const Run check = run_binary(KILN_BINARY, "verify " + out.string() + " --random 16 --seed 11 --device cuda --cuda-precision bf16 --emulate --json");
+  INFO(check.output);
+  REQUIRE(check.exit_code == 0);
+  const size_t at = check.output.find("\"max_rel_error\": ");
+  REQUIRE(at != std::string::npos);
+  CHECK(std::stod(check.output.substr(at + 17)) <= 5e-3);
+  // A bound nothing short of float32 everywhere meets, and then not even that: refused, nothing written.
+  const fs::path missed = scratch() / "missed.kiln";
+  const Run impossible = run_binary(KILN_BINARY, "compile " + kModel + " --device cuda --cuda-precision bf16 --max-rel-error 0 "
+                                                 "--accuracy-random 16 -o " + missed.string());
+  INFO(impossible.output);
+  CHECK(impossible.exit_code == 1);
+  CHECK(impossible.output.find("accuracy constraint not met: even with every step in float32") != std::string::npos);
+  CHECK_FALSE(fs::exists(missed));
+#endif
+}
+
+TEST_CASE("kiln optimize keeps a GPU candidate's first steps in fp32 when its precision misses the accuracy limit", "[cli][device]") {
+#if KILN_CUDA_PLUGIN_BUILT
+  // y = Relu(1024 (x - 1)) on x = [1, 1 + 2^-10] labelled 1: bf16 (8 significant bits) rounds the
+  // second value to 1, a tie that argmax breaks to 0 (every sample wrong) unless the first step
+  // reads x in float32.
+  const fs::path dir = scratch() / "gpu-accuracy";
+  fs::create_directories(dir);
+  kiln::test::OnnxBuilder b;
+  b.input("x", {-1, 2}).output("y", {-1, 2}).initializer("one", {1}, {1.0f}).initializer("k", {1}, {1024.0f});
+  b.node("Sub", {"x", "one"}, {"d"}, "sub");
+  b.node("Mul", {"d", "k"}, {"m"}, "scale");
+  b.node("Relu", {"m"}, {"y"}, "relu");
+  std::ofstream(dir / "m.onnx", std::ios::binary) << b.bytes();
+  kiln::Tensor x = kiln::Tensor::zeros(kiln::DType::f32, {8, 2});
+  kiln::Tensor labels = kiln::Tensor::zeros(kiln::DType::i64, {8});
+  for (int i = 0; i < 8; ++i) {
+    x.data<float>()[2 * i] = 1.0f;
+    x.data<float>()[2 * i + 1] = 1.0f + std::ldexp(1.0f, -10);
+    labels.data<int64_t>()[i] = 1;
+  }
+  REQUIRE(kiln::npz_write_file((dir / "v.npz").string(), {{"x", x}, {"labels", labels}}));
+  std::ofstream(dir / "app.yaml") << "name: gpu-accuracy\nmodel: {path: " << (dir / "m.onnx").string() << "}\n"
+                                  << "inputs: {x: {shape: [batch, 2], dtype: float32}}\n"
+                                  << "data: {validation: {npz: " << (dir / "v.npz").string() << ", input: x, labels: labels}}\n"
+                                  << "objective: latency\nconstraints: {max_accuracy_drop: 0.5}\n"
+                                  << "optimizations: {batch_sizes: [1], precisions: [bf16]}\n";
+  const std::string target = std::string(KILN_EXAMPLES_DIR) + "/targets/hpc-gpu-slurm.yaml";
+  const Run r = run_binary(KILN_BINARY, "optimize " + (dir / "app.yaml").string() + " --target " + target + " --no-measure --db " +
+                                            (dir / "db.sqlite").string() + " --cache-dir " + (dir / "cache").string() + " -o " +
+                                            (dir / "out").string());
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("[gpu accuracy] bf16, no step in fp32: cosine 0, max rel 1, drop 100 points: misses") != std::string::npos);
+  CHECK(r.output.find("GPU accuracy control keeps its first 1 of 1 steps in float32") != std::string::npos);
+  std::ifstream in(dir / "out/report.json");
+  const std::string report((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(report.find("\"found_by\": \"emulation on this CPU (leading steps, bisection)\"") != std::string::npos);
+  CHECK(report.find("\"cuda_keep_fp32\": [\n        \"") != std::string::npos);
+  // The chosen GPU plan records the list; kiln verify applies it at that precision and meets the limit.
+  const Run v = run_binary(KILN_BINARY, "verify " + (dir / "out/model.kiln").string() + " --input " + (dir / "v.npz").string() +
+                                            " --device cuda --cuda-precision bf16 --emulate --max-accuracy-drop 0.5");
+  INFO(v.output);
+  CHECK(v.exit_code == 0);
+  CHECK(v.output.find("GPU mixed precision recorded in the plan: 1 steps kept in fp32 at bf16") != std::string::npos);
+#else
+  SUCCEED("built without the CUDA plugin: GPU candidates are not compiled (the optimize test checks that)");
 #endif
 }
 

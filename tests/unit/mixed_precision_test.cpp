@@ -61,14 +61,20 @@ TEST_CASE("mixed precision: kept steps store float32, inputs and constants only 
   CHECK(ends->stored_wide[static_cast<size_t>(c.sum)]);
 }
 
-TEST_CASE("mixed precision: a node that is no step, or a plan that is not fp16/bf16, is an error", "[device]") {
+TEST_CASE("mixed precision: a node that is no step, or an fp32 plan, is an error", "[device]") {
   Chain c;
   auto unknown = mixed_precision(c.b.plan, keep(DevicePrecision::bf16, {"/layer9/Conv"}));
   REQUIRE_FALSE(unknown);
   CHECK(unknown.error().message == "keep fp32: no step of the plan is node '/layer9/Conv'");
-  for (DevicePrecision p : {DevicePrecision::fp32, DevicePrecision::tf32}) {
-    auto wrong = mixed_precision(c.b.plan, keep(p, {c.b.plan.steps[0].name}));
-    REQUIRE_FALSE(wrong);
-    CHECK(wrong.error().message == "keeping nodes in fp32 is for fp16 and bf16 plans, not " + std::string(device_precision_name(p)));
-  }
+  auto wrong = mixed_precision(c.b.plan, keep(DevicePrecision::fp32, {c.b.plan.steps[0].name}));
+  REQUIRE_FALSE(wrong);
+  CHECK(wrong.error().message == "keeping nodes in fp32 is for tf32, fp16 and bf16 plans: an fp32 plan computes every step in float32");
+}
+
+TEST_CASE("mixed precision in a tf32 plan: the kept steps compute in float32, every value stays float32", "[device]") {
+  Chain c;
+  auto kept = mixed_precision(c.b.plan, keep(DevicePrecision::tf32, {c.b.plan.steps[1].name}));
+  REQUIRE(kept);
+  CHECK(kept->kept_step == std::vector<bool>{false, true, false});
+  CHECK(kept->any());
 }

@@ -88,6 +88,30 @@ TEST_CASE("a .kiln file records the device and GPU precision it was compiled for
   CHECK_THAT(loaded.error().message, Catch::Contains("metadata 'cuda_precision' is 'fp16' for device 'cpu'"));
 }
 
+TEST_CASE("a .kiln file records the steps a GPU plan keeps in fp32, each a step of the plan", "[plan_file]") {
+  const fs::path path = temp_file("kept.kiln");
+  const Plan plan = tiny_plan();
+  const std::string first = plan.steps[0].name;
+  REQUIRE(plan_write_file(path.string(), plan, {"kiln test", "tiny", "none", "", "cuda", "bf16", {first}}));
+  auto loaded = plan_read_file(path.string());
+  REQUIRE(loaded);
+  CHECK(loaded->info.cuda_keep_fp32 == std::vector<std::string>{first});
+  REQUIRE(plan_write_file(path.string(), plan, {"kiln test", "tiny", "none", "", "cuda", "bf16"}));
+  loaded = plan_read_file(path.string());
+  REQUIRE(loaded);
+  CHECK(loaded->info.cuda_keep_fp32.empty());
+  CHECK(read_all(path).find("cuda_keep_fp32") == std::string::npos);  // not written when empty
+  // A name that is no step, or a list in a plan without a reduced GPU precision, is refused.
+  REQUIRE(plan_write_file(path.string(), plan, {"kiln test", "tiny", "none", "", "cuda", "bf16", {"/nowhere/Conv"}}));
+  loaded = plan_read_file(path.string());
+  REQUIRE_FALSE(loaded);
+  CHECK_THAT(loaded.error().message, Catch::Contains("metadata 'cuda_keep_fp32': keep fp32: no step of the plan is node '/nowhere/Conv'"));
+  REQUIRE(plan_write_file(path.string(), plan, {"kiln test", "tiny", "none", "", "cuda", "fp32", {first}}));
+  loaded = plan_read_file(path.string());
+  REQUIRE_FALSE(loaded);
+  CHECK_THAT(loaded.error().message, Catch::Contains("metadata 'cuda_keep_fp32' keeps nodes in fp32 in a plan whose GPU precision is 'fp32'"));
+}
+
 TEST_CASE("damaged .kiln files are refused with a clear error", "[plan_file]") {
   const fs::path good = temp_file("good.kiln");
   REQUIRE(plan_write_file(good.string(), tiny_plan(), {"kiln test", "tiny", "none", ""}));

@@ -148,6 +148,27 @@ TEST_CASE("emulated mixed precision: kept steps compute and store in float, the 
   CHECK_FALSE(storage_rounding_plan(b.plan, DevicePrecision::fp32, {first_name}));
 }
 
+TEST_CASE("emulated tf32 mixed precision: a kept MatMul multiplies in float", "[emulation]") {
+  const float v = one_plus(1, 12);  // rounds to 1 at tf32's 10 mantissa bits
+  Builder b;
+  const int x = b.input({1, 1});
+  b.inputs[0] = scalar_tensor({1, 1}, v);
+  const int w = b.constant(scalar_tensor({1, 1}, v));
+  const int first = b.op(OpKind::MatMul, {}, {x, w});
+  b.output(first);
+  b.output(b.op(OpKind::MatMul, {}, {x, w}));
+  const std::string first_name = b.plan.steps[0].name;
+  auto emulator = Tf32Emulator::create(b.plan, {first_name});
+  REQUIRE(emulator);
+  auto got = emulator->run(b.inputs);
+  REQUIRE(got);
+  CHECK((*got)[0].data<float>()[0] == one_plus(1, 11));  // kept: float operands
+  CHECK((*got)[1].data<float>()[0] == 1.0f);             // the same product on TF32 operands
+  auto unknown = Tf32Emulator::create(b.plan, {"nowhere"});
+  REQUIRE_FALSE(unknown);
+  CHECK(unknown.error().message == "keep fp32: no step of the plan is node 'nowhere'");
+}
+
 TEST_CASE("verify_plans runs the compiled plan emulated and reports it", "[emulation][verify]") {
   Builder b;
   const int x = b.input({2, 8});
