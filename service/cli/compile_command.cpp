@@ -92,6 +92,11 @@ Result<std::vector<std::string>> gpu_accuracy_control(const CompileOptions& opts
               first.cosine, first.max_rel_error);
   if (first.classifier) std::printf(", top-1 agreement %.2f%%", first.top1_agreement * 100);
   std::printf(" on %lld samples (verified by emulation, not yet on a GPU)\n", static_cast<long long>(found.report.samples));
+  if (!found.keep_fp32.empty()) {  // whole, comma-separated: what --cuda-keep-fp32 takes
+    std::string all;
+    for (const std::string& n : found.keep_fp32) all += (all.empty() ? "" : ",") + n;
+    std::printf("  kept in fp32: %s\n", all.c_str());
+  }
   return found.keep_fp32;
 }
 

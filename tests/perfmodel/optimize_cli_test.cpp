@@ -38,16 +38,19 @@ std::string description(const std::string& constraints) {
 
 // The example calibrated on 16 seeded random samples (no calibration data) and verified against
 // fp32 on 1,024 other random samples (no labels: top-1 disagreement), for throughput under
-// max_accuracy_drop 0.5%: the top 3 candidates compiled and verified, not measured. int8 with every
-// layer reduced changes 11 of those 1,024 decisions on an AVX2 EPYC (7-bit weights; 64 samples
-// changed none there, so the limit needs this many), so accuracy control runs.
+// max_accuracy_drop 0.3% (kControlledLimit): the top 3 candidates compiled and verified, not
+// measured. int8 with every layer reduced changes 11 of those 1,024 decisions on an AVX2 EPYC (7-bit
+// weights) and 5 on a Xeon with AVX-512 VNNI (8-bit: 0.49%, within the 0.5% this limit was before);
+// 64 samples changed none on the EPYC, so the limit needs this many. Both miss 0.3%: accuracy
+// control runs.
+constexpr double kControlledLimit = 0.003;
 KilnRun optimize_without_data(const TempDir& dir, const std::string& optimizations) {
   const Tensor samples = test::uniform_f32({1024, 1, 28, 28}, 3);
   REQUIRE(npz_write_file(dir.file("validation.npz"), {{"input", samples}}));
   write_file(dir.file("app.yaml"), "name: controlled\nmodel: {path: " + kExample + "model.onnx}\n"
                                    "inputs: {input: {shape: [batch, 1, 28, 28], dtype: float32}}\n"
                                    "data: {validation: {npz: " + dir.file("validation.npz") + ", input: input}}\n"
-                                   "objective: throughput\nconstraints: {max_accuracy_drop: 0.005}\n"
+                                   "objective: throughput\nconstraints: {max_accuracy_drop: " + std::to_string(kControlledLimit) + "}\n"
                                    "optimizations: " + optimizations + "\n");
   return run_kiln(dir, "optimize " + dir.file("app.yaml") + " --db " + synthetic_store(dir) + " --cache-dir " +
                            dir.file("cache") + " --top 3 --no-measure -o " + dir.file("out"));
@@ -149,7 +152,7 @@ TEST_CASE("kiln optimize puts an int8 that misses max_accuracy_drop through accu
     REQUIRE(control.is_object());
     const std::string missed = control.at("every_layer_reduced").get<std::string>();
     CHECK(missed.find("top-1 disagreement ") == 0);
-    CHECK(missed.find(" > max_accuracy_drop 0.005") != std::string::npos);
+    CHECK(missed.find(" > max_accuracy_drop 0.003") != std::string::npos);
     CHECK(control.at("fallback") == "fp32");
     CHECK(control.at("reduced_layers").get<int>() > 0);  // some int8 is left: else "not met"
     CHECK_FALSE(control.at("kept").empty());
@@ -157,7 +160,7 @@ TEST_CASE("kiln optimize puts an int8 that misses max_accuracy_drop through accu
     CHECK(c.at("passes").get<std::string>().find("(kept fp32: ") != std::string::npos);
     // Priced again with its fp32 layers: slower than the plan's every-layer-int8 price.
     CHECK(c.at("predicted_ms").get<double>() > control.at("every_layer_predicted_ms").get<double>());
-    CHECK(c.at("top1_agreement").get<double>() >= 0.995);  // verified again after the control
+    CHECK(c.at("top1_agreement").get<double>() >= 1 - kControlledLimit);  // verified again after the control
     CHECK(c.at("passed") == true);
   }
   CHECK(int8_candidates >= 1);
@@ -191,7 +194,7 @@ TEST_CASE("kiln optimize keeps int8's sensitive layers in bf16 when bf16 is allo
     CHECK((passes.find("mixed_precision_bf16,quantize_int8") != std::string::npos) == has_bf16);
     // Priced with its kept layers in their fallback: no faster than every layer int8.
     CHECK(c.at("predicted_ms").get<double>() >= control.at("every_layer_predicted_ms").get<double>());
-    CHECK(c.at("top1_agreement").get<double>() >= 0.995);
+    CHECK(c.at("top1_agreement").get<double>() >= 1 - kControlledLimit);
     CHECK(c.at("passed") == true);
   }
   CHECK(int8_candidates >= 1);
