@@ -9,10 +9,12 @@
 #           stays in .gpu/ (SQLite's WAL files would count against OUT_DIR's 8), progress in bench.log;
 #   export  the torchvision set from that machine's PyTorch (tests/models/export_torchvision.py);
 #   verify  kiln verify --device cuda on each model in fp32, tf32, fp16 and bf16 (vs the CPU reference);
-#   verify_mixed  for each line of KEEP_FILE (bench/gpu_keep_fp32_search.sh's output: MODEL PRECISION K STEPS
-#           COSINE NODES), kiln verify --device cuda with those nodes kept in float32 (--cuda-keep-fp32), logged beside
-#           the cosine its emulation gave, and kiln bench at batch 1 and 64 of that plan and of the plain 16-bit one
-#           (bench.log): what the mixed precision costs;
+#   verify_mixed  (KEEP_SEARCH=1, the default: first runs bench/gpu_keep_fp32_search.sh there, on that machine's
+#           exports, and uses its lists) for each line of KEEP_FILE (bench/gpu_keep_fp32_search.sh's output: MODEL PRECISION K STEPS
+#           FIGURE NODES, the lists kiln's GPU accuracy control found by emulation: bf16 for cosine 0.9993, tf32 for max
+#           rel 1e-3), kiln verify --device cuda with those nodes kept in float32 (--cuda-keep-fp32, on seed-1 data the
+#           search did not see), logged beside the figure its emulation gave, and kiln bench at batch 1 and 64 of that
+#           plan and of the plain one (bench.log): what the mixed precision costs;
 #   precision_ref  PyTorch's own fp16/bf16/tf32 error on the same conditioned models (bench/pytorch_precision_error.py),
 #           the yardstick for verify's figures, in OUT_DIR/precision_ref.jsonl;
 #   bench   kiln bench --device cuda and PyTorch eager, batch 1 and 64, in BENCH_PRECISIONS, side by side;
@@ -27,7 +29,7 @@
 # is not started once BUDGET_S seconds have passed.
 #
 # Usage: bench/gpu_session.sh BUNDLE.tar.xz OUT_DIR
-#   env: STAGES ("tests profile_gpu export verify verify_mixed precision_ref bench copy_bench profile compile"), KEEP_FILE, BUDGET_S (380), PROFILE_GPU_S (150),
+#   env: STAGES ("tests profile_gpu export verify verify_mixed precision_ref bench copy_bench profile compile"), KEEP_FILE, KEEP_SEARCH (1), BUDGET_S (380), PROFILE_GPU_S (150),
 #        PROFILE_GPU_PRECISIONS (fp32,fp16), MODELS_LIST (the torchvision set), VERIFY_PRECISIONS ("fp32 tf32 fp16 bf16"),
 #        BENCH_PRECISIONS ("fp16"), BENCH_TORCH (1; 0: the bench stage runs kiln alone), BUILT_ROOT (/work/main: where the bundle was built;
 #        the test executable has its paths compiled in)
@@ -36,7 +38,8 @@ cd "$(dirname "$0")/.."
 bundle=$1
 out=$2
 STAGES=${STAGES:-tests profile_gpu export verify verify_mixed precision_ref bench copy_bench profile compile}
-KEEP_FILE=${KEEP_FILE:-bench/results/zen3-2026-11-30/keep_fp32_bf16_09993.txt}
+KEEP_FILE=${KEEP_FILE:-bench/results/spr-2026-12-01/keep_fp32_gpu.txt}
+KEEP_SEARCH=${KEEP_SEARCH:-1}
 PROFILE_GPU_S=${PROFILE_GPU_S:-150}
 PROFILE_MODELS=${PROFILE_MODELS:-resnet50 convnext_tiny mobilenet_v2 squeezenet1_1 shufflenet_v2_x1_0}
 COMPILE_MODELS=${COMPILE_MODELS:-resnet50 mobilenet_v2}
@@ -171,15 +174,26 @@ if [ -n "$models_pid" ]; then
   log "$(tail -1 .gpu/tests_models.log)"
 fi
 
+if stage_on verify_mixed && [ "$KEEP_SEARCH" = 1 ] && [ "$(time_left)" -gt 120 ]; then
+  # The lists by kiln's own GPU accuracy control on this machine's exports (its PyTorch may name the
+  # ONNX nodes otherwise than Debian's), by emulation on its CPUs: what the GPU then runs.
+  log "verify_mixed: GPU accuracy control by emulation (bf16 cosine 0.9993, tf32 max rel 1e-3) on $MODELS_LIST"
+  (export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" OMP_WAIT_POLICY=PASSIVE
+   timeout 90 bench/gpu_keep_fp32_search.sh --precision bf16 --min-cosine 0.9993 $MODELS_LIST
+   timeout 150 bench/gpu_keep_fp32_search.sh --precision tf32 --max-rel-error 1e-3 $MODELS_LIST) >.gpu/keep_found.txt 2>>"$out/bench.log"
+  awk '$3 > 0' .gpu/keep_found.txt >.gpu/keep.txt
+  log "verify_mixed: $(wc -l <.gpu/keep.txt) lists found ($(wc -l <.gpu/keep_found.txt) model/precision pairs): $(cut -d' ' -f1-5 .gpu/keep_found.txt | paste -sd';' -)"
+  KEEP_FILE=.gpu/keep.txt
+fi
 if stage_on verify_mixed && [ -f "$KEEP_FILE" ]; then
   mkdir -p .gpu/verify
   while read -r model precision k steps emulated nodes; do
-    [ -n "${nodes:-}" ] || continue
+    [ -n "${nodes:-}" ] && [ "$nodes" != - ] || continue
     if [ "$(time_left)" -lt 60 ]; then log "verify_mixed: out of time before $model"; break; fi
     kiln_env timeout 120 build/kiln verify "build/model-cache/$model.onnx" --random 4 --batch 2 --device cuda \
       --cuda-precision "$precision" --cuda-keep-fp32 "$nodes" --json >".gpu/verify/$model.$precision.kept" 2>&1
     verify_row ".gpu/verify/$model.$precision.kept" "$model" "$precision, first $k of $steps steps in fp32" >>.gpu/verify_mixed.jsonl
-    log "verify_mixed $model (emulated cosine $emulated): $(tail -1 .gpu/verify_mixed.jsonl | cut -c1-240)"
+    log "verify_mixed $model (emulated $emulated): $(tail -1 .gpu/verify_mixed.jsonl | cut -c1-240)"
     for keep in "" "$nodes"; do
       echo "--- kiln bench $model $precision${keep:+, first $k steps kept in fp32}" >>"$out/bench.log"
       (export LD_LIBRARY_PATH="$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" OMP_WAIT_POLICY=PASSIVE
