@@ -40,7 +40,8 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN
 step "configure and build build-hardening (clang, ASan+UBSan, libFuzzer): tests and fuzz targets"
 command -v clang++ >/dev/null || { echo "hardening: clang++ not found (run scripts/setup.sh --tests)" >&2; exit 1; }
 CC=clang CXX=clang++ cmake -S . -B build-hardening -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DKILN_COLD_OPT=-O0 -DKILN_BUILD_TESTS=ON -DKILN_FUZZ=ON -DKILN_CUDA=OFF >/dev/null
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" -DKILN_COLD_OPT=-O0 -DKILN_BUILD_TESTS=ON -DKILN_BUILD_BENCH=OFF -DKILN_FUZZ=ON \
+  -DKILN_CUDA=OFF >/dev/null
 targets=(fuzz_onnx_import fuzz_npy fuzz_npz fuzz_idx fuzz_plan_file fuzz_description fuzz_v2_request fuzz_profile_import fuzz_multipart fuzz_service_router)
 cmake --build build-hardening -j "$jobs"
 

@@ -413,6 +413,34 @@ TEST_CASE("a mixed-precision plan converts between its float32 and 16-bit steps 
   }
 }
 
+TEST_CASE("a tf32 plan with steps kept in fp32 runs them without TF32 and matches its emulation, no conversions", "[ops]") {
+  Builder b;
+  const int x = b.input({2, 16, 12, 12});
+  const Attrs conv = with_activation(attrs({{"pads", Ints{1, 1, 1, 1}}}), Activation::relu);
+  const int c0 = b.op(OpKind::Conv, conv, {x, b.weight({16, 16, 3, 3}, 0.3f), b.weight({16})});
+  const int c1 = b.op(OpKind::Conv, conv, {c0, b.weight({16, 16, 3, 3}, 0.3f), b.weight({16})});
+  b.output(b.op(OpKind::GlobalAveragePool, {}, {c1}));
+  const std::vector<std::string> keep = {b.plan.steps[0].name};
+  auto emulator = Tf32Emulator::create(b.plan, keep);
+  REQUIRE(emulator);
+  auto emulated = emulator->run(b.inputs);
+  REQUIRE(emulated);
+  PlanRunnerOptions options;
+  options.device = DeviceKind::cuda;
+  options.device_options.precision = DevicePrecision::tf32;
+  options.device_options.keep_fp32 = keep;
+  auto runner = PlanRunner::create(b.plan, options);
+  INFO((runner ? std::string() : runner.error().message));
+  REQUIRE(runner);
+  for (const EngineStep& step : (*runner)->steps()) CHECK(step.kernel != "cuda.convert");  // every value float32 already
+  auto got = (*runner)->run(b.inputs);
+  INFO((got ? std::string() : got.error().message));
+  REQUIRE(got);
+  const double c = cosine(got->at(0), (*emulated)[0]);
+  INFO("cosine to the emulation " << c);
+  CHECK(c >= 0.99999);
+}
+
 TEST_CASE("a batch above the graph limit runs step by step, with the same results", "[ops]") {
   Builder b;
   const int x = b.input({32, 8, 9, 9});
