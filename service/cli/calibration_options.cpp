@@ -63,12 +63,17 @@ void CalibrationCli::add_accuracy_control_to(CLI::App& cmd) {
   cmd.add_option("--accuracy-labels", accuracy_labels, "IDX labels for IDX --accuracy-data");
 }
 
-Result<VerifyData> CalibrationCli::load_accuracy_data(const Plan& plan) const {
+Status CalibrationCli::check_accuracy_control() const {
   KILN_REQUIRE(max_accuracy_drop >= 0 || min_cosine >= -1 || max_rel_error >= 0, invalid_argument,
                "accuracy control needs a constraint: --max-accuracy-drop and/or --min-cosine");
   const int sources = !accuracy_data.empty() + (accuracy_random > 0) + accuracy_dataset.has_value();
   KILN_REQUIRE(sources == 1, invalid_argument,
                "accuracy control needs data: give --accuracy-data FILE or --accuracy-random N (one of them)");
+  return Status::ok();
+}
+
+Result<VerifyData> CalibrationCli::load_accuracy_data(const Plan& plan) const {
+  KILN_TRY(check_accuracy_control());
   if (accuracy_random > 0) return verify_random_data(plan, accuracy_random, accuracy_seed);
   auto loaded = load_dataset(accuracy_dataset ? *accuracy_dataset : dataset_from_file(accuracy_data, accuracy_labels, 0), plan);
   if (!loaded) return loaded.status().with_context("accuracy data: ");

@@ -49,6 +49,8 @@ struct CalibrationCli {
     c.max_accuracy_drop = -1, c.min_cosine = -2, c.max_rel_error = -1;
     return c;
   }
+  // A constraint and exactly one data source are given: checked before any work.
+  Status check_accuracy_control() const;
   Result<VerifyData> load_accuracy_data(const Plan& plan) const;
   // The samples for `plan`'s inputs, and the policy, as the quantize_int8 pass takes them.
   Result<CalibrationSet> load(const Plan& plan) const;

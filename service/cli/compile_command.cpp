@@ -123,6 +123,10 @@ int run_compile(const CompileOptions& opts) {
     return report_error("give --cuda-keep-fp32 or an accuracy bound (--min-cosine, --max-rel-error, --max-accuracy-drop), not both");
   if (!on_device && opts.calibration.max_rel_error >= 0)
     return report_error("--max-rel-error bounds GPU accuracy control: add --device cuda --cuda-precision tf32|fp16|bf16");
+  if (gpu_control) {
+    Status usable = opts.calibration.check_accuracy_control();
+    if (!usable) return report_error(usable.message());
+  }
   const std::vector<std::string> pipeline =
       on_device && opts.passes == "default" ? default_pipeline_for(device.kind()) : pipeline_parse(opts.passes);
   CompileRequest request{opts.model, opts.dims, pipeline, opts.dump_ir_after, opts.check_numerics};
