@@ -22,10 +22,11 @@ struct KilnRun {
   std::string out, err;
 };
 
-// `args` go to the shell as written (quote paths with spaces); stderr lands in `dir`.
-inline KilnRun run_kiln(const TempDir& dir, const std::string& args) {
+// `args` go to the shell as written (quote paths with spaces); stderr lands in `dir`. The run is
+// killed after `timeout_s` (a hang fails the test instead of CI).
+inline KilnRun run_kiln(const TempDir& dir, const std::string& args, int timeout_s = 120) {
   const std::string err_path = dir.file("stderr.txt");
-  const std::string cmd = "timeout 120 " KILN_BINARY " " + args + " 2>" + err_path;
+  const std::string cmd = "timeout " + std::to_string(timeout_s) + " " KILN_BINARY " " + args + " 2>" + err_path;
   KilnRun r;
   FILE* pipe = popen(cmd.c_str(), "r");
   REQUIRE(pipe != nullptr);
