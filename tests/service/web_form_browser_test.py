@@ -81,6 +81,7 @@ def main():
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -108,7 +109,10 @@ def main():
         options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
         driver = webdriver.Chrome(service=Service(driver_path), options=options)
         driver.execute_cdp_cmd("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": downloads})
-        wait = WebDriverWait(driver, 20)
+        # The page re-renders parts of itself (the inputs table once the model is read): an element
+        # found a moment before may be gone, so the waits look again (CI once read a replaced row).
+        stale = (StaleElementReferenceException,)
+        wait = WebDriverWait(driver, 20, ignored_exceptions=stale)
         by_id = lambda i: driver.find_element(By.ID, i)  # noqa: E731
 
         driver.get(server.base + "/")
@@ -132,7 +136,7 @@ def main():
         # The model's input comes from the file.
         by_id("model-file").send_keys(os.path.join(examples, "fashion-mnist", "model.onnx"))
         wait.until(lambda d: d.find_element(By.CSS_SELECTOR, "#inputs-rows .input-name").get_property("value") == "input")
-        shape = driver.find_element(By.CSS_SELECTOR, "#inputs-rows .input-shape").get_property("value")
+        shape = wait.until(lambda d: d.find_element(By.CSS_SELECTOR, "#inputs-rows .input-shape").get_property("value"))
         assert shape == "batch, 1, 28, 28", "input shape read from the model: %r" % shape
         assert by_id("job-name").get_property("value") == "model", by_id("job-name").get_property("value")
 
@@ -175,7 +179,7 @@ def main():
         by_id("submit").click()
 
         # Progress reaches 100% with every stage done.
-        WebDriverWait(driver, 240, poll_frequency=0.25).until(
+        WebDriverWait(driver, 240, poll_frequency=0.25, ignored_exceptions=stale).until(
             lambda d: by_id("job-progress").get_property("value") == 100 or
             by_id("job-state").text in ("failed", "cancelled"))
         job_id = by_id("job-id").text
