@@ -65,7 +65,7 @@ void CalibrationCli::add_accuracy_control_to(CLI::App& cmd) {
 
 Status CalibrationCli::check_accuracy_control() const {
   KILN_REQUIRE(max_accuracy_drop >= 0 || min_cosine >= -1 || max_rel_error >= 0, invalid_argument,
-               "accuracy control needs a constraint: --max-accuracy-drop and/or --min-cosine");
+               "accuracy control needs a constraint: --max-accuracy-drop and/or --min-cosine (or, for kiln compile --device cuda, --max-rel-error)");
   const int sources = !accuracy_data.empty() + (accuracy_random > 0) + accuracy_dataset.has_value();
   KILN_REQUIRE(sources == 1, invalid_argument,
                "accuracy control needs data: give --accuracy-data FILE or --accuracy-random N (one of them)");
