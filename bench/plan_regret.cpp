@@ -8,11 +8,11 @@
 // Constraints are set relative to the measured space (e.g. 2x the fastest latency) so that they
 // bind; the planner never sees the measurements.
 // Usage: kiln_plan_regret [--cache DIR] [--db FILE] [--models a,b] [--batches 1,4,16]
-//                         [--precisions fp32,bf16,int8] [--runs N] [--top K] [--cache-dir D]
+//                         [--precisions fp32,bf16,int8] [--runs N] [--rounds R] [--top K] [--cache-dir D]
 // Two choices are scored per case: the plan's (predictions only) and kiln optimize's, which
 // closes the loop as the product does on the target machine: the plan's top K CPU candidates
 // (plus the best one of each other precision) are measured again as kiln optimize measures them
-// (perf::candidate_timing_options, independently of the exhaustive measurements), as deployed, and
+// (perf::candidate_round_options, all of them in rounds, independently of the exhaustive measurements), as deployed, and
 // the choice is made on those measurements; both are scored on the exhaustive ones.
 #include <algorithm>
 #include <cmath>
@@ -52,6 +52,7 @@ struct Options {
   int runs = 10;
   int top = 3;  // candidates kiln optimize measures (its --top default)
   int optimize_runs = 20;  // and its --runs default
+  int rounds = perf::kCandidateRounds;  // the exhaustive measurement and kiln optimize's, each in rounds
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -71,6 +72,7 @@ bool parse(int argc, char** argv, Options& o) {
     else if (a == "--models") o.models = split(v);
     else if (a == "--precisions") o.precisions = split(v);
     else if (a == "--runs") o.runs = std::max(3, std::atoi(v.c_str()));
+    else if (a == "--rounds") o.rounds = std::max(1, std::atoi(v.c_str()));
     else if (a == "--top") o.top = std::max(1, std::atoi(v.c_str()));
     else if (a == "--batches") {
       o.batches.clear();
@@ -102,12 +104,22 @@ Result<Graph> load_at(const std::string& path, int64_t batch) {
   return graph;
 }
 
-// `instances` engines side by side, each on `threads` threads, timed with `options`.
-Result<Measured> measure(const Plan& plan, Measured m, const perf::TimingOptions& options) {
-  KILN_ASSIGN(t, perf::time_deployed(plan, m.threads, m.instances, options));
-  m.latency_ms = t.median_ms;
-  m.throughput = perf::deployed_throughput(t, m.batch, m.instances);
-  return m;
+// Each configuration's instances side by side, each on its threads, all of them timed in `rounds`
+// (perf::time_deployed_in_rounds); fills latency_ms and throughput.
+Status measure_in_rounds(const std::string& label, const std::map<std::pair<std::string, int64_t>, Plan>& plans,
+                         std::vector<Measured>& configs, int rounds, const perf::TimingOptions& first, const perf::TimingOptions& later) {
+  if (configs.empty()) return Status::ok();
+  std::vector<perf::DeployedRun> runs;
+  for (const Measured& m : configs) runs.push_back({&plans.at({m.precision, m.batch}), m.threads, m.instances});
+  KILN_ASSIGN(timed, perf::time_deployed_in_rounds(runs, rounds, first, later));
+  for (size_t i = 0; i < configs.size(); ++i) {
+    Measured& m = configs[i];
+    m.latency_ms = timed[i].median_ms;
+    m.throughput = perf::deployed_throughput(timed[i], m.batch, m.instances);
+    std::fprintf(stderr, "  %s %s: %.3f ms, %.1f/s (median of %d rounds)\n", label.c_str(), m.name().c_str(), m.latency_ms, m.throughput,
+                 rounds);
+  }
+  return Status::ok();
 }
 
 struct Case {
@@ -156,7 +168,7 @@ int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) {
     std::fprintf(stderr, "usage: kiln_plan_regret [--cache DIR] [--db FILE] [--models a,b] [--batches 1,4,16] "
-                         "[--precisions fp32,bf16,int8] [--runs N] [--top K] [--cache-dir D]\n");
+                         "[--precisions fp32,bf16,int8] [--runs N] [--rounds R] [--top K] [--cache-dir D]\n");
     return 2;
   }
   const perf::TargetFingerprint here = perf::fingerprint_local();
@@ -188,18 +200,20 @@ int main(int argc, char** argv) {
         if (!graph) { std::fprintf(stderr, "%s: %s\n", name.c_str(), graph.error().message.c_str()); return 1; }
         auto plan = perf::precision_compile(std::move(*graph), precision);
         if (!plan) { std::fprintf(stderr, "%s %s: %s\n", name.c_str(), precision.c_str(), plan.error().message.c_str()); return 1; }
-        for (int threads : thread_counts) {
-          Measured m{precision, batch, threads, std::max(1, cores / threads)};
-          perf::TimingOptions exhaustive;  // `runs` timed batches per instance
-          exhaustive.warmup = 2;
-          exhaustive.min_runs = exhaustive.max_runs = o.runs;
-          auto measured = measure(*plan, m, exhaustive);
-          if (!measured) { std::fprintf(stderr, "%s: %s\n", m.name().c_str(), measured.error().message.c_str()); return 1; }
-          std::fprintf(stderr, "  %s %s: %.3f ms, %.1f/s\n", name.c_str(), measured->name().c_str(), measured->latency_ms, measured->throughput);
-          space.push_back(*measured);
-        }
+        for (int threads : thread_counts) space.push_back(Measured{precision, batch, threads, std::max(1, cores / threads)});
         plans.emplace(std::make_pair(precision, batch), std::move(*plan));
       }
+    // Every configuration timed once per round, round after round, as kiln optimize times its
+    // candidates: a slow spell of the VM then costs every configuration alike.
+    perf::TimingOptions first;  // `runs` timed batches per instance over all rounds
+    first.warmup = 2;
+    first.min_runs = first.max_runs = (o.runs + o.rounds - 1) / o.rounds;
+    perf::TimingOptions later = first;
+    later.warmup = 1;
+    if (Status timed = measure_in_rounds(name, plans, space, o.rounds, first, later); !timed.ok()) {
+      std::fprintf(stderr, "%s: %s\n", name.c_str(), timed.message().c_str());
+      return 1;
+    }
     double fastest = 1e300, most = 0;
     for (const Measured& m : space) fastest = std::min(fastest, m.latency_ms), most = std::max(most, m.throughput);
     std::vector<Case> model_cases(5);
@@ -246,18 +260,22 @@ int main(int argc, char** argv) {
       // kiln optimize: measure the candidates to try again, choose on those measurements.
       const Measured* optimize_pick = nullptr;
       const Measured* optimize_measured = nullptr;
-      for (const perf::Candidate& k : planning::candidates_to_try(outcome->result, o.top, app.objective)) {
+      const std::vector<perf::Candidate> tried = planning::candidates_to_try(outcome->result, o.top, app.objective);
+      std::vector<Measured> fresh;  // those no earlier case measured again, timed together in rounds as kiln optimize does
+      for (const perf::Candidate& k : tried)
+        if (const Measured* config = in_space(k.precision, k.batch, k.threads); config && !remeasured.count(config->name()) &&
+            std::none_of(fresh.begin(), fresh.end(), [&](const Measured& f) { return f.name() == config->name(); }))
+          fresh.push_back(*config);
+      const perf::RoundOptions again = perf::candidate_round_options(o.optimize_runs, o.rounds);
+      if (Status timed = measure_in_rounds(name + " again (kiln optimize):", plans, fresh, o.rounds, again.first, again.later); !timed.ok()) {
+        std::fprintf(stderr, "%s: %s\n", name.c_str(), timed.message().c_str());
+        return 1;
+      }
+      for (const Measured& f : fresh) remeasured.emplace(f.name(), f);
+      for (const perf::Candidate& k : tried) {
         const Measured* config = in_space(k.precision, k.batch, k.threads);
         if (!config) continue;
-        auto [it, fresh] = remeasured.try_emplace(config->name(), *config);
-        if (fresh) {
-          auto again = measure(plans.at({k.precision, k.batch}), *config, perf::candidate_timing_options(o.optimize_runs));
-          if (!again) { std::fprintf(stderr, "%s: %s\n", config->name().c_str(), again.error().message.c_str()); return 1; }
-          it->second = *again;
-          std::fprintf(stderr, "  %s %s again (kiln optimize): %.3f ms, %.1f/s\n", name.c_str(), again->name().c_str(),
-                       again->latency_ms, again->throughput);
-        }
-        const Measured& m = it->second;
+        const Measured& m = remeasured.at(config->name());
         if (!meets(m, c.constraints)) continue;
         if (!optimize_measured || better(m, *optimize_measured, c.objective)) optimize_measured = &m, optimize_pick = config;
       }

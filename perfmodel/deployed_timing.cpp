@@ -82,4 +82,62 @@ Result<Timing> time_deployed(const Plan& plan, int threads, int instances, const
                 nearest_rank(all, 0.99)};
 }
 
+namespace {
+
+double middle(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+Timing combine_rounds(const std::vector<Timing>& rounds) {
+  Timing out;
+  if (rounds.empty()) return out;
+  std::vector<double> medians, p10s, p90s;
+  for (const Timing& t : rounds) {
+    medians.push_back(t.median_ms);
+    p10s.push_back(t.p10_ms);
+    p90s.push_back(t.p90_ms);
+    out.p99_ms = std::max(out.p99_ms, t.p99_ms);
+    out.runs += t.runs;
+  }
+  out.median_ms = middle(medians);
+  out.p10_ms = middle(p10s);
+  out.p90_ms = middle(p90s);
+  return out;
+}
+
+RoundOptions candidate_round_options(int runs, int rounds) {
+  rounds = std::max(rounds, 1);
+  const TimingOptions whole = candidate_timing_options(runs);
+  RoundOptions r;
+  r.first.min_runs = (std::max(runs, 1) + rounds - 1) / rounds;
+  r.first.max_runs = 5 * r.first.min_runs;
+  r.first.budget_ms = whole.budget_ms / rounds;
+  r.first.warmup = whole.warmup;
+  r.later = r.first;
+  r.later.warmup = 1;
+  return r;
+}
+
+Result<std::vector<Timing>> time_deployed_in_rounds(const std::vector<DeployedRun>& runs, int rounds, const TimingOptions& first,
+                                                    const TimingOptions& later,
+                                                    const std::function<void(int, size_t, const Timing&)>& on_timed) {
+  KILN_REQUIRE(rounds >= 1, invalid_argument, "time_deployed_in_rounds needs rounds >= 1, got ", rounds);
+  std::vector<std::vector<Timing>> per_run(runs.size());
+  for (int round = 1; round <= rounds; ++round)
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const DeployedRun& r = runs[i];
+      KILN_REQUIRE(r.plan != nullptr, invalid_argument, "time_deployed_in_rounds: run ", i, " has no plan");
+      KILN_ASSIGN(t, time_deployed(*r.plan, r.threads, r.instances, round == 1 ? first : later));
+      if (on_timed) on_timed(round, i, t);
+      per_run[i].push_back(t);
+    }
+  std::vector<Timing> out;
+  for (const auto& r : per_run) out.push_back(combine_rounds(r));
+  return out;
+}
+
 }  // namespace kiln::perf

@@ -5,6 +5,9 @@
 // both time candidates through here.
 #pragma once
 
+#include <functional>
+#include <vector>
+
 #include "kernels/core/status.h"
 #include "kernels/plan.h"
 #include "perfmodel/microbench/timing.h"
@@ -27,6 +30,40 @@ inline TimingOptions candidate_timing_options(int runs) {
   options.budget_ms = 500;
   return options;
 }
+
+// One candidate as it deploys, for timing in rounds beside others.
+struct DeployedRun {
+  const Plan* plan = nullptr;
+  int threads = 1;
+  int instances = 1;
+};
+
+// Rounds kiln optimize times its candidates in. On the 2-vCPU VMs a slow spell lasts minutes and
+// slows everything 1.2-3x: timed back to back, the candidate it falls on loses by it (kiln optimize
+// on a Zen 3 VM, 2026-12-02: Fashion-MNIST b4 measured over b16, 11.5% regret). Timed in rounds, a
+// spell falls on one round of several candidates alike, and the median of three rounds drops it.
+inline constexpr int kCandidateRounds = 3;
+
+// Times every run once per round, round after round (a, b, c, a, b, c, ...): round 1 with `first`,
+// the later ones with `later` (fewer warm-up runs: the plan's weights are packed again, the caches
+// are not cold to the same extent). Engines are created anew each round, so memory holds one
+// candidate's engines at a time. `on_timed` (optional) sees each round's timing as it is taken.
+// Returns each run's rounds combined (combine_rounds), in the order given.
+Result<std::vector<Timing>> time_deployed_in_rounds(
+    const std::vector<DeployedRun>& runs, int rounds, const TimingOptions& first, const TimingOptions& later,
+    const std::function<void(int round, size_t index, const Timing&)>& on_timed = {});
+
+// One timing from several rounds of the same configuration: the median of the rounds' medians (the
+// mean of the middle two for an even count), likewise p10 and p90; p99 the highest round's (the
+// constraint's worst case); runs summed. Empty input: a Timing with runs == 0.
+Timing combine_rounds(const std::vector<Timing>& rounds);
+
+// kiln optimize's timing split over `rounds`: each round at least ceil(runs / rounds) runs and on
+// until its share of the 500 ms is spent (at most 5x), round 1 with 3 warm-up runs, later ones 1.
+struct RoundOptions {
+  TimingOptions first, later;
+};
+RoundOptions candidate_round_options(int runs, int rounds);
 
 // Samples per second over the node for `instances` instances each running batches of `batch`.
 inline double deployed_throughput(const Timing& t, int64_t batch, int instances) {

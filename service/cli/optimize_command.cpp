@@ -53,6 +53,7 @@ struct OptimizeOptions {
   std::string output = "optimized";
   int top = 3;
   int runs = 20;
+  int rounds = perf::kCandidateRounds;
   bool no_measure = false;
   bool json = false;
   std::string calibration_data, validation_data;  // .npz files instead of the description's data sets
@@ -310,10 +311,6 @@ void reprice_gpu(const planning::PlanOutcome& outcome, Trial& t) {
   if (before && after) scale_prediction(*before, *after, kept, t);
 }
 
-// As the candidate deploys: its instances side by side, each on its threads.
-Result<perf::Timing> measure(const Plan& plan, const perf::Candidate& c, int runs) {
-  return perf::time_deployed(plan, c.threads, std::max(1, c.instances), perf::candidate_timing_options(runs));
-}
 
 // Unmeasured, a candidate is held to its predicted figures, as the plan held it (priced again when
 // accuracy control kept layers). Accuracy is not predicted here: it was verified.
@@ -335,6 +332,43 @@ void check_measured(const api::Constraints& k, Trial& t) {
   if (k.min_throughput_per_s && t.measured_throughput < *k.min_throughput_per_s)
     t.blocked_by.push_back("measured throughput " + fmt("%.1f", t.measured_throughput) + "/s < min_throughput_per_s " +
                            fmt("%g", *k.min_throughput_per_s));
+}
+
+// Every compiled candidate timed as it deploys (its instances side by side, each on its threads),
+// all of them in rounds (perf::time_deployed_in_rounds), so a slow spell of the machine does not
+// decide between them.
+void measure_in_rounds(std::vector<Trial>& trials, const OptimizeOptions& o, int nodes, const api::Constraints& constraints) {
+  std::vector<size_t> which;
+  std::vector<perf::DeployedRun> runs;
+  for (size_t i = 0; i < trials.size(); ++i) {
+    const Trial& t = trials[i];
+    if (!t.error.empty() || t.candidate.device != "cpu") continue;
+    which.push_back(i);
+    runs.push_back({&t.plan, t.candidate.threads, std::max(1, t.candidate.instances)});
+  }
+  if (runs.empty()) return;
+  std::fprintf(stderr, "measuring %zu candidates in %d round%s\n", runs.size(), o.rounds, o.rounds == 1 ? "" : "s");
+  const perf::RoundOptions options = perf::candidate_round_options(o.runs, o.rounds);
+  auto timed = perf::time_deployed_in_rounds(runs, o.rounds, options.first, options.later,
+                                             [&](int round, size_t k, const perf::Timing& t) {
+                                               std::fprintf(stderr, "  round %d/%d %s: %.3f ms\n", round, o.rounds,
+                                                            trials[which[k]].candidate.name().c_str(), t.median_ms);
+                                             });
+  if (!timed) {
+    for (size_t i : which) trials[i].error = "measure: " + timed.error().message;
+    std::fprintf(stderr, "measuring failed: %s\n", timed.error().message.c_str());
+    return;
+  }
+  for (size_t k = 0; k < which.size(); ++k) {
+    Trial& t = trials[which[k]];
+    const perf::Candidate& c = t.candidate;
+    const perf::Timing& timing = (*timed)[k];
+    t.measured = timing;
+    t.measured_throughput = perf::deployed_throughput(timing, c.batch, std::max(1, c.instances)) * static_cast<double>(nodes);
+    check_measured(constraints, t);
+    std::fprintf(stderr, "%s: %.3f ms, the median of %d rounds (predicted %.3f, %+.0f%%)\n", c.name().c_str(), timing.median_ms,
+                 o.rounds, c.latency_ms, 100.0 * (c.latency_ms / timing.median_ms - 1.0));
+  }
 }
 
 // Closing the loop: each measured candidate becomes a `model` row of the target's profile, which
@@ -563,24 +597,11 @@ int run_optimize(const OptimizeOptions& o) {
     if (!v.error.empty()) t.error = v.error;
     else if (!v.failure.empty()) t.blocked_by.push_back(v.failure);
     if (!measuring) check_predicted(app->constraints, outcome->target, t);
-    if (measuring && t.error.empty()) {
-      std::fprintf(stderr, ", measuring");
-      auto measured = measure(compiled->plan, c, o.runs);
-      if (!measured) t.error = "measure: " + measured.error().message;
-      else {
-        const perf::Timing& timing = *measured;
-        t.measured = timing;
-        t.measured_throughput = perf::deployed_throughput(timing, c.batch, std::max(1, c.instances)) *
-                                static_cast<double>(outcome->target.nodes);
-        check_measured(app->constraints, t);
-        std::fprintf(stderr, ": %.3f ms (predicted %.3f, %+.0f%%)", timing.median_ms, c.latency_ms,
-                     100.0 * (c.latency_ms / timing.median_ms - 1.0));
-      }
-    }
     std::fprintf(stderr, "%s\n", t.error.empty() ? "" : (" failed: " + t.error).c_str());
     t.plan = std::move(compiled->plan);
     trials.push_back(std::move(t));
   }
+  if (measuring) measure_in_rounds(trials, o, outcome->target.nodes, app->constraints);
   for (Trial& t : on_gpu) trials.push_back(std::move(t));
   if (!calibration_note.empty()) explanation.push_back(calibration_note);
   if (!bf16_fallback_note.empty()) explanation.push_back(bf16_fallback_note);
@@ -634,6 +655,7 @@ int run_optimize(const OptimizeOptions& o) {
     j["measured_ms"] = t.measured ? nlohmann::json(t.measured->median_ms) : nlohmann::json(nullptr);
     j["measured_p90_ms"] = t.measured ? nlohmann::json(t.measured->p90_ms) : nlohmann::json(nullptr);
     j["measured_p99_ms"] = t.measured ? nlohmann::json(t.measured->p99_ms) : nlohmann::json(nullptr);
+    j["measured_runs"] = t.measured ? nlohmann::json(t.measured->runs) : nlohmann::json(nullptr);
     j["prediction_error"] = t.measured ? nlohmann::json(t.candidate.latency_ms / t.measured->median_ms - 1.0) : nlohmann::json(nullptr);
     if (t.measured) j["throughput_per_s"] = t.measured_throughput;
     j["predicted_throughput_per_s"] = t.candidate.throughput_per_s;
@@ -685,7 +707,8 @@ int run_optimize(const OptimizeOptions& o) {
                                  {"status", chosen ? "ok" : "infeasible"}, {"application", app->name},
                                  {"model", *model_path}, {"model_sha256", outcome->model_digest},
                                  {"objective", api::objective_name(app->objective)}, {"target", plan_doc["target"]},
-                                 {"measured", measuring}, {"chosen", chosen ? candidates[*chosen] : nlohmann::json(nullptr)},
+                                 {"measured", measuring}, {"measurement_rounds", measuring ? nlohmann::json(o.rounds) : nlohmann::json(nullptr)},
+                                 {"chosen", chosen ? candidates[*chosen] : nlohmann::json(nullptr)},
                                  {"candidates", candidates}, {"gpu_candidates", gpu_json(gpu_checks)}, {"explanation", explanation}};
   for (const auto& [name, doc] : {std::pair{"plan.json", &plan_doc}, std::pair{"report.json", &report}}) {
     std::ofstream out(fs::path(o.output) / name, std::ios::trunc);
@@ -744,7 +767,9 @@ void add_optimize_command(CLI::App& app, CommandRunner& run) {
   opts->plan.add_to(*cmd);
   cmd->add_option("--output,-o", opts->output, "Folder for plan.json, report.json and model.kiln (default ./optimized)");
   cmd->add_option("--top", opts->top, "Candidates compiled, verified and measured (default 3, plus the best one of each other precision)")->check(CLI::PositiveNumber);
-  cmd->add_option("--runs", opts->runs, "Timed runs per candidate, at least (default 20)")->check(CLI::PositiveNumber);
+  cmd->add_option("--runs", opts->runs, "Timed runs per candidate, at least, over all rounds (default 20)")->check(CLI::PositiveNumber);
+  cmd->add_option("--rounds", opts->rounds, "Rounds the candidates are timed in, each timing every candidate once; the median of the "
+                  "rounds counts (default 3)")->check(CLI::PositiveNumber);
   cmd->add_flag("--no-measure", opts->no_measure, "Compile and verify only; choose on predictions");
   cmd->add_flag("--json", opts->json, "Print report.json instead of the table");
   cmd->add_option("--calibration-data", opts->calibration_data, "An .npz file instead of the description's data.calibration");

@@ -50,3 +50,51 @@ TEST_CASE("deployed timing refuses zero threads or instances, throughput counts 
   CHECK(deployed_throughput(t, 4, 2) == Approx(4000.0));  // 2 instances x 4 samples every 2 ms
   CHECK(deployed_throughput(Timing{}, 4, 2) == 0.0);
 }
+
+TEST_CASE("rounds combine as the median of their medians, the worst p99 and every run", "[perfmodel][timing]") {
+  // A slow spell in the middle round: the median of the rounds drops it, a pooled median would not.
+  const std::vector<Timing> rounds = {{1.0, 0.9, 1.1, 10, 1.2}, {3.0, 2.8, 3.3, 10, 3.5}, {1.2, 1.0, 1.3, 10, 1.4}};
+  const Timing t = combine_rounds(rounds);
+  CHECK(t.median_ms == Approx(1.2));
+  CHECK(t.p10_ms == Approx(1.0));
+  CHECK(t.p90_ms == Approx(1.3));
+  CHECK(t.p99_ms == Approx(3.5));
+  CHECK(t.runs == 30);
+  CHECK(combine_rounds({rounds[0], rounds[2]}).median_ms == Approx(1.1));  // even count: the middle two's mean
+  CHECK(combine_rounds({}).runs == 0);
+
+  const RoundOptions split = candidate_round_options(20, 3);
+  CHECK(split.first.min_runs == 7);  // 3 x 7 >= 20
+  CHECK(split.first.max_runs == 35);
+  CHECK(split.first.warmup == candidate_timing_options(20).warmup);
+  CHECK(split.later.warmup == 1);
+  CHECK(split.first.budget_ms * 3 == Approx(candidate_timing_options(20).budget_ms));
+}
+
+TEST_CASE("deployments are timed round after round, each once per round", "[perfmodel][timing]") {
+  const Plan plan = small_conv_plan();
+  TimingOptions first, later;
+  first.warmup = 1;
+  first.min_runs = first.max_runs = 3;
+  later = first;
+  later.min_runs = later.max_runs = 2;
+  std::vector<std::pair<int, size_t>> order;
+  auto timed = time_deployed_in_rounds({{&plan, 1, 1}, {&plan, 1, 2}}, 3, first, later,
+                                       [&](int round, size_t i, const Timing& t) {
+                                         CHECK(t.median_ms > 0);
+                                         order.emplace_back(round, i);
+                                       });
+  REQUIRE(timed);
+  REQUIRE(timed->size() == 2);
+  CHECK(order == std::vector<std::pair<int, size_t>>{{1, 0}, {1, 1}, {2, 0}, {2, 1}, {3, 0}, {3, 1}});
+  CHECK((*timed)[0].runs == 3 + 2 + 2);          // one instance
+  CHECK((*timed)[1].runs == 2 * (3 + 2 + 2));    // two instances, each timed
+  CHECK((*timed)[0].median_ms > 0);
+
+  auto no_rounds = time_deployed_in_rounds({{&plan, 1, 1}}, 0, first, later);
+  REQUIRE_FALSE(no_rounds);
+  CHECK(no_rounds.error().code == ErrorCode::invalid_argument);
+  auto no_plan = time_deployed_in_rounds({{nullptr, 1, 1}}, 1, first, later);
+  REQUIRE_FALSE(no_plan);
+  CHECK(no_plan.error().code == ErrorCode::invalid_argument);
+}

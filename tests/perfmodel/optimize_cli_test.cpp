@@ -115,8 +115,18 @@ TEST_CASE("kiln optimize compiles, verifies and measures the best candidates and
   const nlohmann::json report = read_json(dir.file("out/report.json"));
   CHECK(report.at("status") == "ok");
   CHECK(report.at("measured") == true);
+  CHECK(report.at("measurement_rounds") == 3);
   const auto& candidates = report.at("candidates");
   REQUIRE(candidates.size() >= 2);
+  // Timed in rounds, every candidate once per round: each shows its third round, and its runs are
+  // the three rounds' (at least ceil(5 / 3) timed batches each, one instance or more).
+  CHECK(r.err.find("measuring " + std::to_string(candidates.size()) + " candidates in 3 rounds") != std::string::npos);
+  for (const auto& c : candidates) {
+    CHECK(r.err.find("round 3/3 " + c.at("name").get<std::string>() + ": ") != std::string::npos);
+    CHECK(c.at("measured_runs").get<int>() >= 3 * 2);
+  }
+  CHECK(r.err.find("round 1/3 " + candidates.back().at("name").get<std::string>()) <
+        r.err.find("round 2/3 " + candidates.front().at("name").get<std::string>()));
   bool has_fp32 = false;
   for (const auto& c : candidates) {
     has_fp32 = has_fp32 || c.at("precision") == "fp32";
