@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -27,6 +28,7 @@
 #include "compilers/onnx/import.h"
 #include "perfmodel/deployed_timing.h"
 #include "perfmodel/fingerprint.h"
+#include "perfmodel/microbench/host_interference.h"
 #include "perfmodel/precision_compile.h"
 #include "service/planning/plan_application.h"
 
@@ -111,7 +113,14 @@ Status measure_in_rounds(const std::string& label, const std::map<std::pair<std:
   if (configs.empty()) return Status::ok();
   std::vector<perf::DeployedRun> runs;
   for (const Measured& m : configs) runs.push_back({&plans.at({m.precision, m.batch}), m.threads, m.instances});
-  KILN_ASSIGN(timed, perf::time_deployed_in_rounds(runs, rounds, first, later));
+  // As kiln optimize does: before a multi-thread timing, up to 60 s over this call for the host to stop slowing threads down.
+  static perf::HostInterference host(&std::cerr);
+  double settle_left = 60;
+  int slowed = 0;
+  perf::RoundHooks hooks;
+  hooks.before = [&](int, size_t i) { slowed += perf::wait_for_full_speed(host, configs[i].threads, settle_left, &std::cerr); };
+  KILN_ASSIGN(timed, perf::time_deployed_in_rounds(runs, rounds, first, later, hooks));
+  if (slowed > 0) std::fprintf(stderr, "  %s: %d timings ran while the host still slowed threads down\n", label.c_str(), slowed);
   for (size_t i = 0; i < configs.size(); ++i) {
     Measured& m = configs[i];
     m.latency_ms = timed[i].median_ms;

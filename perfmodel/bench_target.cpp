@@ -12,6 +12,7 @@
 #include "perfmodel/microbench/foreign_load.h"
 #include "perfmodel/microbench/kernel_sweep.h"
 #include "perfmodel/microbench/peak.h"
+#include "perfmodel/microbench/host_interference.h"
 #include "perfmodel/microbench/thread_pace.h"
 
 namespace kiln::perf {
@@ -37,69 +38,6 @@ std::string result_text(const Measurement& m) {
   else std::snprintf(buf, sizeof buf, m.median_ms < 0.1 ? "%.4f ms" : "%.3f ms", m.median_ms);
   return buf;
 }
-
-// The CPUs the host takes from multi-thread points (thread_pace.h), probed again when the last
-// probe for that thread count is older than kRepeatSeconds (the slow mode it catches lasts minutes),
-// or at once when asked for a fresh reading.
-class HostInterference {
- public:
-  HostInterference(std::ostream* progress, std::function<double(int, bool)> stand_in)
-      : progress_(progress), stand_in_(std::move(stand_in)) {}
-
-  double lost_cpus(int threads, bool fresh = false) {
-    if (stand_in_) return stand_in_(threads, fresh);
-    constexpr double kRepeatSeconds = 15;
-    Probe& p = probes_[threads];
-    const auto now = std::chrono::steady_clock::now();
-    if (p.failed || (!fresh && p.probe && std::chrono::duration<double>(now - p.at).count() < kRepeatSeconds)) return p.lost;
-    if (!p.probe) {
-      auto created = ThreadPaceProbe::create(threads);
-      if (!created) return fail(p, created.error().message);
-      p.probe = std::make_unique<ThreadPaceProbe>(std::move(*created));
-    }
-    auto pace = p.probe->measure();
-    if (!pace) return fail(p, pace.error().message);
-    p.at = std::chrono::steady_clock::now();
-    p.speedup = pace->speedup();
-    const double lost = thread_pace_lost_cpus(*pace);
-    if (progress_ && (lost > 0) != (p.lost > 0)) {
-      char line[256];
-      if (lost > 0)
-        std::snprintf(line, sizeof line,
-                      "kiln: %d threads now run a streaming Add at %.2fx the speed of one thread (%.3f vs %.3f ms): the host is "
-                      "slowing them down\n",
-                      threads, pace->speedup(), pace->threads_ms, pace->one_thread_ms);
-      else
-        std::snprintf(line, sizeof line, "kiln: %d threads are faster than one again (%.2fx)\n", threads, pace->speedup());
-      *progress_ << line << std::flush;
-    }
-    p.lost = lost;
-    return lost;
-  }
-  // The last probe's speedup of `threads` over one thread (0: none, or a stand-in).
-  double speedup(int threads) const {
-    auto it = probes_.find(threads);
-    return it == probes_.end() ? 0 : it->second.speedup;
-  }
-
- private:
-  struct Probe {
-    std::unique_ptr<ThreadPaceProbe> probe;
-    std::chrono::steady_clock::time_point at;
-    double lost = 0;
-    double speedup = 0;
-    bool failed = false;
-  };
-  // Without a probe the points are measured as before (the foreign-load meter alone), said once.
-  double fail(Probe& p, const std::string& why) {
-    p.failed = true;
-    if (progress_) *progress_ << "kiln: thread pace probe unavailable (" << why << "): multi-thread points are not checked for host interference\n";
-    return 0;
-  }
-  std::ostream* progress_;
-  std::function<double(int, bool)> stand_in_;
-  std::map<int, Probe> probes_;
-};
 
 // Sleeps up to `seconds`, in short steps so that Ctrl-C is not kept waiting.
 void sleep_unless_stopped(double seconds, const std::atomic<bool>* stop) {

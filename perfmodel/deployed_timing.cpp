@@ -123,16 +123,16 @@ RoundOptions candidate_round_options(int runs, int rounds) {
 }
 
 Result<std::vector<Timing>> time_deployed_in_rounds(const std::vector<DeployedRun>& runs, int rounds, const TimingOptions& first,
-                                                    const TimingOptions& later,
-                                                    const std::function<void(int, size_t, const Timing&)>& on_timed) {
+                                                    const TimingOptions& later, const RoundHooks& hooks) {
   KILN_REQUIRE(rounds >= 1, invalid_argument, "time_deployed_in_rounds needs rounds >= 1, got ", rounds);
   std::vector<std::vector<Timing>> per_run(runs.size());
   for (int round = 1; round <= rounds; ++round)
     for (size_t i = 0; i < runs.size(); ++i) {
       const DeployedRun& r = runs[i];
       KILN_REQUIRE(r.plan != nullptr, invalid_argument, "time_deployed_in_rounds: run ", i, " has no plan");
+      if (hooks.before) hooks.before(round, i);
       KILN_ASSIGN(t, time_deployed(*r.plan, r.threads, r.instances, round == 1 ? first : later));
-      if (on_timed) on_timed(round, i, t);
+      if (hooks.on_timed) hooks.on_timed(round, i, t);
       per_run[i].push_back(t);
     }
   std::vector<Timing> out;

@@ -47,11 +47,16 @@ inline constexpr int kCandidateRounds = 3;
 // Times every run once per round, round after round (a, b, c, a, b, c, ...): round 1 with `first`,
 // the later ones with `later` (fewer warm-up runs: the plan's weights are packed again, the caches
 // are not cold to the same extent). Engines are created anew each round, so memory holds one
-// candidate's engines at a time. `on_timed` (optional) sees each round's timing as it is taken.
+// candidate's engines at a time. `hooks.on_timed` (optional) sees each round's timing as it is taken.
 // Returns each run's rounds combined (combine_rounds), in the order given.
-Result<std::vector<Timing>> time_deployed_in_rounds(
-    const std::vector<DeployedRun>& runs, int rounds, const TimingOptions& first, const TimingOptions& later,
-    const std::function<void(int round, size_t index, const Timing&)>& on_timed = {});
+// `before` (optional) runs just before each timing (kiln optimize waits there for the host to stop
+// slowing threads down).
+struct RoundHooks {
+  std::function<void(int round, size_t index)> before;
+  std::function<void(int round, size_t index, const Timing&)> on_timed;
+};
+Result<std::vector<Timing>> time_deployed_in_rounds(const std::vector<DeployedRun>& runs, int rounds, const TimingOptions& first,
+                                                    const TimingOptions& later, const RoundHooks& hooks = {});
 
 // One timing from several rounds of the same configuration: the median of the rounds' medians (the
 // mean of the middle two for an even count), likewise p10 and p90; p99 the highest round's (the

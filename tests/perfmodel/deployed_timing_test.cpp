@@ -6,6 +6,7 @@
 #include "compilers/passes/pass_runner.h"
 #include "compilers/passes/pipeline.h"
 #include "perfmodel/deployed_timing.h"
+#include "perfmodel/microbench/host_interference.h"
 #include "perfmodel/microbench/kernel_sweep.h"
 
 using namespace kiln;
@@ -79,11 +80,18 @@ TEST_CASE("deployments are timed round after round, each once per round", "[perf
   later = first;
   later.min_runs = later.max_runs = 2;
   std::vector<std::pair<int, size_t>> order;
-  auto timed = time_deployed_in_rounds({{&plan, 1, 1}, {&plan, 1, 2}}, 3, first, later,
-                                       [&](int round, size_t i, const Timing& t) {
-                                         CHECK(t.median_ms > 0);
-                                         order.emplace_back(round, i);
-                                       });
+  int before = 0;
+  RoundHooks hooks;
+  hooks.before = [&](int round, size_t i) {
+    CHECK(static_cast<int>(order.size()) == before++);  // each timing announced just before it is taken
+    CHECK(round == static_cast<int>(order.size() / 2) + 1);
+    CHECK(i == order.size() % 2);
+  };
+  hooks.on_timed = [&](int round, size_t i, const Timing& t) {
+    CHECK(t.median_ms > 0);
+    order.emplace_back(round, i);
+  };
+  auto timed = time_deployed_in_rounds({{&plan, 1, 1}, {&plan, 1, 2}}, 3, first, later, hooks);
   REQUIRE(timed);
   REQUIRE(timed->size() == 2);
   CHECK(order == std::vector<std::pair<int, size_t>>{{1, 0}, {1, 1}, {2, 0}, {2, 1}, {3, 0}, {3, 1}});
@@ -97,4 +105,25 @@ TEST_CASE("deployments are timed round after round, each once per round", "[perf
   auto no_plan = time_deployed_in_rounds({{nullptr, 1, 1}}, 1, first, later);
   REQUIRE_FALSE(no_plan);
   CHECK(no_plan.error().code == ErrorCode::invalid_argument);
+}
+
+TEST_CASE("kiln optimize waits while the host slows threads down, within its budget", "[perfmodel][timing]") {
+  std::vector<std::pair<int, bool>> asked;
+  int slow_readings = 2;  // the first two probes see the slow mode, then it ends
+  HostInterference host(nullptr, [&](int threads, bool fresh) {
+    asked.emplace_back(threads, fresh);
+    return slow_readings-- > 0 ? 1.0 : 0.0;
+  });
+  double budget = 1.0;
+  CHECK_FALSE(wait_for_full_speed(host, 1, budget, nullptr, 0.01));  // one thread: not probed
+  CHECK(asked.empty());
+  CHECK_FALSE(wait_for_full_speed(host, 2, budget, nullptr, 0.01));  // slow, slow, then full speed
+  CHECK(asked == std::vector<std::pair<int, bool>>{{2, false}, {2, true}, {2, true}});
+  CHECK(budget == Approx(0.98));
+
+  slow_readings = 1000;  // never ends: the budget runs out and the caller is told
+  budget = 0.03;
+  CHECK(wait_for_full_speed(host, 2, budget, nullptr, 0.01));
+  CHECK(budget <= 1e-9);
+  CHECK(wait_for_full_speed(host, 2, budget, nullptr, 0.01));  // nothing left: no more waiting
 }
