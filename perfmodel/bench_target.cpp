@@ -10,9 +10,9 @@
 
 #include "perfmodel/microbench/bandwidth.h"
 #include "perfmodel/microbench/foreign_load.h"
+#include "perfmodel/microbench/host_interference.h"
 #include "perfmodel/microbench/kernel_sweep.h"
 #include "perfmodel/microbench/peak.h"
-#include "perfmodel/microbench/host_interference.h"
 #include "perfmodel/microbench/thread_pace.h"
 
 namespace kiln::perf {

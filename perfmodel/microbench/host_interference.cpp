@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <thread>
 
+#include "perfmodel/microbench/foreign_load.h"
+
 namespace kiln::perf {
 
 double HostInterference::lost_cpus(int threads, bool fresh) {
@@ -49,7 +51,8 @@ double HostInterference::fail(Probe& p, const std::string& why) {
   return 0;
 }
 
-bool wait_for_full_speed(HostInterference& host, int threads, double& budget_left_s, std::ostream* progress, double step_s) {
+bool wait_for_full_speed(HostInterference& host, int threads, double& budget_left_s, std::ostream* progress,
+                         const SettleOptions& options) {
   if (threads < 2) return false;
   if (host.lost_cpus(threads) <= 0) return false;
   if (progress && budget_left_s > 0) {
@@ -58,10 +61,26 @@ bool wait_for_full_speed(HostInterference& host, int threads, double& budget_lef
                   budget_left_s, threads);
     *progress << line << std::flush;
   }
-  while (budget_left_s > 0) {
-    const double step = std::min(step_s, budget_left_s);
-    std::this_thread::sleep_for(std::chrono::duration<double>(step));
+  const auto pause = [&](double seconds) -> double {
+    if (options.pause) return options.pause(seconds);
+    ForeignLoadMeter meter;
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    return meter.busy_cpus().value_or(0.0);
+  };
+  for (bool first = true; budget_left_s > 0; first = false) {
+    const double step = std::min(first ? options.first_step_s : options.step_s, budget_left_s);
+    const double foreign = pause(step);
     budget_left_s -= step;
+    if (foreign >= kForeignCpusNotTheHost) {
+      if (progress) {
+        char line[200];
+        std::snprintf(line, sizeof line, "kiln: other processes keep %.1f CPUs busy: that, not the host, slows the threads; timing on\n",
+                      foreign);
+        *progress << line << std::flush;
+      }
+      budget_left_s = 0;
+      return true;
+    }
     if (host.lost_cpus(threads, /*fresh=*/true) <= 0) return false;
   }
   return true;

@@ -42,10 +42,23 @@ class HostInterference {
   std::map<int, Probe> probes_;
 };
 
+// How wait_for_full_speed waits: in steps, the first one short; `pause` sleeps that long and returns
+// the CPUs other processes kept busy meanwhile (ForeignLoadMeter; a stand-in in tests).
+struct SettleOptions {
+  double first_step_s = 1;
+  double step_s = 5;
+  std::function<double(double seconds)> pause;  // empty: sleep and read /proc/stat
+};
+// Other work keeping this many CPUs busy explains slow threads without the host: waiting for the
+// host then helps nothing (under a parallel test run the other CPU is busy for minutes).
+inline constexpr double kForeignCpusNotTheHost = 0.5;
+
 // Before timing work on `threads` (> 1; one thread returns false at once): while the host slows
-// that many threads down, waits in steps of `step_s`, taking the time from `budget_left_s` (shared
-// by one measurement's waits), and says so on `progress` (optional). Returns whether the threads
-// are still slowed when it stops: the timing that follows then carries the host's slow mode.
-bool wait_for_full_speed(HostInterference& host, int threads, double& budget_left_s, std::ostream* progress, double step_s = 5);
+// that many threads down, waits, taking the time from `budget_left_s` (shared by one measurement's
+// waits), and says so on `progress` (optional). Stops waiting, and spends the rest of the budget,
+// when other processes keep kForeignCpusNotTheHost CPUs busy. Returns whether the threads are still
+// slowed when it stops: the timing that follows then carries the slowdown.
+bool wait_for_full_speed(HostInterference& host, int threads, double& budget_left_s, std::ostream* progress,
+                         const SettleOptions& options = {});
 
 }  // namespace kiln::perf
