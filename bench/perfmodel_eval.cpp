@@ -341,9 +341,9 @@ int main(int argc, char** argv) {
   }
   const perf::FitSummary& fit = predictor->summary();
   std::printf("target %s (%s), store %s\n", profile->target.fingerprint.id.c_str(), profile->target.fingerprint.cpu_model.c_str(), db.c_str());
-  std::printf("fit on %d kernel-sweep points (%d measured under load%s) + %d bandwidth points; method %s\n",
+  std::printf("fit on %d kernel-sweep points (%d measured under load%s) + %d bandwidth points + %d weight-reuse points; method %s\n",
               fit.points_used, fit.points_loaded, fit.loaded_kept ? ", kept: all were" : ", dropped", fit.bandwidth_points,
-              fit.method.c_str());
+              fit.weight_reuse_points, fit.method.c_str());
   if (!fit.groups_only_loaded.empty()) {
     std::printf("groups with every point under load, priced from another thread count:");
     for (const std::string& g : fit.groups_only_loaded) std::printf(" %s", g.c_str());

@@ -14,6 +14,7 @@
 #include "perfmodel/microbench/kernel_sweep.h"
 #include "perfmodel/microbench/peak.h"
 #include "perfmodel/microbench/thread_pace.h"
+#include "perfmodel/microbench/weight_reuse.h"
 
 namespace kiln::perf {
 namespace {
@@ -58,8 +59,8 @@ ReadingChoice reading_choice(double stored_ms, bool stored_loaded, double fresh_
 
 Status bench_target_check_sections(const std::vector<std::string>& only) {
   for (const std::string& s : only)
-    KILN_REQUIRE(s == kSectionPeak || s == kSectionBandwidth || s == kSectionSweep, invalid_argument, "--only: unknown section '",
-                 s, "' (known: peak, bandwidth, sweep)");
+    KILN_REQUIRE(s == kSectionPeak || s == kSectionBandwidth || s == kSectionSweep || s == kSectionWeights, invalid_argument,
+                 "--only: unknown section '", s, "' (known: peak, bandwidth, sweep, weights)");
   return Status::ok();
 }
 
@@ -96,6 +97,7 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
     if (wants(options, kSectionPeak)) sections.push_back({kSectionPeak, peak_points(fp, plan, &summary.skipped)});
     if (wants(options, kSectionBandwidth)) sections.push_back({kSectionBandwidth, bandwidth_points(fp, plan)});
     if (wants(options, kSectionSweep)) sections.push_back({kSectionSweep, sweep_points(fp, plan, &summary.skipped)});
+    if (wants(options, kSectionWeights)) sections.push_back({kSectionWeights, weight_reuse_points(fp, plan)});
   }
 
   KILN_ASSIGN(stored, store.measurement_identities(fp.id, options.remeasure_loaded));

@@ -24,6 +24,7 @@ namespace kiln::perf {
 inline constexpr const char* kSectionPeak = "peak";
 inline constexpr const char* kSectionBandwidth = "bandwidth";
 inline constexpr const char* kSectionSweep = "sweep";
+inline constexpr const char* kSectionWeights = "weights";  // weight_reuse.h; CPU only
 
 struct BenchTargetOptions {
   bool quick = false;

@@ -14,6 +14,10 @@ namespace kiln::perf {
 inline constexpr const char* kKindPeak = "peak";            // compute-bound oneDNN matmul
 inline constexpr const char* kKindBandwidth = "bandwidth";  // streaming read of a working set
 inline constexpr const char* kKindKernel = "kernel";        // a one-op graph on the compiled engine
+// A conv timed per copy among `copies` side by side with weights of their own (weight_reuse.h):
+// working_set_bytes = every copy's weights as stored. Not a kernel row: the predictor reads the
+// time over the one-copy point as the cost of refetching a layer's weights from further away.
+inline constexpr const char* kKindWeightReuse = "weight_reuse";
 // A GPU's host link: a whole run (inputs copied in from pageable memory, outputs back) less its
 // device time; bytes = the inputs' and outputs' bytes (perfmodel/host_link.h).
 inline constexpr const char* kKindHostLink = "host_link";

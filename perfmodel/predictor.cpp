@@ -212,6 +212,50 @@ RooflineParams roofline_fit(const std::vector<Measurement>& pts, double min_byte
   return best;
 }
 
+namespace {
+
+// The weight_reuse rows as tables: per (dtype, threads), each point's time over the one-copy
+// point's, per byte of one copy's weights, at the point's working set (every copy's weights).
+std::map<std::string, std::map<int, std::vector<std::pair<double, double>>>> weight_refetch_tables(const std::vector<Measurement>& rows) {
+  std::map<std::string, std::map<int, std::vector<std::pair<double, double>>>> raw;  // (working set, ms)
+  std::map<std::string, std::map<int, double>> copy_bytes;
+  for (const Measurement& m : rows) {
+    if (m.kind != kKindWeightReuse || !(m.median_ms > 0) || m.working_set_bytes <= 0 || measured_under_load(m)) continue;
+    raw[m.dtype][m.threads].emplace_back(static_cast<double>(m.working_set_bytes), m.median_ms);
+    copy_bytes[m.dtype][m.threads] = dtype_element_bytes(m.dtype) * static_cast<double>(m.out_c * m.in_c * m.kernel_h * m.kernel_w) +
+                                     4.0 * static_cast<double>(m.out_c);
+  }
+  std::map<std::string, std::map<int, std::vector<std::pair<double, double>>>> tables;
+  for (auto& [dtype, by_threads] : raw)
+    for (auto& [threads, points] : by_threads) {
+      std::sort(points.begin(), points.end());
+      const double bytes = copy_bytes[dtype][threads];
+      // The first point is the sweep's own condition (one copy) only if it holds one copy's weights.
+      if (points.size() < 2 || !(bytes > 0) || points.front().first > bytes * 1.01) continue;
+      std::vector<std::pair<double, double>>& table = tables[dtype][threads];
+      for (const auto& [working_set, ms] : points)
+        table.emplace_back(working_set, std::max(0.0, ms - points.front().second) / bytes);
+      // Further away is never cheaper: a dip is noise, pooled with its neighbours (adjacent violators).
+      std::vector<std::pair<double, int>> pools;  // (mean, points)
+      for (const auto& [working_set, cost] : table) {
+        pools.emplace_back(cost, 1);
+        while (pools.size() > 1 && pools[pools.size() - 2].first > pools.back().first) {
+          const auto [mean, n] = pools.back();
+          pools.pop_back();
+          auto& [prev_mean, prev_n] = pools.back();
+          prev_mean = (prev_mean * prev_n + mean * n) / (prev_n + n);
+          prev_n += n;
+        }
+      }
+      size_t i = 0;
+      for (const auto& [mean, n] : pools)
+        for (int j = 0; j < n; ++j) table[i++].second = mean;
+    }
+  return tables;
+}
+
+}  // namespace
+
 Result<LatencyPredictor> LatencyPredictor::fit(const std::vector<Measurement>& rows, const FitOptions& options) {
   LatencyPredictor p;
   p.neighbours_ = options.neighbours;
@@ -244,6 +288,7 @@ Result<LatencyPredictor> LatencyPredictor::fit(const std::vector<Measurement>& r
   std::erase_if(quiet, superseded);
   p.summary_.points_superseded = static_cast<int>(before_superseded - kernels.size());
   for (auto& [threads, table] : p.bandwidth_) std::sort(table.begin(), table.end());
+  p.weight_refetch_ = weight_refetch_tables(rows);
   p.summary_.points_loaded = static_cast<int>(kernels.size() - quiet.size());
   // Loaded points are dropped unless that leaves under a third of the sweep: a profile taken
   // entirely on a shared machine is still the best there is, and the summary says so.
@@ -262,6 +307,8 @@ Result<LatencyPredictor> LatencyPredictor::fit(const std::vector<Measurement>& r
   }
   p.summary_.points_used = static_cast<int>(kernels.size());
   for (const auto& [t, table] : p.bandwidth_) p.summary_.bandwidth_points += static_cast<int>(table.size());
+  for (const auto& [dtype, by_threads] : p.weight_refetch_)
+    for (const auto& [t, table] : by_threads) p.summary_.weight_reuse_points += static_cast<int>(table.size());
 
   // Border points (a conv reading plain float32, reading float32 into bf16/int8, with a fused SiLU
   // or a fused residual sum) are not kernels of their own: what they cost beyond the interior
@@ -368,6 +415,23 @@ double LatencyPredictor::bandwidth_bytes_per_ms(double working_set, int threads)
     if (working_set <= table[i].first) {
       const double t = std::log(working_set / table[i - 1].first) / std::log(table[i].first / table[i - 1].first);
       return std::exp(std::log(table[i - 1].second) * (1 - t) + std::log(table[i].second) * t);
+    }
+  return table.back().second;
+}
+
+double LatencyPredictor::weight_refetch_ms_per_byte(const std::string& dtype, int threads, double working_set) const {
+  auto d = weight_refetch_.find(dtype);
+  if (d == weight_refetch_.end()) d = weight_refetch_.find("f32");
+  if (d == weight_refetch_.end() || d->second.empty()) return 0;
+  auto it = d->second.lower_bound(threads);
+  if (it == d->second.end()) it = std::prev(it);
+  const auto& table = it->second;
+  if (working_set <= table.front().first) return 0;
+  if (working_set >= table.back().first) return table.back().second;
+  for (size_t i = 1; i < table.size(); ++i)
+    if (working_set <= table[i].first) {  // linear in log(working set)
+      const double t = std::log(working_set / table[i - 1].first) / std::log(table[i].first / table[i - 1].first);
+      return table[i - 1].second * (1 - t) + table[i].second * t;
     }
   return table.back().second;
 }
@@ -538,6 +602,11 @@ PlanPrediction LatencyPredictor::predict(const std::vector<StepFeatures>& steps)
       }
     }
     if (!f.view && f.weight_bytes > 0) {
+      // The sweep read these weights hot; here the rest of the run passed through the caches since.
+      if (const double per_byte = weight_refetch_ms_per_byte(f.m.dtype, f.m.threads, working_set); per_byte > 0) {
+        s.ms += f.weight_bytes * per_byte;
+        s.how += " + weights refetched";
+      }
       const double cold = f.weight_bytes / bandwidth_bytes_per_ms(working_set, f.m.threads);
       if (cold > s.ms) s = {cold, s.how + ", floor: weights streamed"};
     }
@@ -567,11 +636,15 @@ nlohmann::json LatencyPredictor::to_json() const {
                               {"params", {g.params.overhead_ms, g.params.macs_per_ms, g.params.bytes_per_ms}},
                               {"heldout_roofline", g.heldout_roofline}, {"heldout_knn", g.heldout_knn}, {"use_knn", g.use_knn}});
   const FitSummary& s = summary_;
-  return {{"neighbours", neighbours_}, {"groups", groups}, {"bandwidth", bandwidth},
+  json weight_refetch = json::array();
+  for (const auto& [dtype, by_threads] : weight_refetch_)
+    for (const auto& [threads, table] : by_threads)
+      weight_refetch.push_back({{"dtype", dtype}, {"threads", threads}, {"table", table}});
+  return {{"neighbours", neighbours_}, {"groups", groups}, {"bandwidth", bandwidth}, {"weight_refetch", weight_refetch},
           {"summary", {{"points_used", s.points_used}, {"points_loaded", s.points_loaded}, {"loaded_kept", s.loaded_kept},
                        {"method", s.method}, {"heldout_median", {s.heldout_median_roofline, s.heldout_median_knn, s.heldout_median_chosen}},
                        {"heldout_within10", {s.heldout_within10_roofline, s.heldout_within10_knn, s.heldout_within10_chosen}},
-                       {"step_overhead_ms", s.step_overhead_ms}, {"bandwidth_points", s.bandwidth_points},
+                       {"step_overhead_ms", s.step_overhead_ms}, {"bandwidth_points", s.bandwidth_points}, {"weight_reuse_points", s.weight_reuse_points},
                        {"groups_only_loaded", s.groups_only_loaded}, {"points_superseded", s.points_superseded},
                        {"groups", summary_groups}}}};
 }
@@ -603,6 +676,9 @@ Result<LatencyPredictor> LatencyPredictor::from_json(const nlohmann::json& j) {
     }
     for (const nlohmann::json& b : j.at("bandwidth"))
       p.bandwidth_[b.at("threads").get<int>()] = b.at("table").get<std::vector<std::pair<double, double>>>();
+    for (const nlohmann::json& w : j.at("weight_refetch"))
+      p.weight_refetch_[w.at("dtype").get<std::string>()][w.at("threads").get<int>()] =
+          w.at("table").get<std::vector<std::pair<double, double>>>();
     const nlohmann::json& s = j.at("summary");
     FitSummary& f = p.summary_;
     f.points_used = s.at("points_used").get<int>();
@@ -615,6 +691,7 @@ Result<LatencyPredictor> LatencyPredictor::from_json(const nlohmann::json& j) {
     f.heldout_within10_roofline = hw.at(0), f.heldout_within10_knn = hw.at(1), f.heldout_within10_chosen = hw.at(2);
     f.step_overhead_ms = s.at("step_overhead_ms").get<double>();
     f.bandwidth_points = s.at("bandwidth_points").get<int>();
+    f.weight_reuse_points = s.at("weight_reuse_points").get<int>();
     f.groups_only_loaded = s.at("groups_only_loaded").get<std::vector<std::string>>();
     f.points_superseded = s.at("points_superseded").get<int>();
     for (const nlohmann::json& g : s.at("groups"))

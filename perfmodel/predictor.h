@@ -72,6 +72,7 @@ struct FitSummary {
   double heldout_within10_roofline = 0, heldout_within10_knn = 0, heldout_within10_chosen = 0;
   double step_overhead_ms = 0;  // per step without a sweep counterpart
   int bandwidth_points = 0;
+  int weight_reuse_points = 0;  // kind weight_reuse rows in the tables (weight_refetch_ms_per_byte)
   std::vector<GroupSummary> groups;
   // Groups whose every point was measured under load and dropped ("add f32 t2 (8)"): priced from
   // the nearest thread count's (or f32's) group instead.
@@ -103,6 +104,11 @@ class LatencyPredictor {
   double bandwidth_bytes_per_ms(double working_set, int threads) const;
   // The streaming bandwidth at the largest working set measured (DRAM); 0 without bandwidth rows.
   double dram_bytes_per_ms(int threads) const;
+  // What reading one byte of a layer's weights costs beyond the sweep's hot read when the run
+  // touches `working_set` bytes between two reads of it (weight_reuse rows of the dtype, else
+  // float32's; the nearest thread count at or above): 0 within the one-copy point's working set or
+  // without such rows.
+  double weight_refetch_ms_per_byte(const std::string& dtype, int threads, double working_set) const;
   StepPrediction step_ms(const StepFeatures& f) const;
   // A fused transcendental activation of `ops` element-ops (StepFeatures::epilogue_ops), at the
   // sweep's eltwise compute rate; 0 without eltwise points.
@@ -131,6 +137,8 @@ class LatencyPredictor {
  private:
   std::map<std::string, Group> groups_;  // "op|dtype|threads"
   std::map<int, std::vector<std::pair<double, double>>> bandwidth_;  // threads -> (working set, bytes/ms), sorted
+  // dtype -> threads -> (working set, ms per weight byte over the one-copy point), sorted
+  std::map<std::string, std::map<int, std::vector<std::pair<double, double>>>> weight_refetch_;
   int neighbours_ = 4;
   FitSummary summary_;
 };

@@ -129,7 +129,7 @@ Status measure_shape(const SweepShape& shape, const TimingOptions& timing, Measu
         double op_ms = 0;
         for (size_t i = 0; i < steps.size() && i < step_ms.size(); ++i)
           if (sweep_is_op_step(steps[i])) op_ms += step_ms[i];
-        return op_ms;
+        return op_ms / static_cast<double>(shape.copies);  // per copy
       },
       timing);
   KILN_TRY(failed);
@@ -145,6 +145,7 @@ Status measure_shape(const SweepShape& shape, const TimingOptions& timing, Measu
   m.kernel.clear();
   for (const EngineStep& s : steps) {
     if (!sweep_is_op_step(s)) continue;
+    if (shape.copies > 1 && m.kernel.find(s.kernel) != std::string::npos) continue;  // one copy's kernels
     m.kernel += (m.kernel.empty() ? "" : "+") + s.kernel;
     m.layout = s.output_layout;
     backends.insert(s.kernel.substr(0, s.kernel.find('.')));
@@ -174,10 +175,16 @@ Graph sweep_graph(const SweepShape& s) {
       if (x == kNoValue) x = producer(b, s, "", sweep_reads_u8(s));
       // He-like scale keeps activations in range through the ReLU (int8 calibration sees real ranges).
       const float scale = 1.0f / std::sqrt(static_cast<float>((dw ? 1 : s.in_c) * s.kernel * s.kernel));
-      const ValueId w = b.weight("w", {s.out_c, dw ? 1 : s.in_c, s.kernel, s.kernel}, scale);
-      const ValueId bias = b.weight("bias", {s.out_c}, 0.1f);
       Attrs a = window_attrs(s);
       a.set("group", dw ? s.in_c : int64_t{1});
+      for (int64_t i = 1; i < s.copies; ++i) {  // the copies beside the last: same input, weights of their own
+        const std::string n = std::to_string(i);
+        const ValueId wi = b.weight("w" + n, {s.out_c, dw ? 1 : s.in_c, s.kernel, s.kernel}, scale);
+        const ValueId ci = b.node(OpKind::Conv, "conv" + n, {x, wi, b.weight("bias" + n, {s.out_c}, 0.1f)}, a);
+        b.g.outputs.push_back(b.node(OpKind::Relu, "relu" + n, {ci}));
+      }
+      const ValueId w = b.weight("w", {s.out_c, dw ? 1 : s.in_c, s.kernel, s.kernel}, scale);
+      const ValueId bias = b.weight("bias", {s.out_c}, 0.1f);
       const ValueId c = b.node(OpKind::Conv, "conv", {x, w, bias}, a);
       if (s.residual) {  // the residual from a producer of the output's shape, summed into the conv by the fusion pass
         SweepShape r = s;

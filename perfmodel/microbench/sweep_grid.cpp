@@ -479,6 +479,11 @@ std::string sweep_key(const SweepShape& s) {
     interior.plain_input = interior.float_input = interior.silu = interior.residual = interior.signed_input = false;
     return (s.plain_input ? "plain " : s.float_input ? "f32in " : s.silu ? "silu " : s.residual ? "sum " : "s8in ") + sweep_key(interior);
   }
+  if (s.copies > 1) {
+    SweepShape one = s;
+    one.copies = 1;
+    return sweep_key(one) + " x" + std::to_string(s.copies);
+  }
   const std::string hw = std::to_string(s.h) + "x" + std::to_string(s.w);
   const std::string b = " b" + std::to_string(s.batch);
   const std::string window = " k" + std::to_string(s.kernel) + " s" + std::to_string(s.stride);

@@ -49,6 +49,10 @@ struct SweepShape {
   // without the projection (out_c == mid_c: expansion + depthwise).
   int64_t mid_c = 0;
   bool expand = true, project = true;
+  // conv: the op `copies` times side by side on one producer's output, each with weights of its own,
+  // timed per copy (weight_reuse.h): between two reads of one copy's weights the others pass
+  // through the caches, as every other layer's do in a model.
+  int64_t copies = 1;
 };
 
 // The record's op: the sweep op's name, "depth_first_dw" (no expansion), "depth_first_expand" (no
@@ -64,7 +68,7 @@ int64_t sweep_out_w(const SweepShape& s);
 double sweep_macs(const SweepShape& s);  // multiply-accumulates; window reads for pooling, adds for Add, elements for Concat, elements x ops for eltwise
 // Inputs + weights + bias + outputs, with activations and weights of `element_bytes` each.
 double sweep_bytes(const SweepShape& s, double element_bytes);
-std::string sweep_key(const SweepShape& s);  // "conv k3 s1 64->64 56x56 b1"
+std::string sweep_key(const SweepShape& s);  // "conv k3 s1 64->64 56x56 b1" (" x16" with copies)
 
 // The grid: `quick` is a handful of small shapes (seconds); else the sampled design.
 std::vector<SweepShape> sweep_grid(bool quick);

@@ -242,7 +242,7 @@ void add_bench_target_command(CLI::App& app, CommandRunner& run) {
       "Measure this machine's target profile (peak per dtype, memory bandwidth, kernel sweep), or a GPU's, into the benchmark store");
   cmd->add_option("--db", o->db, "Benchmark store (default $KILN_DATA_DIR/benchmarks.sqlite, else ~/.local/share/kiln/benchmarks.sqlite)");
   cmd->add_flag("--quick", o->quick, "A small grid (seconds), for tests");
-  cmd->add_option("--only", o->only, "Sections to run: peak,bandwidth,sweep (default all)")->delimiter(',');
+  cmd->add_option("--only", o->only, "Sections to run: peak,bandwidth,sweep,weights (default all; weights: CPU only)")->delimiter(',');
   cmd->add_option("--threads", o->threads, "Thread counts, e.g. 1,2 (default 1 and every usable core)")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);

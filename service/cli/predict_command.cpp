@@ -59,6 +59,7 @@ nlohmann::json fit_json(const perf::FitSummary& s) {
           {"groups_only_loaded", s.groups_only_loaded},
           {"points_superseded", s.points_superseded},
           {"bandwidth_points", s.bandwidth_points},
+          {"weight_reuse_points", s.weight_reuse_points},
           {"step_overhead_ms", s.step_overhead_ms},
           {"heldout_median_error", s.heldout_median_chosen},
           {"heldout_within_10pct", s.heldout_within10_chosen},
