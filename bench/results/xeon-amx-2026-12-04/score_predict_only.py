@@ -7,8 +7,9 @@ def load(f, measured=False):
             k=(p[0],int(p[1]),p[2],int(p[3]))
             d[k]=(float(p[4]), float(p[5]) if measured and len(p)>5 else None)
     return d
-meas=load('perfmodel_eval.txt',True)
-for f in sys.argv[1:]:
+# usage: score_predict_only.py MEASURED_EVAL.txt PREDICTIONS.txt...
+meas=load(sys.argv[1],True)
+for f in sys.argv[2:]:
     pr=load(f); n=0; tot=0; by=collections.Counter(); byn=collections.Counter(); errs=[]
     for k,(p,_) in pr.items():
         if k not in meas: continue
