@@ -401,7 +401,7 @@ std::string sweep_op_name(SweepOp op) {
 }
 
 bool sweep_op_has_precisions(SweepOp op) {
-  return op == SweepOp::conv || op == SweepOp::depthwise_conv || op == SweepOp::gemm;
+  return op == SweepOp::conv || op == SweepOp::depthwise_conv || op == SweepOp::gemm || op == SweepOp::maxpool;
 }
 
 int64_t sweep_out_h(const SweepShape& s) {
