@@ -6,6 +6,8 @@
 #include <map>
 #include <set>
 
+#include "perfmodel/microbench/weight_reuse.h"
+
 namespace kiln::perf {
 namespace {
 
@@ -214,6 +216,14 @@ RooflineParams roofline_fit(const std::vector<Measurement>& pts, double min_byte
 
 namespace {
 
+// The table of the nearest measured thread count at or above `threads`, else of the largest measured.
+template <typename Table>
+const Table& nearest_threads_at_or_above(const std::map<int, Table>& by_threads, int threads) {
+  auto it = by_threads.lower_bound(threads);
+  if (it == by_threads.end()) it = std::prev(it);
+  return it->second;
+}
+
 // The weight_reuse rows as tables: per (dtype, threads), each point's time over the one-copy
 // point's, per byte of one copy's weights, at the point's working set (every copy's weights).
 std::map<std::string, std::map<int, std::vector<std::pair<double, double>>>> weight_refetch_tables(const std::vector<Measurement>& rows) {
@@ -222,8 +232,7 @@ std::map<std::string, std::map<int, std::vector<std::pair<double, double>>>> wei
   for (const Measurement& m : rows) {
     if (m.kind != kKindWeightReuse || !(m.median_ms > 0) || m.working_set_bytes <= 0 || measured_under_load(m)) continue;
     raw[m.dtype][m.threads].emplace_back(static_cast<double>(m.working_set_bytes), m.median_ms);
-    copy_bytes[m.dtype][m.threads] = dtype_element_bytes(m.dtype) * static_cast<double>(m.out_c * m.in_c * m.kernel_h * m.kernel_w) +
-                                     4.0 * static_cast<double>(m.out_c);
+    copy_bytes[m.dtype][m.threads] = weight_reuse_copy_bytes(m);
   }
   std::map<std::string, std::map<int, std::vector<std::pair<double, double>>>> tables;
   for (auto& [dtype, by_threads] : raw)
@@ -398,17 +407,12 @@ Result<LatencyPredictor> LatencyPredictor::fit(const std::vector<Measurement>& r
 
 double LatencyPredictor::dram_bytes_per_ms(int threads) const {
   if (bandwidth_.empty()) return 0;
-  auto it = bandwidth_.lower_bound(threads);
-  if (it == bandwidth_.end()) it = std::prev(it);
-  return it->second.back().second;  // the largest working set measured
+  return nearest_threads_at_or_above(bandwidth_, threads).back().second;  // the largest working set measured
 }
 
 double LatencyPredictor::bandwidth_bytes_per_ms(double working_set, int threads) const {
   if (bandwidth_.empty()) return 10e6;  // 10 GB/s: a floor when no bandwidth was measured
-  // The table of the nearest measured thread count at or above, else the largest measured.
-  auto it = bandwidth_.lower_bound(threads);
-  if (it == bandwidth_.end()) it = std::prev(it);
-  const auto& table = it->second;
+  const auto& table = nearest_threads_at_or_above(bandwidth_, threads);
   if (working_set <= table.front().first) return table.front().second;
   if (working_set >= table.back().first) return table.back().second;
   for (size_t i = 1; i < table.size(); ++i)
@@ -423,9 +427,7 @@ double LatencyPredictor::weight_refetch_ms_per_byte(const std::string& dtype, in
   auto d = weight_refetch_.find(dtype);
   if (d == weight_refetch_.end()) d = weight_refetch_.find("f32");
   if (d == weight_refetch_.end() || d->second.empty()) return 0;
-  auto it = d->second.lower_bound(threads);
-  if (it == d->second.end()) it = std::prev(it);
-  const auto& table = it->second;
+  const auto& table = nearest_threads_at_or_above(d->second, threads);
   if (working_set <= table.front().first) return 0;
   if (working_set >= table.back().first) return table.back().second;
   for (size_t i = 1; i < table.size(); ++i)

@@ -177,15 +177,13 @@ Graph sweep_graph(const SweepShape& s) {
       const float scale = 1.0f / std::sqrt(static_cast<float>((dw ? 1 : s.in_c) * s.kernel * s.kernel));
       Attrs a = window_attrs(s);
       a.set("group", dw ? s.in_c : int64_t{1});
-      for (int64_t i = 1; i < s.copies; ++i) {  // the copies beside the last: same input, weights of their own
-        const std::string n = std::to_string(i);
-        const ValueId wi = b.weight("w" + n, {s.out_c, dw ? 1 : s.in_c, s.kernel, s.kernel}, scale);
-        const ValueId ci = b.node(OpKind::Conv, "conv" + n, {x, wi, b.weight("bias" + n, {s.out_c}, 0.1f)}, a);
-        b.g.outputs.push_back(b.node(OpKind::Relu, "relu" + n, {ci}));
-      }
-      const ValueId w = b.weight("w", {s.out_c, dw ? 1 : s.in_c, s.kernel, s.kernel}, scale);
-      const ValueId bias = b.weight("bias", {s.out_c}, 0.1f);
-      const ValueId c = b.node(OpKind::Conv, "conv", {x, w, bias}, a);
+      const auto conv = [&](const std::string& suffix) {
+        const ValueId w = b.weight("w" + suffix, {s.out_c, dw ? 1 : s.in_c, s.kernel, s.kernel}, scale);
+        return b.node(OpKind::Conv, "conv" + suffix, {x, w, b.weight("bias" + suffix, {s.out_c}, 0.1f)}, a);
+      };
+      for (int64_t i = 1; i < s.copies; ++i)  // the copies beside the last: same input, weights of their own
+        b.g.outputs.push_back(b.node(OpKind::Relu, "relu" + std::to_string(i), {conv(std::to_string(i))}));
+      const ValueId c = conv("");
       if (s.residual) {  // the residual from a producer of the output's shape, summed into the conv by the fusion pass
         SweepShape r = s;
         r.in_c = s.out_c;

@@ -19,9 +19,19 @@ SweepShape weight_reuse_shape(bool quick) {
   return s;
 }
 
-double weight_reuse_copy_bytes(const SweepShape& s, const std::string& dtype) {
-  return dtype_element_bytes(dtype) * static_cast<double>(s.out_c * s.in_c * s.kernel * s.kernel) + 4.0 * static_cast<double>(s.out_c);
+namespace {
+
+double conv_weight_bytes(const std::string& dtype, int64_t out_c, int64_t in_c, int64_t kernel_h, int64_t kernel_w) {
+  return dtype_element_bytes(dtype) * static_cast<double>(out_c * in_c * kernel_h * kernel_w) + 4.0 * static_cast<double>(out_c);
 }
+
+}  // namespace
+
+double weight_reuse_copy_bytes(const SweepShape& s, const std::string& dtype) {
+  return conv_weight_bytes(dtype, s.out_c, s.in_c, s.kernel, s.kernel);
+}
+
+double weight_reuse_copy_bytes(const Measurement& m) { return conv_weight_bytes(m.dtype, m.out_c, m.in_c, m.kernel_h, m.kernel_w); }
 
 std::vector<int64_t> weight_reuse_copies(const TargetFingerprint& fp, const SweepShape& shape, const std::string& dtype,
                                          bool quick) {

@@ -19,9 +19,10 @@ namespace kiln::perf {
 // The conv the points time (copies 1); `quick`: a small one for tests.
 SweepShape weight_reuse_shape(bool quick);
 
-// Stored bytes of one copy's weights and bias in `dtype` (f32 4, bf16 2, int8 1 byte a weight;
-// the bias float32).
+// Stored bytes of a conv's weights and bias in `dtype` (f32 4, bf16 2, int8 1 byte a weight; the
+// bias float32): of the points' shape, or of a weight_reuse record's shape fields (the predictor).
 double weight_reuse_copy_bytes(const SweepShape& shape, const std::string& dtype);
+double weight_reuse_copy_bytes(const Measurement& record);
 
 // The copy counts for a dtype: 1, then the counts that make the stored weights 16, 32, 64, 128 and
 // 256 MiB (quick: 1 and 4), none past an eighth of the machine's memory.
