@@ -422,3 +422,34 @@ TEST_CASE("a u8 max pool is priced from the float32 pools at a quarter of their 
     CHECK(q->kernel_ms(conv).ms == Approx(q->kernel_ms(conv_f32).ms).epsilon(0.02));
   }
 }
+
+TEST_CASE("a batched conv beyond the sweep's largest point is priced as batches of a measured batch", "[perfmodel][predictor]") {
+  // Batch-8 points run at the roofline, batch-1 points 1.5x slower (a per-image cost the roofline
+  // cannot fit): a batch-32 layer with 4x the largest point's work must be priced as four of its
+  // batch-8 quarters, not from neighbours in feature space that include the slow batch-1 points.
+  const RooflineParams conv{0.01, 40e6, 15e6};
+  std::vector<Measurement> rows = synthetic_sweep(conv, "conv", "f32", 1);
+  double max_macs = 0;
+  for (Measurement& m : rows) {
+    if (m.batch == 1) m.median_ms *= 1.5;
+    max_macs = std::max(max_macs, m.macs);
+  }
+  auto p = LatencyPredictor::fit(rows, {false, 4, "knn"});
+  REQUIRE(p);
+  const auto largest = std::max_element(rows.begin(), rows.end(), [](const Measurement& a, const Measurement& b) { return a.macs < b.macs; });
+  REQUIRE(largest->batch == 8);
+  Measurement big = *largest;
+  big.batch = 32;
+  big.macs *= 4;
+  big.bytes *= 4;
+  const StepPrediction whole = p->kernel_ms(big), quarter = p->kernel_ms(*largest);
+  CHECK(whole.ms == Approx(4 * quarter.ms).epsilon(1e-9));
+  CHECK(whole.ms == Approx(4 * largest->median_ms).epsilon(0.05));
+  CHECK(whole.how.find("4 x batch 8") != std::string::npos);
+  CHECK(quarter.how.find(" x batch ") == std::string::npos);
+  // Within the sweep's work a layer is priced whole.
+  Measurement within = *largest;
+  within.batch = 16;
+  within.macs = max_macs / 2;
+  CHECK(p->kernel_ms(within).how.find(" x batch ") == std::string::npos);
+}
