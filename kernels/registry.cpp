@@ -11,7 +11,9 @@ namespace {
 // First match wins: fast kernels first, the reference kernel last.
 const std::array kKernels = {
     &kCpuSparseGemmAvx512, &kCpuSparseGemmPortable,  // only nodes prune_magnitude marked sparse_kernel="csr"
-    &kOneDnnConv,    &kOneDnnGemm,      &kOneDnnMatMul, &kOneDnnPool,      &kOneDnnEltwise,
+    &kOneDnnConv,    &kOneDnnGemm,      &kOneDnnMatMul,
+    &kCpuMaxPoolBf16,  // before oneDNN pooling: oneDNN 2.6 converts every bf16 element (slower than its f32 pool)
+    &kOneDnnPool,      &kOneDnnEltwise,
     &kCpuChannelScale,  // before oneDNN binary: its [N>1, C, 1, 1] broadcast on NHWC is a reference loop
     &kOneDnnBinary,
     &kOneDnnSoftmax, &kOneDnnBatchNorm, &kOneDnnLayerNorm,

@@ -1,0 +1,166 @@
+// kiln's bf16 max pool (kernels/cpu/max_pool_bf16.cpp): fed a bfloat16 activation in oneDNN's
+// NHWC (acdb) and 16-channel block (aBcd16b, C = 20: the last block part padding) layouts, its
+// output converted back to float32 must equal the reference executor's max over the same values
+// exactly (the inputs are bf16 values, so no rounding is involved): negative values, -0 and ties
+// included, over padded, strided, ceil-mode and dilated windows. Float32 inputs stay with oneDNN.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/executor.h"
+#include "kernels/onednn/onednn_common.h"
+#include "kernels/registry.h"
+#include "tests/support/plan_builder.h"
+
+using namespace kiln;
+using Tag = dnnl::memory::format_tag;
+
+namespace {
+
+// Values that bfloat16 holds exactly (8 significant bits), half of them negative, some -0 and
+// many repeated, so that ties and the sign order are exercised.
+Tensor bf16_values(const Shape& shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> pick(-40, 40);
+  Tensor t = Tensor::zeros(DType::f32, shape);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const int v = pick(rng);
+    t.data<float>()[i] = v == 0 && i % 2 ? -0.0f : static_cast<float>(v) * 0.0625f;
+  }
+  return t;
+}
+
+Attrs pool_attrs(std::vector<int64_t> kernel, std::vector<int64_t> strides, std::vector<int64_t> pads,
+                 int64_t ceil_mode = 0, std::vector<int64_t> dilations = {1, 1}) {
+  Attrs a;
+  a.set("kernel_shape", kernel);
+  a.set("strides", strides);
+  a.set("pads", pads);
+  a.set("ceil_mode", ceil_mode);
+  a.set("dilations", dilations);
+  return a;
+}
+
+struct PoolRun {
+  std::string kernel;
+  std::string output_layout;
+};
+
+// Pools `x` held in `type` and layout `tag` through the first registry kernel that takes it and
+// REQUIREs the float32 result to equal the reference executor's bit for bit.
+PoolRun run_pool(const Tensor& x, Tag tag, dnnl::memory::data_type type, const Attrs& attrs, const Shape& out_shape) {
+  Plan plan;
+  plan.slot_types.push_back(ValueType::of(DType::f32, sym_shape_from(x.shape())));
+  plan.inputs.push_back({0, "x", plan.slot_types.back()});
+  plan.slot_types.push_back(ValueType::of(DType::f32, sym_shape_from(out_shape)));
+  plan.steps.push_back({OpKind::MaxPool, attrs, {0}, {1}, "pool"});
+  plan.outputs.push_back({1, "y"});
+  plan.num_slots = 2;
+
+  const onednn::md desc(onednn::to_dims(x.shape()), type, tag);
+  ValueDesc in;
+  in.shape = x.shape();
+  in.layout.opaque = std::make_shared<onednn::OneDnnLayout>(desc, 2);
+  ValueDesc out;
+  out.shape = out_shape;
+  KernelBuild build{.op = OpKind::MaxPool, .attrs = &attrs, .node_name = "pool", .inputs = {in}, .outputs = {out}, .threads = 2};
+
+  // The input in its layout: a reorder from plain float32 (exact: the values are bf16 values), which
+  // also zeroes the padding lanes of a partial channel block.
+  std::vector<uint8_t> x_bytes(desc.get_size() + 64, 0xff);
+  void* x_at = x_bytes.data() + (64 - reinterpret_cast<uintptr_t>(x_bytes.data()) % 64) % 64;
+  {
+    dnnl::memory src(onednn::plain_desc(x.shape()), onednn::cpu_engine(), const_cast<void*>(x.raw()));
+    dnnl::memory dst(desc, onednn::cpu_engine(), x_at);
+    dnnl::reorder(src, dst).execute(onednn::thread_stream(), src, dst);
+    onednn::thread_stream().wait();
+  }
+
+  auto choice = kernel_select(build);
+  INFO((choice ? std::string() : choice.error().message));
+  REQUIRE(choice);
+  Kernel& kernel = *choice->kernel;
+  const std::vector<Layout> layouts = kernel.output_layouts();
+  REQUIRE(layouts.size() == 1);
+  REQUIRE_FALSE(layouts[0].plain());
+  std::vector<uint8_t> y(layouts[0].opaque->bytes() + 64, 0xff), scratch(kernel.scratch_bytes() + 64);
+  REQUIRE(kernel.run({{x_at}, {y.data()}, scratch.data()}));
+  Tensor got = Tensor::zeros(DType::f32, out_shape);
+  auto to_plain = layouts[0].opaque->make_to_plain(DType::f32, out_shape);
+  REQUIRE(to_plain);
+  std::vector<uint8_t> conv_scratch((*to_plain)->scratch_bytes() + 64);
+  REQUIRE((*to_plain)->run({{y.data()}, {got.raw()}, conv_scratch.data()}));
+
+  auto ref = execute_reference(plan, {x});
+  INFO((ref ? std::string() : ref.error().message));
+  REQUIRE(ref);
+  const Tensor& want = ref->outputs[0];
+  REQUIRE(want.shape() == got.shape());
+  int64_t differ = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const float g = got.data<float>()[i], w = want.data<float>()[i];
+    differ += !(g == w && std::signbit(g) == std::signbit(w)) && !(g == 0 && w == 0);
+  }
+  INFO("kernel " << choice->impl->name << ", layout " << layouts[0].describe());
+  CHECK(differ == 0);
+  // The padding lanes of a partial channel block stay zero for the next kernel.
+  if (tag == Tag::aBcd16b && out_shape[1] % 16 != 0 && type == dnnl::memory::data_type::bf16) {
+    const int64_t blocks = (out_shape[1] + 15) / 16, pixels = out_shape[2] * out_shape[3];
+    const auto* codes = reinterpret_cast<const uint16_t*>(y.data());
+    int64_t nonzero = 0;
+    for (int64_t n = 0; n < out_shape[0]; ++n)
+      for (int64_t p = 0; p < pixels; ++p)
+        for (int64_t l = out_shape[1] % 16; l < 16; ++l) nonzero += codes[((n * blocks + blocks - 1) * pixels + p) * 16 + l] != 0;
+    CHECK(nonzero == 0);
+  }
+  return {std::string(choice->impl->name), layouts[0].describe()};
+}
+
+}  // namespace
+
+TEST_CASE("cpu.max_pool_bf16 pools bf16 codes exactly in NHWC and 16-channel blocks", "[cpu][bf16]") {
+  struct Case {
+    const char* what;
+    Shape in, out;
+    Attrs attrs;
+  };
+  const std::vector<Case> cases = {
+      {"3x3 s2 p1 (ResNet stem)", {2, 0, 15, 13}, {2, 0, 8, 7}, pool_attrs({3, 3}, {2, 2}, {1, 1, 1, 1})},
+      {"3x3 s1 p1 (inception branch)", {1, 0, 9, 11}, {1, 0, 9, 11}, pool_attrs({3, 3}, {1, 1}, {1, 1, 1, 1})},
+      {"2x2 s2", {3, 0, 8, 6}, {3, 0, 4, 3}, pool_attrs({2, 2}, {2, 2}, {0, 0, 0, 0})},
+      {"3x3 s2 ceil mode (GoogLeNet)", {1, 0, 14, 14}, {1, 0, 7, 7}, pool_attrs({3, 3}, {2, 2}, {0, 0, 0, 0}, 1)},
+      {"3x3 dilation 2, uneven pads", {2, 0, 10, 9}, {2, 0, 7, 9}, pool_attrs({3, 3}, {1, 1}, {1, 2, 0, 2}, 0, {2, 2})},
+  };
+  for (const auto& [tag, channels, layout] : std::vector<std::tuple<Tag, int64_t, std::string>>{
+           {Tag::acdb, 40, "acdb"}, {Tag::acdb, 100, "acdb"}, {Tag::aBcd16b, 20, "aBcd16b"}, {Tag::aBcd16b, 32, "aBcd16b"}}) {
+    for (const Case& c : cases) {
+      Shape in = c.in, out = c.out;
+      in[1] = out[1] = channels;
+      INFO(c.what << ", " << layout << ", C = " << channels);
+      const PoolRun run = run_pool(bf16_values(in, static_cast<uint32_t>(channels)), tag, dnnl::memory::data_type::bf16, c.attrs, out);
+      CHECK(run.kernel == "cpu.max_pool_bf16");
+      CHECK(run.output_layout.find(layout) != std::string::npos);
+      CHECK(run.output_layout.find(":bf16") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("cpu.max_pool_bf16 leaves float32 pools and the Indices output to others", "[cpu][bf16]") {
+  const Tensor x = bf16_values({1, 16, 8, 8}, 7);
+  CHECK(run_pool(x, Tag::acdb, dnnl::memory::data_type::f32, pool_attrs({2, 2}, {2, 2}, {0, 0, 0, 0}), {1, 16, 4, 4}).kernel ==
+        "onednn.pool");
+  const Attrs attrs = pool_attrs({2, 2}, {2, 2}, {0, 0, 0, 0});
+  ValueDesc in, y, indices;
+  in.shape = {1, 16, 8, 8};
+  in.layout.opaque = std::make_shared<onednn::OneDnnLayout>(
+      onednn::md(onednn::to_dims(in.shape), dnnl::memory::data_type::bf16, Tag::acdb), 1);
+  y.shape = indices.shape = {1, 16, 4, 4};
+  indices.dtype = DType::i64;
+  const KernelBuild build{.op = OpKind::MaxPool, .attrs = &attrs, .node_name = "pool", .inputs = {in}, .outputs = {y, indices}, .threads = 1};
+  const auto why = kCpuMaxPoolBf16.supports(build);
+  REQUIRE(why);
+  CHECK(why->find("Indices") != std::string::npos);
+}
