@@ -319,19 +319,16 @@ Result<LatencyPredictor> LatencyPredictor::fit(const std::vector<Measurement>& r
   }
   KILN_REQUIRE(!kernels.empty(), invalid_argument,
                "the store has no kernel-sweep measurements for this target: run `kiln bench-target` (or import a profile)");
-  // int8 points measured before kiln ran them as it does now (conv points whose producer wrote s8,
-  // gemm points timed as oneDNN's repacking matmul): once a group has quiet points keyed the
-  // current way, its older points are dropped; alone, they still price the group.
-  const auto is_current = [](const Measurement& m) {
-    const std::string_view prefix = int8_current_key_prefix(m.op);
-    return prefix.empty() || m.key.starts_with(prefix);
-  };
+  // Points measured before kiln ran them as it does now (int8 conv points whose producer wrote s8,
+  // int8 gemm points timed as oneDNN's repacking matmul, bf16 max pools on oneDNN's converting
+  // pool): once a group has quiet points keyed the current way, its older points are dropped;
+  // alone, they still price the group.
+  const auto is_current = [](const Measurement& m) { return m.key.starts_with(current_key_prefix(m.op, m.dtype)); };
   std::set<std::string> has_current_points;
   for (const Measurement& m : quiet)
-    if (m.dtype == "int8" && !int8_current_key_prefix(m.op).empty() && is_current(m))
-      has_current_points.insert(group_key(m.op, m.dtype, m.threads));
+    if (!current_key_prefix(m.op, m.dtype).empty() && is_current(m)) has_current_points.insert(group_key(m.op, m.dtype, m.threads));
   const auto superseded = [&](const Measurement& m) {
-    return m.dtype == "int8" && !is_current(m) && has_current_points.count(group_key(m.op, m.dtype, m.threads));
+    return !is_current(m) && has_current_points.count(group_key(m.op, m.dtype, m.threads));
   };
   const size_t before_superseded = kernels.size();
   std::erase_if(kernels, superseded);

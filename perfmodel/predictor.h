@@ -77,8 +77,9 @@ struct FitSummary {
   // Groups whose every point was measured under load and dropped ("add f32 t2 (8)"): priced from
   // the nearest thread count's (or f32's) group instead.
   std::vector<std::string> groups_only_loaded;
-  // int8 points keyed without int8_current_key_prefix (conv points measured on s8, gemm points timed
-  // as the repacking matmul, before 2026-11-29) in a group that also has points keyed so: dropped.
+  // Points keyed without current_key_prefix (int8 conv points measured on s8, int8 gemm points timed
+  // as the repacking matmul, before 2026-11-29; bf16 max pools on oneDNN's pool, before 2026-12-06)
+  // in a group that also has points keyed so: dropped.
   int points_superseded = 0;
 };
 

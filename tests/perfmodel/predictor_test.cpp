@@ -377,6 +377,23 @@ TEST_CASE("int8 convs reading s8 add the signed group's time, points measured on
   CHECK(g->summary().points_superseded == static_cast<int>(interior.size()));
   CHECK(g->predict({gemm_step}).total_ms == Approx(roofline_ms(conv, gemm_step.m.macs, gemm_step.m.bytes)).epsilon(0.03));
 
+  // And for bf16 max pools timed on oneDNN's converting pool, once points on kiln's own pool exist;
+  // the float32 pools, never keyed otherwise, stay.
+  std::vector<Measurement> pool_rows = synthetic_sweep(conv, "maxpool", "f32", 1);
+  for (Measurement m : synthetic_sweep(conv, "maxpool", "bf16", 1)) {
+    Measurement old = m;
+    old.median_ms *= 2.5;
+    pool_rows.push_back(old);
+    m.key = kBf16CodesKeyPrefix + m.key;
+    pool_rows.push_back(m);
+  }
+  StepFeatures pool_step = {};
+  pool_step.m = synthetic_sweep(conv, "maxpool", "bf16", 1)[40];
+  auto mp = LatencyPredictor::fit(pool_rows, {false, 4, "roofline"});
+  REQUIRE(mp);
+  CHECK(mp->summary().points_superseded == static_cast<int>(interior.size()));
+  CHECK(mp->predict({pool_step}).total_ms == Approx(roofline_ms(conv, pool_step.m.macs, pool_step.m.bytes)).epsilon(0.03));
+
   // Signed points: 15% more than the u8 interior. Without them a signed step is priced as an interior one.
   StepFeatures signed_step = step;
   signed_step.signed_input = true;
