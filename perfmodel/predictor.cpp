@@ -320,8 +320,8 @@ Result<LatencyPredictor> LatencyPredictor::fit(const std::vector<Measurement>& r
   KILN_REQUIRE(!kernels.empty(), invalid_argument,
                "the store has no kernel-sweep measurements for this target: run `kiln bench-target` (or import a profile)");
   // Points measured before kiln ran them as it does now (int8 conv points whose producer wrote s8,
-  // int8 gemm points timed as oneDNN's repacking matmul, bf16 max pools on oneDNN's converting
-  // pool): once a group has quiet points keyed the current way, its older points are dropped;
+  // int8 gemm points timed as oneDNN's repacking matmul, bf16/int8 max pools on oneDNN's
+  // pools): once a group has quiet points keyed the current way, its older points are dropped;
   // alone, they still price the group.
   const auto is_current = [](const Measurement& m) { return m.key.starts_with(current_key_prefix(m.op, m.dtype)); };
   std::set<std::string> has_current_points;

@@ -78,7 +78,7 @@ struct FitSummary {
   // the nearest thread count's (or f32's) group instead.
   std::vector<std::string> groups_only_loaded;
   // Points keyed without current_key_prefix (int8 conv points measured on s8, int8 gemm points timed
-  // as the repacking matmul, before 2026-11-29; bf16 max pools on oneDNN's pool, before 2026-12-06)
+  // as the repacking matmul, before 2026-11-29; bf16/int8 max pools on oneDNN's pools, before 2026-12-06)
   // in a group that also has points keyed so: dropped.
   int points_superseded = 0;
 };

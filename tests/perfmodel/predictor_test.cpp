@@ -384,7 +384,7 @@ TEST_CASE("int8 convs reading s8 add the signed group's time, points measured on
     Measurement old = m;
     old.median_ms *= 2.5;
     pool_rows.push_back(old);
-    m.key = kBf16CodesKeyPrefix + m.key;
+    m.key = kPoolCodesKeyPrefix + m.key;
     pool_rows.push_back(m);
   }
   StepFeatures pool_step = {};

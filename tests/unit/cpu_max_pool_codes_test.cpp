@@ -1,8 +1,9 @@
-// kiln's bf16 max pool (kernels/cpu/max_pool_bf16.cpp): fed a bfloat16 activation in oneDNN's
-// NHWC (acdb) and 16-channel block (aBcd16b, C = 20: the last block part padding) layouts, its
-// output converted back to float32 must equal the reference executor's max over the same values
-// exactly (the inputs are bf16 values, so no rounding is involved): negative values, -0 and ties
-// included, over padded, strided, ceil-mode and dilated windows. Float32 inputs stay with oneDNN.
+// kiln's max pool over codes (kernels/cpu/max_pool_codes.cpp): fed a bfloat16, u8 or s8 activation
+// in oneDNN's NHWC (acdb) and channel block (aBcd16b, C = 20: the last block part padding; aBcd8b)
+// layouts, its output converted back to float32 must equal the reference executor's max over the
+// same values exactly (the inputs are values the type holds exactly, so no rounding is involved):
+// negative values, -0 and ties included, over padded, strided, ceil-mode and dilated windows. A
+// quantized output keeps the input's scale. Float32 inputs stay with oneDNN.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -20,15 +21,19 @@ using Tag = dnnl::memory::format_tag;
 
 namespace {
 
-// Values that bfloat16 holds exactly (8 significant bits), half of them negative, some -0 and
-// many repeated, so that ties and the sign order are exercised.
-Tensor bf16_values(const Shape& shape, uint32_t seed) {
+constexpr float kScale = 0.0625f;  // of the quantized inputs: a power of two, so code * scale is exact
+
+// Multiples of kScale that bfloat16 (8 significant bits) and the type's codes hold exactly: for
+// bf16 and s8 half of them negative, some -0; many repeated, so that ties and the sign order are exercised.
+Tensor code_values(const Shape& shape, uint32_t seed, dnnl::memory::data_type type = dnnl::memory::data_type::bf16) {
   std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> pick(-40, 40);
+  const int lo = type == dnnl::memory::data_type::u8 ? 0 : type == dnnl::memory::data_type::s8 ? -127 : -40;
+  const int hi = type == dnnl::memory::data_type::u8 ? 255 : type == dnnl::memory::data_type::s8 ? 127 : 40;
+  std::uniform_int_distribution<int> pick(lo, hi);
   Tensor t = Tensor::zeros(DType::f32, shape);
   for (int64_t i = 0; i < t.numel(); ++i) {
     const int v = pick(rng);
-    t.data<float>()[i] = v == 0 && i % 2 ? -0.0f : static_cast<float>(v) * 0.0625f;
+    t.data<float>()[i] = v == 0 && i % 2 ? -0.0f : static_cast<float>(v) * kScale;
   }
   return t;
 }
@@ -63,19 +68,21 @@ PoolRun run_pool(const Tensor& x, Tag tag, dnnl::memory::data_type type, const A
   const onednn::md desc(onednn::to_dims(x.shape()), type, tag);
   ValueDesc in;
   in.shape = x.shape();
-  in.layout.opaque = std::make_shared<onednn::OneDnnLayout>(desc, 2);
+  const bool quantized = type == dnnl::memory::data_type::u8 || type == dnnl::memory::data_type::s8;
+  in.layout.opaque = std::make_shared<onednn::OneDnnLayout>(desc, 2, quantized ? kScale : 1.0f);
   ValueDesc out;
   out.shape = out_shape;
   KernelBuild build{.op = OpKind::MaxPool, .attrs = &attrs, .node_name = "pool", .inputs = {in}, .outputs = {out}, .threads = 2};
 
-  // The input in its layout: a reorder from plain float32 (exact: the values are bf16 values), which
-  // also zeroes the padding lanes of a partial channel block.
+  // The input in its layout: a reorder from plain float32 (exact: the values are the type's values;
+  // quantized: divided by the scale), which also zeroes the padding lanes of a partial channel block.
   std::vector<uint8_t> x_bytes(desc.get_size() + 64, 0xff);
   void* x_at = x_bytes.data() + (64 - reinterpret_cast<uintptr_t>(x_bytes.data()) % 64) % 64;
   {
     dnnl::memory src(onednn::plain_desc(x.shape()), onednn::cpu_engine(), const_cast<void*>(x.raw()));
     dnnl::memory dst(desc, onednn::cpu_engine(), x_at);
-    dnnl::reorder(src, dst).execute(onednn::thread_stream(), src, dst);
+    const auto pd = quantized ? onednn::scaled_reorder(src.get_desc(), desc, 1.0f / kScale) : dnnl::reorder::primitive_desc(src, dst);
+    dnnl::reorder(pd).execute(onednn::thread_stream(), src, dst);
     onednn::thread_stream().wait();
   }
 
@@ -107,21 +114,25 @@ PoolRun run_pool(const Tensor& x, Tag tag, dnnl::memory::data_type type, const A
   INFO("kernel " << choice->impl->name << ", layout " << layouts[0].describe());
   CHECK(differ == 0);
   // The padding lanes of a partial channel block stay zero for the next kernel.
-  if (tag == Tag::aBcd16b && out_shape[1] % 16 != 0 && type == dnnl::memory::data_type::bf16) {
-    const int64_t blocks = (out_shape[1] + 15) / 16, pixels = out_shape[2] * out_shape[3];
-    const auto* codes = reinterpret_cast<const uint16_t*>(y.data());
+  const int64_t block = tag == Tag::aBcd16b ? 16 : tag == Tag::aBcd8b ? 8 : 0;
+  if (block && out_shape[1] % block != 0 && type != dnnl::memory::data_type::f32) {
+    const int64_t blocks = (out_shape[1] + block - 1) / block, pixels = out_shape[2] * out_shape[3];
+    const size_t element = type == dnnl::memory::data_type::bf16 ? 2 : 1;
     int64_t nonzero = 0;
     for (int64_t n = 0; n < out_shape[0]; ++n)
       for (int64_t p = 0; p < pixels; ++p)
-        for (int64_t l = out_shape[1] % 16; l < 16; ++l) nonzero += codes[((n * blocks + blocks - 1) * pixels + p) * 16 + l] != 0;
+        for (int64_t l = out_shape[1] % block; l < block; ++l)
+          for (size_t byte = 0; byte < element; ++byte)
+            nonzero += y[static_cast<size_t>(((n * blocks + blocks - 1) * pixels + p) * block + l) * element + byte] != 0;
     CHECK(nonzero == 0);
   }
+  if (quantized) CHECK(layouts[0].describe().find("*0.0625") != std::string::npos);
   return {std::string(choice->impl->name), layouts[0].describe()};
 }
 
 }  // namespace
 
-TEST_CASE("cpu.max_pool_bf16 pools bf16 codes exactly in NHWC and 16-channel blocks", "[cpu][bf16]") {
+TEST_CASE("cpu.max_pool_codes pools bf16, u8 and s8 codes exactly in NHWC and channel blocks", "[cpu][bf16][int8]") {
   struct Case {
     const char* what;
     Shape in, out;
@@ -134,22 +145,27 @@ TEST_CASE("cpu.max_pool_bf16 pools bf16 codes exactly in NHWC and 16-channel blo
       {"3x3 s2 ceil mode (GoogLeNet)", {1, 0, 14, 14}, {1, 0, 7, 7}, pool_attrs({3, 3}, {2, 2}, {0, 0, 0, 0}, 1)},
       {"3x3 dilation 2, uneven pads", {2, 0, 10, 9}, {2, 0, 7, 9}, pool_attrs({3, 3}, {1, 1}, {1, 2, 0, 2}, 0, {2, 2})},
   };
-  for (const auto& [tag, channels, layout] : std::vector<std::tuple<Tag, int64_t, std::string>>{
-           {Tag::acdb, 40, "acdb"}, {Tag::acdb, 100, "acdb"}, {Tag::aBcd16b, 20, "aBcd16b"}, {Tag::aBcd16b, 32, "aBcd16b"}}) {
-    for (const Case& c : cases) {
-      Shape in = c.in, out = c.out;
-      in[1] = out[1] = channels;
-      INFO(c.what << ", " << layout << ", C = " << channels);
-      const PoolRun run = run_pool(bf16_values(in, static_cast<uint32_t>(channels)), tag, dnnl::memory::data_type::bf16, c.attrs, out);
-      CHECK(run.kernel == "cpu.max_pool_bf16");
-      CHECK(run.output_layout.find(layout) != std::string::npos);
-      CHECK(run.output_layout.find(":bf16") != std::string::npos);
+  using dt = dnnl::memory::data_type;
+  for (const auto& [type, type_name] :
+       std::vector<std::pair<dt, std::string>>{{dt::bf16, ":bf16"}, {dt::u8, ":u8"}, {dt::s8, ":s8"}})
+    // C = 100 with 8-bit codes: a 64-lane vector, then 32 and a tail of 4; 16-bit: 32 x 3 and 4.
+    for (const auto& [tag, channels, layout] : std::vector<std::tuple<Tag, int64_t, std::string>>{
+             {Tag::acdb, 40, "acdb"}, {Tag::acdb, 100, "acdb"}, {Tag::aBcd16b, 20, "aBcd16b"}, {Tag::aBcd16b, 32, "aBcd16b"},
+             {Tag::aBcd8b, 20, "aBcd8b"}}) {
+      for (const Case& c : cases) {
+        Shape in = c.in, out = c.out;
+        in[1] = out[1] = channels;
+        INFO(c.what << ", " << layout << type_name << ", C = " << channels);
+        const PoolRun run = run_pool(code_values(in, static_cast<uint32_t>(channels), type), tag, type, c.attrs, out);
+        CHECK(run.kernel == "cpu.max_pool_codes");
+        CHECK(run.output_layout.find(layout) != std::string::npos);
+        CHECK(run.output_layout.find(type_name) != std::string::npos);
+      }
     }
-  }
 }
 
-TEST_CASE("cpu.max_pool_bf16 leaves float32 pools and the Indices output to others", "[cpu][bf16]") {
-  const Tensor x = bf16_values({1, 16, 8, 8}, 7);
+TEST_CASE("cpu.max_pool_codes leaves float32 pools and the Indices output to others", "[cpu][bf16]") {
+  const Tensor x = code_values({1, 16, 8, 8}, 7);
   CHECK(run_pool(x, Tag::acdb, dnnl::memory::data_type::f32, pool_attrs({2, 2}, {2, 2}, {0, 0, 0, 0}), {1, 16, 4, 4}).kernel ==
         "onednn.pool");
   const Attrs attrs = pool_attrs({2, 2}, {2, 2}, {0, 0, 0, 0});
@@ -160,7 +176,7 @@ TEST_CASE("cpu.max_pool_bf16 leaves float32 pools and the Indices output to othe
   y.shape = indices.shape = {1, 16, 4, 4};
   indices.dtype = DType::i64;
   const KernelBuild build{.op = OpKind::MaxPool, .attrs = &attrs, .node_name = "pool", .inputs = {in}, .outputs = {y, indices}, .threads = 1};
-  const auto why = kCpuMaxPoolBf16.supports(build);
+  const auto why = kCpuMaxPoolCodes.supports(build);
   REQUIRE(why);
   CHECK(why->find("Indices") != std::string::npos);
 }

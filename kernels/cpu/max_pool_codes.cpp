@@ -1,0 +1,234 @@
+// MaxPool over stored codes: a bfloat16, u8 or s8 activation in oneDNN's NHWC (acdb) or channel
+// block (aBcd16b, aBcd8b) layout, 2 spatial dims, pooled on its codes with no conversion. oneDNN 2.6's bf16
+// pooling converts every element and its u8/s8 pooling runs no faster than float32 (AMX Xeon,
+// 3x3 s1 64x112x112 batch 8, 1 thread: f32 6.7 ms, u8 6.7, bf16 8.6; here bf16 3.4); GoogLeNet bf16
+// at batch 1 spent a third of its run in its 13 max pools.
+//
+// Codes order like their values: u8 and s8 directly (a positive scale, no zero point), and a bf16
+// code once negative codes have their low 15 bits flipped (sign-magnitude to two's complement
+// order), the same flip mapping the winner back. Exact, like any max; a quantized output keeps the
+// input's scale. bf16: -0 sorts below +0, NaN above +inf. Padding lanes of a channel block (C not
+// a multiple of the block) hold zeros and pool to zeros.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/onednn/onednn_common.h"
+#include "kernels/reference/window.h"
+
+namespace kiln {
+namespace {
+
+using onednn::md;
+using Tag = dnnl::memory::format_tag;
+using data_type = dnnl::memory::data_type;
+
+// Per element type: the stored type, the order key of a code (its own inverse) and the key below
+// every code.
+struct Bf16Codes {
+  using T = int16_t;
+  static T key(T code) { return static_cast<T>(code ^ ((code >> 15) & 0x7fff)); }
+  static constexpr T lowest() { return std::numeric_limits<T>::min(); }
+};
+struct S8Codes {
+  using T = int8_t;
+  static T key(T code) { return code; }
+  static constexpr T lowest() { return std::numeric_limits<T>::min(); }
+};
+struct U8Codes {
+  using T = uint8_t;
+  static T key(T code) { return code; }
+  static constexpr T lowest() { return 0; }
+};
+
+
+struct PoolDims {
+  int64_t n = 0, c = 0, in_h = 0, in_w = 0, out_h = 0, out_w = 0;
+  int64_t kernel[2] = {1, 1}, stride[2] = {1, 1}, dilation[2] = {1, 1}, pad[2] = {0, 0};
+};
+
+// The layout of a value this kernel reads: its element type (bf16, u8 or s8), tag (acdb, aBcd16b or
+// aBcd8b) and channel block (0 for acdb); nullopt for any other.
+struct CodesLayout {
+  data_type type;
+  Tag tag;
+  int64_t block;
+};
+std::optional<CodesLayout> codes_layout(const ValueDesc& v) {
+  if (v.dtype != DType::f32 || v.shape.size() != 4 || !onednn::is_onednn(v)) return std::nullopt;
+  const md desc = onednn::value_desc(v);
+  const data_type type = desc.data_type();
+  // Not float32: oneDNN's float32 pool ran 2x faster than this loop (GoogLeNet b8, 13 pools, 1 thread).
+  if (type != data_type::bf16 && type != data_type::u8 && type != data_type::s8) return std::nullopt;
+  for (const auto& [tag, block] : {std::pair{Tag::acdb, 0}, std::pair{Tag::aBcd16b, 16}, std::pair{Tag::aBcd8b, 8}})
+    if (desc == md(onednn::to_dims(v.shape), type, tag)) return CodesLayout{type, tag, block};
+  return std::nullopt;
+}
+
+Result<PoolDims> pool_dims(const KernelBuild& b) {
+  const Shape& x = b.inputs[0].shape;
+  const Shape& y = b.outputs[0].shape;
+  KILN_ASSIGN(wa, ref::read_window_attrs(*b.attrs, 2, true, true));
+  PoolDims p;
+  p.n = x[0], p.c = x[1], p.in_h = x[2], p.in_w = x[3], p.out_h = y[2], p.out_w = y[3];
+  for (size_t d = 0; d < 2; ++d) {
+    KILN_ASSIGN(dim, ref::window_dim(wa, d, x[d + 2], wa.kernel[d]));
+    KILN_REQUIRE(dim.out == y[d + 2], internal, "output dim ", d, " is ", y[d + 2], ", expected ", dim.out);
+    p.kernel[d] = wa.kernel[d];
+    p.stride[d] = wa.strides[d];
+    p.dilation[d] = wa.dilations[d];
+    p.pad[d] = dim.pad_begin;
+  }
+  return p;
+}
+
+// The taps [first, last) of window `o` along one dim that fall inside the input.
+inline void window_taps(int64_t o, int64_t stride, int64_t pad, int64_t dilation, int64_t kernel, int64_t in,
+                        int64_t& first, int64_t& last) {
+  const int64_t start = o * stride - pad;
+  first = start >= 0 ? 0 : (-start + dilation - 1) / dilation;
+  last = std::min(kernel, start < in ? (in - start + dilation - 1) / dilation : 0);
+}
+
+// The max over one window of `n` lanes starting at `x` (taps [y0, y1) x [x0, x1) of the window at
+// input row iy0, column ix0). N > 0: exactly N lanes, a constant the compiler keeps in registers;
+// N == 0: `n` lanes (a tail).
+template <class Codes, int N>
+__attribute__((always_inline)) inline void window_max(const PoolDims& p, const typename Codes::T* x, typename Codes::T* dst,
+                                                      int64_t lanes, int64_t n, int64_t y0, int64_t y1, int64_t x0,
+                                                      int64_t x1, int64_t iy0, int64_t ix0) {
+  using T = typename Codes::T;
+  constexpr int kMax = N > 0 ? N : 64;
+  const int64_t count = N > 0 ? N : n;
+  T acc[kMax];
+  for (int l = 0; l < kMax; ++l) acc[l] = Codes::lowest();
+  for (int64_t ky = y0; ky < y1; ++ky) {
+    const T* src_row = x + (iy0 + ky * p.dilation[0]) * p.in_w * lanes;
+    for (int64_t kx = x0; kx < x1; ++kx) {
+      const T* src = src_row + (ix0 + kx * p.dilation[1]) * lanes;
+      for (int64_t l = 0; l < count; ++l) acc[l] = std::max(acc[l], Codes::key(src[l]));
+    }
+  }
+  for (int64_t l = 0; l < count; ++l) dst[l] = Codes::key(acc[l]);
+}
+
+// One output row of one plane, a 512-bit vector of lanes at a time, then halves and quarters.
+// Inlined into each ISA's entry point below, which the compiler vectorizes for it.
+template <class Codes>
+__attribute__((always_inline)) inline void pool_row(const PoolDims& p, const void* x_bytes, void* y_bytes, int64_t oy,
+                                                    int64_t lanes) {
+  using T = typename Codes::T;
+  constexpr int64_t kVector = 64 / sizeof(T);
+  const T* x = static_cast<const T*>(x_bytes);
+  T* y = static_cast<T*>(y_bytes);
+  int64_t y0, y1;
+  window_taps(oy, p.stride[0], p.pad[0], p.dilation[0], p.kernel[0], p.in_h, y0, y1);
+  const int64_t iy0 = oy * p.stride[0] - p.pad[0];
+  for (int64_t ox = 0; ox < p.out_w; ++ox) {
+    int64_t x0, x1;
+    window_taps(ox, p.stride[1], p.pad[1], p.dilation[1], p.kernel[1], p.in_w, x0, x1);
+    const int64_t ix0 = ox * p.stride[1] - p.pad[1];
+    T* dst = y + ox * lanes;
+    int64_t c = 0;
+    for (; c + kVector <= lanes; c += kVector) window_max<Codes, kVector>(p, x + c, dst + c, lanes, kVector, y0, y1, x0, x1, iy0, ix0);
+    if (c + kVector / 2 <= lanes) window_max<Codes, kVector / 2>(p, x + c, dst + c, lanes, kVector / 2, y0, y1, x0, x1, iy0, ix0), c += kVector / 2;
+    if (c + kVector / 4 <= lanes) window_max<Codes, kVector / 4>(p, x + c, dst + c, lanes, kVector / 4, y0, y1, x0, x1, iy0, ix0), c += kVector / 4;
+    if (c + 8 <= lanes) window_max<Codes, 8>(p, x + c, dst + c, lanes, 8, y0, y1, x0, x1, iy0, ix0), c += 8;
+    if (c < lanes) window_max<Codes, 0>(p, x + c, dst + c, lanes, lanes - c, y0, y1, x0, x1, iy0, ix0);
+  }
+}
+
+// Rows of one plane: x and y point at the plane's first element.
+using PoolRowFn = void (*)(const PoolDims&, const void*, void*, int64_t, int64_t);
+
+template <class Codes>
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void pool_row_avx512(const PoolDims& p, const void* x, void* y,
+                                                                                   int64_t oy, int64_t lanes) {
+  pool_row<Codes>(p, x, y, oy, lanes);
+}
+
+template <class Codes>
+void pool_row_portable(const PoolDims& p, const void* x, void* y, int64_t oy, int64_t lanes) {
+  pool_row<Codes>(p, x, y, oy, lanes);
+}
+
+template <class Codes>
+PoolRowFn row_for_this_cpu() {
+  return cpu_isa_available(CpuIsa::avx512) ? pool_row_avx512<Codes> : pool_row_portable<Codes>;
+}
+
+class MaxPoolCodesKernel final : public Kernel {
+ public:
+  MaxPoolCodesKernel(const PoolDims& p, CodesLayout codes, std::optional<QuantParams> quant, const Shape& y_shape, int threads)
+      : p_(p), block_(codes.block), threads_(std::max(1, threads)) {
+    const md y_desc(onednn::to_dims(y_shape), codes.type, codes.tag);
+    switch (codes.type) {
+      case data_type::bf16: row_ = row_for_this_cpu<Bf16Codes>(), element_bytes_ = 2; break;
+      case data_type::s8: row_ = row_for_this_cpu<S8Codes>(), element_bytes_ = 1; break;
+      default: row_ = row_for_this_cpu<U8Codes>(), element_bytes_ = 1; break;
+    }
+    layout_ = quant ? onednn::layout_of(y_desc, y_shape, threads_, quant->scale) : onednn::layout_of(y_desc, y_shape, threads_);
+  }
+  std::vector<Layout> output_layouts() const override { return {layout_}; }
+
+  Status run(const KernelArgs& args) override {
+    const auto* x = static_cast<const char*>(args.inputs[0]);
+    auto* y = static_cast<char*>(args.outputs[0]);
+    // A plane is one image (NHWC: every channel per pixel) or one channel block of one image.
+    const int64_t lanes = block_ ? block_ : p_.c;
+    const int64_t planes = block_ ? p_.n * ((p_.c + block_ - 1) / block_) : p_.n;
+    const int64_t rows = planes * p_.out_h;
+    const int64_t in_plane = p_.in_h * p_.in_w * lanes * element_bytes_, out_row = p_.out_w * lanes * element_bytes_;
+    const int64_t work = rows * p_.out_w * lanes * p_.kernel[0] * p_.kernel[1];
+#pragma omp parallel for num_threads(threads_) schedule(static) if (work > 32768)
+    for (int64_t row = 0; row < rows; ++row) {
+      const int64_t plane = row / p_.out_h, oy = row % p_.out_h;
+      row_(p_, x + plane * in_plane, y + row * out_row, oy, lanes);
+    }
+    return Status::ok();
+  }
+
+ private:
+  PoolDims p_;
+  int64_t block_;  // 0: NHWC
+  int threads_;
+  PoolRowFn row_ = nullptr;
+  int64_t element_bytes_ = 1;
+  Layout layout_;
+};
+
+std::optional<std::string> max_pool_codes_supports(const KernelBuild& b) {
+  if (b.op != OpKind::MaxPool) return "handles MaxPool only";
+  if (b.inputs.empty() || b.outputs.empty()) return "needs X and Y";
+  if (b.outputs.size() > 1 && b.outputs[1].present) return "the Indices output is not supported";
+  if (!codes_layout(b.inputs[0])) return "needs a bf16, u8 or s8 input in oneDNN's acdb, aBcd16b or aBcd8b layout, 2 spatial dims";
+  if (b.outputs[0].dtype != DType::f32 || b.outputs[0].shape.size() != 4) return "needs a float32 [N, C, H, W] output";
+  auto p = pool_dims(b);
+  if (!p) return p.error().message;
+  // Every window must see an input element (one of padding only has no max to give).
+  const int64_t in[2] = {p->in_h, p->in_w}, out[2] = {p->out_h, p->out_w};
+  for (int d = 0; d < 2; ++d)
+    for (int64_t o = 0; o < out[d]; ++o) {
+      int64_t first, last;
+      window_taps(o, p->stride[d], p->pad[d], p->dilation[d], p->kernel[d], in[d], first, last);
+      if (first >= last) return "a window sees no input element";
+    }
+  return std::nullopt;
+}
+
+Result<std::unique_ptr<Kernel>> max_pool_codes_create(const KernelBuild& b) {
+  KILN_ASSIGN(p, pool_dims(b));
+  return std::unique_ptr<Kernel>(std::make_unique<MaxPoolCodesKernel>(p, *codes_layout(b.inputs[0]), onednn::quant_of(b.inputs[0]),
+                                                                      b.outputs[0].shape, b.threads));
+}
+
+}  // namespace
+
+const KernelImpl kCpuMaxPoolCodes{"cpu.max_pool_codes", max_pool_codes_supports, max_pool_codes_create};
+
+}  // namespace kiln
