@@ -229,6 +229,43 @@ TEST_CASE("int8 quantized layouts flow through pooling: conv(u8) -> maxpool -> c
   CHECK(layout_of_step(*e, "MaxPool") == layout_of_step(*e, "Conv0"));  // same type, same scale
 }
 
+TEST_CASE("int8 codes join in a channel Concat when its parts share a scale, and the pool after it stays int8", "[onednn][int8]") {
+  // conv a (relu), conv b (relu) -> Concat -> MaxPool 3x3 s1 -> conv c: a and b write u8 at the
+  // Concat output's scale (as quantize_int8 sets it), so no step converts.
+  Builder b;
+  const int x = b.input({2, 8, 12, 12});
+  const int a = b.op(OpKind::Conv, conv_attrs({1, 1, 1, 1}, "relu"), {x, b.weight({16, 8, 3, 3}, 0.4f), b.weight({16})});
+  const int c = b.op(OpKind::Conv, conv_attrs({0, 0, 0, 0}, "relu"), {x, b.weight({32, 8, 1, 1}, 1.2f), b.weight({32})});
+  const int joined = b.op(OpKind::Concat, attrs({{"axis", int64_t{1}}}), {a, c});
+  const int p = b.op(OpKind::MaxPool, attrs({{"kernel_shape", std::vector<int64_t>{3, 3}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}}), {joined});
+  const int y = b.op(OpKind::Conv, conv_attrs({0, 0, 0, 0}), {p, b.weight({8, 48, 1, 1}, 0.3f), b.weight({8})});
+  b.output(y);
+  const QuantParams shared = calibrate(b, joined);
+  for (int part : {a, c}) {
+    make_int8(b, part, false);
+    for (PlanStep& step : b.plan.steps)
+      if (step.outputs[0] == part) quant_params_to_attrs(shared, "output", step.attrs);
+  }
+  make_int8(b, y, false);
+  auto e = check_int8(b);
+  INFO(describe_steps(*e));
+  CHECK(conversions_of(*e, "Conv0") + conversions_of(*e, "Conv1") + conversions_of(*e, "Concat2") + conversions_of(*e, "MaxPool3") == 0);
+  CHECK(count_kernel(*e, "onednn.concat") == 1);
+  CHECK(quantized(layout_of_step(*e, "Concat"), "u8"));
+  CHECK(layout_of_step(*e, "MaxPool") == layout_of_step(*e, "Concat"));  // same type, same scale
+
+  // Parts at different scales are not joined as codes: the Concat reads them as float32.
+  Builder m;
+  const int mx = m.input({1, 8, 6, 6});
+  const int ma = m.op(OpKind::Conv, conv_attrs({0, 0, 0, 0}, "relu"), {mx, m.weight({16, 8, 1, 1}, 0.4f)});
+  const int mc = m.op(OpKind::Conv, conv_attrs({0, 0, 0, 0}, "relu"), {mx, m.weight({16, 8, 1, 1}, 1.2f)});
+  m.output(m.op(OpKind::Concat, attrs({{"axis", int64_t{1}}}), {ma, mc}));
+  make_int8(m, ma, true);
+  make_int8(m, mc, true);
+  auto mixed = check_int8(m);
+  CHECK_FALSE(quantized(layout_of_step(*mixed, "Concat"), "u8"));
+}
+
 TEST_CASE("int8 average, global and reduce pooling on a quantized input", "[onednn][int8]") {
   Builder b;
   const int x = b.input({1, 8, 12, 12});

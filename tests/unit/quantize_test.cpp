@@ -163,6 +163,55 @@ TEST_CASE("quantize_int8 marks convolutions with calibrated scales", "[quantize]
   CHECK_FALSE(quant_params_from_attrs(c2.attrs, "output").value());  // a graph output stays float32
 }
 
+namespace {
+
+// An inception-like join: x -> Conv a (relu), Conv b (relu, 3x larger weights) -> channel Concat ->
+// MaxPool -> Conv c -> y.
+Graph concat_graph() {
+  GraphBuilder b;
+  const ValueId x = b.input("x", {2, 3, 8, 8});
+  Attrs relu;
+  relu.set("activation", std::string("relu"));
+  relu.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  const ValueId a = b.node(OpKind::Conv, "a", {x, b.weight("wa", {8, 3, 3, 3}), b.weight("ba", {8})}, relu);
+  const ValueId c = b.node(OpKind::Conv, "b", {x, b.weight("wb", {4, 3, 3, 3}, -3.0f, 3.0f), b.weight("bb", {4})}, relu);
+  Attrs axis;
+  axis.set("axis", int64_t{1});
+  const ValueId joined = b.node(OpKind::Concat, "joined", {a, c}, axis);
+  Attrs pool;
+  pool.set("kernel_shape", std::vector<int64_t>{3, 3});
+  pool.set("pads", std::vector<int64_t>{1, 1, 1, 1});
+  const ValueId p = b.node(OpKind::MaxPool, "p", {joined}, pool);
+  b.output(b.node(OpKind::Conv, "c", {p, b.weight("wc", {4, 12, 1, 1})}));
+  return b.g;
+}
+
+}  // namespace
+
+TEST_CASE("quantize_int8 gives a channel Concat's int8 parts the Concat's scale, so it joins codes", "[quantize][passes]") {
+  const CalibrationSet set = random_set(4, {3, 8, 8}, 5);
+  Int8Options int8;
+  int8.calibration = &set;
+  Graph g = concat_graph();
+  REQUIRE(quantize(g, int8));
+  const auto a = quant_params_from_attrs(node_named(g, "a_node").attrs, "output").value();
+  const auto b = quant_params_from_attrs(node_named(g, "b_node").attrs, "output").value();
+  REQUIRE(a);
+  REQUIRE(b);
+  CHECK(a->type == QuantType::u8);
+  CHECK(b->type == a->type);
+  CHECK(b->scale == a->scale);
+  // The Concat's range covers the larger part's: the scale is what Conv c reads through the pool.
+  const auto c_in = quant_params_from_attrs(node_named(g, "c_node").attrs, "input").value();
+  REQUIRE(c_in);
+  CHECK(c_in->scale == Approx(a->scale).epsilon(1e-6));
+
+  // With one part kept in fp32 the Concat joins floats, and the other part writes float32 too.
+  Graph kept = concat_graph();
+  REQUIRE(quantize(kept, int8, nullptr, {"b_node"}));
+  CHECK_FALSE(quant_params_from_attrs(node_named(kept, "a_node").attrs, "output").value());
+}
+
 TEST_CASE("quantize_int8 keeps the named layers in fp32 and refuses unknown ones", "[quantize][passes]") {
   const CalibrationSet set = random_set(2, {3, 8, 8}, 11);
   Int8Options int8;
