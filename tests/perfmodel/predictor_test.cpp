@@ -361,38 +361,34 @@ TEST_CASE("int8 convs reading s8 add the signed group's time, points measured on
   CHECK(q->summary().points_superseded == 0);
   CHECK(q->predict({step}).total_ms == Approx(1.3 * roofline_ms(conv, step.m.macs, step.m.bytes)).epsilon(0.03));
 
-  // The same for int8 gemm points timed as the repacking matmul, once points keyed as the 1x1 conv exist.
-  std::vector<Measurement> gemm_rows;
-  for (Measurement m : synthetic_sweep(conv, "gemm", "int8", 1)) {
-    Measurement old = m;
-    old.median_ms *= 3.0;
-    gemm_rows.push_back(old);
-    m.key = kGemmAsConvKeyPrefix + m.key;
-    gemm_rows.push_back(m);
+  // The same for int8 gemm points timed as the repacking matmul, once points keyed as the 1x1 conv
+  // exist, and for bf16/int8 max pools timed on oneDNN's pools, once points on kiln's own exist (the
+  // float32 pools, never keyed otherwise, stay).
+  struct Superseding {
+    std::string op, dtype, prefix;
+    double old_factor;
+    std::string other_dtype;  // a group of the same op never keyed otherwise, or ""
+  };
+  for (const Superseding& c : {Superseding{"gemm", "int8", kGemmAsConvKeyPrefix, 3.0, ""},
+                               Superseding{"maxpool", "bf16", kPoolCodesKeyPrefix, 2.5, "f32"},
+                               Superseding{"maxpool", "int8", kPoolCodesKeyPrefix, 1.4, "f32"}}) {
+    INFO(c.op << " " << c.dtype);
+    std::vector<Measurement> case_rows;
+    if (!c.other_dtype.empty()) case_rows = synthetic_sweep(conv, c.op, c.other_dtype, 1);
+    for (Measurement m : synthetic_sweep(conv, c.op, c.dtype, 1)) {
+      Measurement old = m;
+      old.median_ms *= c.old_factor;
+      case_rows.push_back(old);
+      m.key = c.prefix + m.key;
+      case_rows.push_back(m);
+    }
+    StepFeatures case_step = {};
+    case_step.m = synthetic_sweep(conv, c.op, c.dtype, 1)[40];
+    auto fit = LatencyPredictor::fit(case_rows, {false, 4, "roofline"});
+    REQUIRE(fit);
+    CHECK(fit->summary().points_superseded == static_cast<int>(interior.size()));
+    CHECK(fit->predict({case_step}).total_ms == Approx(roofline_ms(conv, case_step.m.macs, case_step.m.bytes)).epsilon(0.03));
   }
-  StepFeatures gemm_step = {};
-  gemm_step.m = synthetic_sweep(conv, "gemm", "int8", 1)[40];
-  auto g = LatencyPredictor::fit(gemm_rows, {false, 4, "roofline"});
-  REQUIRE(g);
-  CHECK(g->summary().points_superseded == static_cast<int>(interior.size()));
-  CHECK(g->predict({gemm_step}).total_ms == Approx(roofline_ms(conv, gemm_step.m.macs, gemm_step.m.bytes)).epsilon(0.03));
-
-  // And for bf16 max pools timed on oneDNN's converting pool, once points on kiln's own pool exist;
-  // the float32 pools, never keyed otherwise, stay.
-  std::vector<Measurement> pool_rows = synthetic_sweep(conv, "maxpool", "f32", 1);
-  for (Measurement m : synthetic_sweep(conv, "maxpool", "bf16", 1)) {
-    Measurement old = m;
-    old.median_ms *= 2.5;
-    pool_rows.push_back(old);
-    m.key = kPoolCodesKeyPrefix + m.key;
-    pool_rows.push_back(m);
-  }
-  StepFeatures pool_step = {};
-  pool_step.m = synthetic_sweep(conv, "maxpool", "bf16", 1)[40];
-  auto mp = LatencyPredictor::fit(pool_rows, {false, 4, "roofline"});
-  REQUIRE(mp);
-  CHECK(mp->summary().points_superseded == static_cast<int>(interior.size()));
-  CHECK(mp->predict({pool_step}).total_ms == Approx(roofline_ms(conv, pool_step.m.macs, pool_step.m.bytes)).epsilon(0.03));
 
   // Signed points: 15% more than the u8 interior. Without them a signed step is priced as an interior one.
   StepFeatures signed_step = step;
