@@ -47,6 +47,19 @@ std::vector<double> raw_features(const Measurement& m) {
           waste(channels_in), waste(channels_out)};
 }
 
+// The group's extent in work and batch, recovered from its standardized features (0: log(MACs + 1),
+// 2: log(batch + 1); raw_features) so that a fit read from the cache gets it the same way.
+void set_group_extent(LatencyPredictor::Group& g) {
+  const auto raw = [&](size_t i, size_t j) { return std::exp(g.features[i][j] * g.scale[j] + g.mean[j]) - 1.0; };
+  std::set<int64_t> batches;
+  g.max_macs = 0;
+  for (size_t i = 0; i < g.features.size(); ++i) {
+    g.max_macs = std::max(g.max_macs, raw(i, 0));
+    batches.insert(static_cast<int64_t>(std::llround(raw(i, 2))));
+  }
+  g.batches.assign(batches.begin(), batches.end());
+}
+
 void group_prepare(LatencyPredictor::Group& g, const std::vector<Measurement>& pts, double min_bytes_per_ms) {
   g.params = roofline_fit(pts, min_bytes_per_ms);
   std::vector<std::vector<double>> raw;
@@ -70,6 +83,7 @@ void group_prepare(LatencyPredictor::Group& g, const std::vector<Measurement>& p
     g.features.push_back(std::move(f));
     g.residual.push_back(std::log(pts[i].median_ms / roofline_ms(g.params, pts[i].macs, pts[i].bytes)));
   }
+  set_group_extent(g);
 }
 
 // Inverse-distance weighted mean of the k nearest training residuals.
@@ -114,20 +128,11 @@ bool splits_by_batch(const std::string& op) {
 
 BatchSplit split_by_batch(const LatencyPredictor::Group& g, const Measurement& m) {
   BatchSplit split{m, 1};
-  if (!splits_by_batch(m.op) || m.batch <= 1 || g.features.empty()) return split;
-  // Features 0 and 2 are log(MACs + 1) and log(batch + 1), standardized (raw_features).
-  const auto raw = [&](size_t i, size_t j) { return std::exp(g.features[i][j] * g.scale[j] + g.mean[j]) - 1.0; };
-  double max_macs = 0;
-  std::set<int64_t> batches;
-  for (size_t i = 0; i < g.features.size(); ++i) {
-    max_macs = std::max(max_macs, raw(i, 0));
-    batches.insert(static_cast<int64_t>(std::llround(raw(i, 2))));
-  }
-  if (m.macs <= max_macs) return split;
-  for (auto b = batches.rbegin(); b != batches.rend(); ++b) {
+  if (!splits_by_batch(m.op) || m.batch <= 1 || g.features.empty() || m.macs <= g.max_macs) return split;
+  for (auto b = g.batches.rbegin(); b != g.batches.rend(); ++b) {
     if (*b >= m.batch || *b < 1) continue;
     const double share = static_cast<double>(*b) / static_cast<double>(m.batch);
-    if (m.macs * share > max_macs && *b > 1) continue;
+    if (m.macs * share > g.max_macs && *b > 1) continue;
     split.part.batch = *b;
     split.part.macs = m.macs * share;
     split.part.bytes = m.bytes * share;
@@ -718,6 +723,7 @@ Result<LatencyPredictor> LatencyPredictor::from_json(const nlohmann::json& j) {
                    "cached fit: group ", g.at("key").get<std::string>(), " is inconsistent");
       for (const auto& f : group.features)
         KILN_REQUIRE(f.size() == group.mean.size(), parse, "cached fit: feature width differs");
+      set_group_extent(group);
       p.groups_[g.at("key").get<std::string>()] = std::move(group);
     }
     for (const nlohmann::json& b : j.at("bandwidth"))

@@ -133,6 +133,10 @@ class LatencyPredictor {
     std::vector<std::vector<double>> features;  // standardized, per training point
     std::vector<double> residual;               // log(measured / roofline)
     std::vector<double> mean, scale;            // standardization
+    // Derived from the features (set_group_extent, at fit and when a cached fit is read): the largest
+    // point's MACs and the batches measured, for pricing layers beyond the sweep's work.
+    double max_macs = 0;
+    std::vector<int64_t> batches;  // ascending
   };
 
  private:

@@ -76,13 +76,6 @@ Result<bool> pass_quantize_int8(Graph& graph, const PassContext& ctx) {
     }
     return true;
   };
-  // The value whose calibrated range sets the scale of `out`: a joining Concat's output for its parts.
-  const auto scale_source = [&](ValueId out) {
-    const auto& readers = consumers[static_cast<size_t>(out)];
-    if (readers.size() == 1 && joins_int8_codes(graph.nodes[static_cast<size_t>(readers[0])]))
-      return graph.nodes[static_cast<size_t>(readers[0])].outputs[0];
-    return out;
-  };
   // Quantized output: every reader takes int8 (an int8 op's input or residual, or a pooling
   // whose own readers do: it passes the codes and their scale through).
   std::function<bool(ValueId)> output_quantized = [&](ValueId out) {
@@ -108,11 +101,19 @@ Result<bool> pass_quantize_int8(Graph& graph, const PassContext& ctx) {
   auto quantize_output = [&](ValueId out) {
     return output_quantized(out) || (opts.quantize_every_output && !graph_is_output(graph, out));
   };
+  // The value whose calibrated range sets the scale of a quantized output `out`: for the parts of a
+  // joining Concat, the Concat's output.
+  const auto scale_source = [&](ValueId out) {
+    const auto& readers = consumers[static_cast<size_t>(out)];
+    if (output_quantized(out) && readers.size() == 1 && joins_int8_codes(graph.nodes[static_cast<size_t>(readers[0])]))
+      return graph.nodes[static_cast<size_t>(readers[0])].outputs[0];
+    return out;
+  };
   std::vector<ValueId> values;
   for (int i : chosen) {
     const Node& n = graph.nodes[static_cast<size_t>(i)];
     values.push_back(n.inputs[0]);
-    if (quantize_output(n.outputs[0])) values.push_back(output_quantized(n.outputs[0]) ? scale_source(n.outputs[0]) : n.outputs[0]);
+    if (quantize_output(n.outputs[0])) values.push_back(scale_source(n.outputs[0]));
   }
   if (ctx.log && opts.range_cache == nullptr)
     *ctx.log << "  quantize_int8: calibrating " << values.size() << " tensors for " << chosen.size() << " layers ("
@@ -137,9 +138,7 @@ Result<bool> pass_quantize_int8(Graph& graph, const PassContext& ctx) {
     precision_to_attrs(Precision::int8, n.attrs);
     const TensorRange in = ranges.at(n.inputs[0]);
     quant_params_to_attrs(quant_params_for_range(in.lo, in.hi), "input", n.attrs);
-    if (!quantize_output(n.outputs[0])) continue;
-    const ValueId source = output_quantized(n.outputs[0]) ? scale_source(n.outputs[0]) : n.outputs[0];
-    if (auto it = ranges.find(source); it != ranges.end())
+    if (auto it = ranges.find(scale_source(n.outputs[0])); it != ranges.end() && quantize_output(n.outputs[0]))
       quant_params_to_attrs(quant_params_for_range(it->second.lo, it->second.hi), "output", n.attrs);
   }
   if (ctx.log) {

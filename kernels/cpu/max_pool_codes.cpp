@@ -46,7 +46,6 @@ struct U8Codes {
   static constexpr T lowest() { return 0; }
 };
 
-
 struct PoolDims {
   int64_t n = 0, c = 0, in_h = 0, in_w = 0, out_h = 0, out_w = 0;
   int64_t kernel[2] = {1, 1}, stride[2] = {1, 1}, dilation[2] = {1, 1}, pad[2] = {0, 0};
@@ -87,29 +86,21 @@ Result<PoolDims> pool_dims(const KernelBuild& b) {
   return p;
 }
 
-// The taps [first, last) of window `o` along one dim that fall inside the input.
-inline void window_taps(int64_t o, int64_t stride, int64_t pad, int64_t dilation, int64_t kernel, int64_t in,
-                        int64_t& first, int64_t& last) {
-  const int64_t start = o * stride - pad;
-  first = start >= 0 ? 0 : (-start + dilation - 1) / dilation;
-  last = std::min(kernel, start < in ? (in - start + dilation - 1) / dilation : 0);
-}
-
-// The max over one window of `n` lanes starting at `x` (taps [y0, y1) x [x0, x1) of the window at
-// input row iy0, column ix0). N > 0: exactly N lanes, a constant the compiler keeps in registers;
-// N == 0: `n` lanes (a tail).
+// The max over one window of `n` lanes starting at `x`: taps ty x tx of the window at input row
+// iy0, column ix0. N > 0: exactly N lanes, a constant the compiler keeps in registers; N == 0: `n`
+// lanes (a tail).
 template <class Codes, int N>
 __attribute__((always_inline)) inline void window_max(const PoolDims& p, const typename Codes::T* x, typename Codes::T* dst,
-                                                      int64_t lanes, int64_t n, int64_t y0, int64_t y1, int64_t x0,
-                                                      int64_t x1, int64_t iy0, int64_t ix0) {
+                                                      int64_t lanes, int64_t n, const ref::WindowTaps& ty,
+                                                      const ref::WindowTaps& tx, int64_t iy0, int64_t ix0) {
   using T = typename Codes::T;
   constexpr int kMax = N > 0 ? N : 64;
   const int64_t count = N > 0 ? N : n;
   T acc[kMax];
   for (int l = 0; l < kMax; ++l) acc[l] = Codes::lowest();
-  for (int64_t ky = y0; ky < y1; ++ky) {
+  for (int64_t ky = ty.first; ky < ty.last; ++ky) {
     const T* src_row = x + (iy0 + ky * p.dilation[0]) * p.in_w * lanes;
-    for (int64_t kx = x0; kx < x1; ++kx) {
+    for (int64_t kx = tx.first; kx < tx.last; ++kx) {
       const T* src = src_row + (ix0 + kx * p.dilation[1]) * lanes;
       for (int64_t l = 0; l < count; ++l) acc[l] = std::max(acc[l], Codes::key(src[l]));
     }
@@ -126,20 +117,18 @@ __attribute__((always_inline)) inline void pool_row(const PoolDims& p, const voi
   constexpr int64_t kVector = 64 / sizeof(T);
   const T* x = static_cast<const T*>(x_bytes);
   T* y = static_cast<T*>(y_bytes);
-  int64_t y0, y1;
-  window_taps(oy, p.stride[0], p.pad[0], p.dilation[0], p.kernel[0], p.in_h, y0, y1);
   const int64_t iy0 = oy * p.stride[0] - p.pad[0];
+  const ref::WindowTaps ty = ref::window_taps(iy0, p.dilation[0], p.kernel[0], p.in_h);
   for (int64_t ox = 0; ox < p.out_w; ++ox) {
-    int64_t x0, x1;
-    window_taps(ox, p.stride[1], p.pad[1], p.dilation[1], p.kernel[1], p.in_w, x0, x1);
     const int64_t ix0 = ox * p.stride[1] - p.pad[1];
+    const ref::WindowTaps tx = ref::window_taps(ix0, p.dilation[1], p.kernel[1], p.in_w);
     T* dst = y + ox * lanes;
     int64_t c = 0;
-    for (; c + kVector <= lanes; c += kVector) window_max<Codes, kVector>(p, x + c, dst + c, lanes, kVector, y0, y1, x0, x1, iy0, ix0);
-    if (c + kVector / 2 <= lanes) window_max<Codes, kVector / 2>(p, x + c, dst + c, lanes, kVector / 2, y0, y1, x0, x1, iy0, ix0), c += kVector / 2;
-    if (c + kVector / 4 <= lanes) window_max<Codes, kVector / 4>(p, x + c, dst + c, lanes, kVector / 4, y0, y1, x0, x1, iy0, ix0), c += kVector / 4;
-    if (c + 8 <= lanes) window_max<Codes, 8>(p, x + c, dst + c, lanes, 8, y0, y1, x0, x1, iy0, ix0), c += 8;
-    if (c < lanes) window_max<Codes, 0>(p, x + c, dst + c, lanes, lanes - c, y0, y1, x0, x1, iy0, ix0);
+    for (; c + kVector <= lanes; c += kVector) window_max<Codes, kVector>(p, x + c, dst + c, lanes, kVector, ty, tx, iy0, ix0);
+    if (c + kVector / 2 <= lanes) window_max<Codes, kVector / 2>(p, x + c, dst + c, lanes, kVector / 2, ty, tx, iy0, ix0), c += kVector / 2;
+    if (c + kVector / 4 <= lanes) window_max<Codes, kVector / 4>(p, x + c, dst + c, lanes, kVector / 4, ty, tx, iy0, ix0), c += kVector / 4;
+    if (c + 8 <= lanes) window_max<Codes, 8>(p, x + c, dst + c, lanes, 8, ty, tx, iy0, ix0), c += 8;
+    if (c < lanes) window_max<Codes, 0>(p, x + c, dst + c, lanes, lanes - c, ty, tx, iy0, ix0);
   }
 }
 
@@ -210,14 +199,10 @@ std::optional<std::string> max_pool_codes_supports(const KernelBuild& b) {
   if (b.outputs[0].dtype != DType::f32 || b.outputs[0].shape.size() != 4) return "needs a float32 [N, C, H, W] output";
   auto p = pool_dims(b);
   if (!p) return p.error().message;
-  // Every window must see an input element (one of padding only has no max to give).
-  const int64_t in[2] = {p->in_h, p->in_w}, out[2] = {p->out_h, p->out_w};
   for (int d = 0; d < 2; ++d)
-    for (int64_t o = 0; o < out[d]; ++o) {
-      int64_t first, last;
-      window_taps(o, p->stride[d], p->pad[d], p->dilation[d], p->kernel[d], in[d], first, last);
-      if (first >= last) return "a window sees no input element";
-    }
+    if (!ref::every_window_sees_input(d == 0 ? p->in_h : p->in_w, p->kernel[d], p->stride[d], p->dilation[d], p->pad[d],
+                                      d == 0 ? p->out_h : p->out_w))
+      return "a window sees no input element";
   return std::nullopt;
 }
 

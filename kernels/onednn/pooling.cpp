@@ -30,18 +30,6 @@ bool is_pool_op(OpKind op) {
          op == OpKind::GlobalMaxPool;
 }
 
-// Whether each of the `out` windows along one dim has a tap inside the input (oneDNN's value for a
-// window of padding only differs from the reference's lowest value / zero).
-bool every_window_sees_input(int64_t in, int64_t k, int64_t stride, int64_t dilation, int64_t pad_begin, int64_t out) {
-  for (int64_t o = 0; o < out; ++o) {
-    const int64_t start = o * stride - pad_begin;
-    bool seen = false;
-    for (int64_t j = 0; j < k && !seen; ++j) seen = start + j * dilation >= 0 && start + j * dilation < in;
-    if (!seen) return false;
-  }
-  return true;
-}
-
 Result<PoolGeometry> pool_geometry(const KernelBuild& b) {
   const Shape& x = b.inputs[0].shape;
   const Shape& y = b.outputs[0].shape;
@@ -79,7 +67,7 @@ Result<PoolGeometry> pool_geometry(const KernelBuild& b) {
       KILN_REQUIRE(!include_pad || pad_r == dim.pad_end, unsupported,
                    "ceil_mode with count_include_pad=1 clips the last window (oneDNN divides by the full kernel)");
     }
-    KILN_REQUIRE(every_window_sees_input(in, k, s, wa.dilations[d], dim.pad_begin, dim.out), unsupported,
+    KILN_REQUIRE(ref::every_window_sees_input(in, k, s, wa.dilations[d], dim.pad_begin, dim.out), unsupported,
                  "pads as large as the window (a window sees no input element)");
     g.strides.push_back(s);
     g.kernel.push_back(k);

@@ -128,8 +128,9 @@ int64_t for_each_in_window(const PoolGeometry& g, const int64_t* o, bool include
   for (size_t d = 0; d < g.rank; ++d) {
     start[d] = o[d] * g.strides[d] - g.pad_begin[d];
     const int64_t dil = g.dilations[d];
-    lo[d] = std::max<int64_t>(0, ref::ceil_div(-start[d], dil));
-    hi[d] = std::min<int64_t>(g.kernel[d], ref::floor_div(g.in[d] - 1 - start[d], dil) + 1);
+    const ref::WindowTaps taps = ref::window_taps(start[d], dil, g.kernel[d], g.in[d]);
+    lo[d] = taps.first;
+    hi[d] = taps.last;
     valid *= std::max<int64_t>(0, hi[d] - lo[d]);
     padded *= std::min<int64_t>(g.kernel[d], ref::floor_div(g.in[d] + g.pad_end[d] - 1 - start[d], dil) + 1);
   }

@@ -250,4 +250,12 @@ Result<ConvGeometry> conv_geometry(const Tensor& x, const Tensor& w, const Tenso
   return g;
 }
 
+bool every_window_sees_input(int64_t in, int64_t kernel, int64_t stride, int64_t dilation, int64_t pad_begin, int64_t out) {
+  for (int64_t o = 0; o < out; ++o) {
+    const WindowTaps taps = window_taps(o * stride - pad_begin, dilation, kernel, in);
+    if (taps.first >= taps.last) return false;
+  }
+  return true;
+}
+
 }  // namespace kiln::ref

@@ -3,6 +3,7 @@
 // dimension's output size and effective pads, and the X/W checks Conv and ConvTranspose share.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -114,5 +115,18 @@ Result<ConvGeometry> conv_geometry(const Tensor& x, const Tensor& w, const Tenso
 // Floor division for a positive divisor.
 inline int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 inline int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
+
+// The taps [first, last) of a pooling window along one dim, starting at `start` (output position *
+// stride - pad_begin), whose positions start + k * dilation lie inside [0, in); first >= last when
+// none does.
+struct WindowTaps {
+  int64_t first = 0, last = 0;
+};
+inline WindowTaps window_taps(int64_t start, int64_t dilation, int64_t kernel, int64_t in) {
+  return {std::max<int64_t>(0, ceil_div(-start, dilation)), std::min<int64_t>(kernel, floor_div(in - 1 - start, dilation) + 1)};
+}
+// Whether each of the `out` windows along one dim has a tap inside the input (a window of padding
+// only has no max to give).
+bool every_window_sees_input(int64_t in, int64_t kernel, int64_t stride, int64_t dilation, int64_t pad_begin, int64_t out);
 
 }  // namespace kiln::ref
