@@ -41,10 +41,10 @@ inline constexpr const char* kUnsignedInputKeyPrefix = "u8in ";
 // VNNI; since 2026-11-29). Points keyed without it on such a CPU timed the matmul: 1.5-11x slower
 // at one to 32 rows.
 inline constexpr const char* kGemmAsConvKeyPrefix = "1x1conv ";
-// The key prefix of bf16 and int8 max pool points timed on kiln's own pool over codes
-// (cpu.max_pool_codes, since 2026-12-06). Points keyed without it timed oneDNN 2.6's pools: bf16
-// converts every element, u8 runs at float32's speed (2-4x slower; GoogLeNet bf16's 13 pools, AMX
-// Xeon, 1 thread: 2.0 vs 0.7 ms).
+// The key prefix of max pool points timed on kiln's own pool over codes (cpu.max_pool_codes: bf16 and
+// int8 since 2026-12-06, float32 since 2026-12-07). Points keyed without it timed oneDNN 2.6's pools:
+// bf16 converts every element, u8 runs at float32's speed (2-4x slower; GoogLeNet bf16's 13 pools,
+// AMX Xeon, 1 thread: 2.0 vs 0.7 ms), float32 1.2-1.6x slower.
 inline constexpr const char* kPoolCodesKeyPrefix = "codes ";
 // The prefix that marks a point of `op` in `dtype` measured the way this kiln runs it, where points
 // of that op and dtype measured otherwise before may be in a store ("" when none: nothing is
@@ -52,7 +52,7 @@ inline constexpr const char* kPoolCodesKeyPrefix = "codes ";
 inline std::string_view current_key_prefix(std::string_view op, std::string_view dtype) {
   if (dtype == "int8" && (op == "conv" || op == "depthwise_conv")) return kUnsignedInputKeyPrefix;
   if (dtype == "int8" && op == "gemm") return kGemmAsConvKeyPrefix;
-  if ((dtype == "bf16" || dtype == "int8") && op == "maxpool") return kPoolCodesKeyPrefix;
+  if (op == "maxpool") return kPoolCodesKeyPrefix;
   return "";
 }
 // Bytes per element of a compute dtype: "f32" and "tf32" 4 (TF32 stores float32), "bf16" and "f16" 2,

@@ -1,20 +1,26 @@
-// MaxPool over stored codes: a bfloat16, u8 or s8 activation in oneDNN's NHWC (acdb) or channel
+// MaxPool over stored codes: a float32, bfloat16, u8 or s8 activation in oneDNN's NHWC (acdb) or channel
 // block (aBcd16b, aBcd8b) layout, 2 spatial dims, pooled on its codes with no conversion. oneDNN 2.6's bf16
 // pooling converts every element and its u8/s8 pooling runs no faster than float32 (AMX Xeon,
 // 3x3 s1 64x112x112 batch 8, 1 thread: f32 6.7 ms, u8 6.7, bf16 8.6; here bf16 3.4); GoogLeNet bf16
-// at batch 1 spent a third of its run in its 13 max pools.
+// at batch 1 spent a third of its run in its 13 max pools. Its float32 pool too is slower than this
+// loop over integer order keys (GoogLeNet batch 8, 1 thread, the 13 pools: 14.5 -> 9.6 ms).
 //
-// Codes order like their values: u8 and s8 directly (a positive scale, no zero point), and a bf16
-// code once negative codes have their low 15 bits flipped (sign-magnitude to two's complement
-// order), the same flip mapping the winner back. Exact, like any max; a quantized output keeps the
-// input's scale. bf16: -0 sorts below +0, NaN above +inf. Padding lanes of a channel block (C not
-// a multiple of the block) hold zeros and pool to zeros.
+// Codes order like their values: u8 and s8 directly (a positive scale, no zero point), and float32 and
+// bf16 bits as signed integers once negative ones have their magnitude bits flipped (sign-magnitude
+// to two's complement order), the same flip mapping the winner back. Exact, like any max; a quantized
+// output keeps the input's scale. -0 sorts below +0; a NaN of either sign sorts above +inf, so it
+// wins its windows as in the reference executor (the default NaN x86 makes is negative). Padding
+// lanes of a channel block (C not a multiple of the block) hold zeros and pool to zeros.
+//
+// Windows that overlap along a row (3x3 s1 and s2) are pooled down the columns first, then across
+// (pool_row_separable): each input element's key is made once per window row instead of once per window.
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/isa.h"
@@ -28,21 +34,36 @@ using onednn::md;
 using Tag = dnnl::memory::format_tag;
 using data_type = dnnl::memory::data_type;
 
-// Per element type: the stored type, the order key of a code (its own inverse) and the key below
-// every code.
-struct Bf16Codes {
-  using T = int16_t;
-  static T key(T code) { return static_cast<T>(code ^ ((code >> 15) & 0x7fff)); }
+// Per element type: the stored type, the order key of a code, the code of a key (the winner's) and
+// the key below every code.
+//
+// Float32 and bf16 bits order as signed integers once a negative one's magnitude bits are flipped
+// (sign-magnitude to two's complement), except that NaNs with the sign bit set (x86's default NaN)
+// land below -inf. Subtracting their count (wrapping) moves them above every other key: -inf becomes
+// the lowest key and every NaN ranks above +inf, so a NaN wins its windows as in the reference. A
+// bijection, so the winner's bits come back exactly; no compare, so the loops vectorize as before.
+template <class Signed, class Unsigned, int kBits>
+struct FloatCodes {
+  using T = Signed;
+  static constexpr Unsigned kMagnitude = static_cast<Unsigned>((Unsigned{1} << (kBits - 1)) - 1);
+  static constexpr Unsigned kNegativeNans = kBits == 32 ? 0x7fffff : 0x7f;  // -NaN bit patterns
+  static T flip(T v) { return static_cast<T>(v ^ ((v >> (kBits - 1)) & kMagnitude)); }
+  static T key(T code) { return static_cast<T>(static_cast<Unsigned>(flip(code)) - kNegativeNans); }
+  static T code(T key) { return flip(static_cast<T>(static_cast<Unsigned>(key) + kNegativeNans)); }
   static constexpr T lowest() { return std::numeric_limits<T>::min(); }
 };
+using Bf16Codes = FloatCodes<int16_t, uint16_t, 16>;
+using F32Codes = FloatCodes<int32_t, uint32_t, 32>;
 struct S8Codes {
   using T = int8_t;
   static T key(T code) { return code; }
+  static T code(T key) { return key; }
   static constexpr T lowest() { return std::numeric_limits<T>::min(); }
 };
 struct U8Codes {
   using T = uint8_t;
   static T key(T code) { return code; }
+  static T code(T key) { return key; }
   static constexpr T lowest() { return 0; }
 };
 
@@ -62,8 +83,7 @@ std::optional<CodesLayout> codes_layout(const ValueDesc& v) {
   if (v.dtype != DType::f32 || v.shape.size() != 4 || !onednn::is_onednn(v)) return std::nullopt;
   const md desc = onednn::value_desc(v);
   const data_type type = desc.data_type();
-  // Not float32: oneDNN's float32 pool ran 2x faster than this loop (GoogLeNet b8, 13 pools, 1 thread).
-  if (type != data_type::bf16 && type != data_type::u8 && type != data_type::s8) return std::nullopt;
+  if (type != data_type::f32 && type != data_type::bf16 && type != data_type::u8 && type != data_type::s8) return std::nullopt;
   for (const auto& [tag, block] : {std::pair{Tag::acdb, 0}, std::pair{Tag::aBcd16b, 16}, std::pair{Tag::aBcd8b, 8}})
     if (desc == md(onednn::to_dims(v.shape), type, tag)) return CodesLayout{type, tag, block};
   return std::nullopt;
@@ -105,7 +125,7 @@ __attribute__((always_inline)) inline void window_max(const PoolDims& p, const t
       for (int64_t l = 0; l < count; ++l) acc[l] = std::max(acc[l], Codes::key(src[l]));
     }
   }
-  for (int64_t l = 0; l < count; ++l) dst[l] = Codes::key(acc[l]);
+  for (int64_t l = 0; l < count; ++l) dst[l] = Codes::code(acc[l]);
 }
 
 // One output row of one plane, a 512-bit vector of lanes at a time, then halves and quarters.
@@ -132,23 +152,66 @@ __attribute__((always_inline)) inline void pool_row(const PoolDims& p, const voi
   }
 }
 
-// Rows of one plane: x and y point at the plane's first element.
-using PoolRowFn = void (*)(const PoolDims&, const void*, void*, int64_t, int64_t);
-
+// The same row for windows that overlap along the row: the max down each input column's window taps
+// first, as order keys, into `columns` (in_w x lanes), then across the window's columns. A 3x3 s1
+// window makes 3 keys and reads 3 more vectors per output vector instead of making 9 keys.
 template <class Codes>
+__attribute__((always_inline)) inline void pool_row_separable(const PoolDims& p, const void* x_bytes, void* y_bytes,
+                                                              int64_t oy, int64_t lanes, void* columns_bytes) {
+  using T = typename Codes::T;
+  const T* x = static_cast<const T*>(x_bytes);
+  T* y = static_cast<T*>(y_bytes);
+  T* columns = static_cast<T*>(columns_bytes);
+  const int64_t row_elements = p.in_w * lanes;
+  const int64_t iy0 = oy * p.stride[0] - p.pad[0];
+  const ref::WindowTaps ty = ref::window_taps(iy0, p.dilation[0], p.kernel[0], p.in_h);
+  const T* first = x + (iy0 + ty.first * p.dilation[0]) * row_elements;
+  for (int64_t i = 0; i < row_elements; ++i) columns[i] = Codes::key(first[i]);
+  for (int64_t ky = ty.first + 1; ky < ty.last; ++ky) {
+    const T* src = x + (iy0 + ky * p.dilation[0]) * row_elements;
+    for (int64_t i = 0; i < row_elements; ++i) columns[i] = std::max(columns[i], Codes::key(src[i]));
+  }
+  for (int64_t ox = 0; ox < p.out_w; ++ox) {
+    const int64_t ix0 = ox * p.stride[1] - p.pad[1];
+    const ref::WindowTaps tx = ref::window_taps(ix0, p.dilation[1], p.kernel[1], p.in_w);
+    T* dst = y + ox * lanes;
+    const T* col = columns + (ix0 + tx.first * p.dilation[1]) * lanes;
+    for (int64_t l = 0; l < lanes; ++l) dst[l] = col[l];
+    for (int64_t kx = tx.first + 1; kx < tx.last; ++kx) {
+      col = columns + (ix0 + kx * p.dilation[1]) * lanes;
+      for (int64_t l = 0; l < lanes; ++l) dst[l] = std::max(dst[l], col[l]);
+    }
+    for (int64_t l = 0; l < lanes; ++l) dst[l] = Codes::code(dst[l]);
+  }
+}
+
+// One output row of one plane: x and y point at the plane's first element; `columns` is scratch of
+// in_w x lanes elements (used by the separable rows).
+using PoolRowFn = void (*)(const PoolDims&, const void*, void*, int64_t, int64_t, void*);
+
+template <class Codes, bool kSeparable>
 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void pool_row_avx512(const PoolDims& p, const void* x, void* y,
-                                                                                   int64_t oy, int64_t lanes) {
-  pool_row<Codes>(p, x, y, oy, lanes);
+                                                                                   int64_t oy, int64_t lanes, void* columns) {
+  if constexpr (kSeparable) pool_row_separable<Codes>(p, x, y, oy, lanes, columns);
+  else pool_row<Codes>(p, x, y, oy, lanes);
 }
 
-template <class Codes>
-void pool_row_portable(const PoolDims& p, const void* x, void* y, int64_t oy, int64_t lanes) {
-  pool_row<Codes>(p, x, y, oy, lanes);
+template <class Codes, bool kSeparable>
+void pool_row_portable(const PoolDims& p, const void* x, void* y, int64_t oy, int64_t lanes, void* columns) {
+  if constexpr (kSeparable) pool_row_separable<Codes>(p, x, y, oy, lanes, columns);
+  else pool_row<Codes>(p, x, y, oy, lanes);
 }
 
+// Separable when windows overlap along the row with stride 1 (GoogLeNet batch 8, 1 thread, its 13
+// pools: bf16 5.2 -> 3.9 ms, u8 2.4 -> 1.7). With stride 2 (3x3 s2) the direct loop was faster (ResNet-18
+// batch 8's stem pool, f32: separable 3.4 ms, direct 2.8, oneDNN's 3.1).
+bool separable(const PoolDims& p) { return p.stride[1] == 1 && p.kernel[1] > 1; }
+
 template <class Codes>
-PoolRowFn row_for_this_cpu() {
-  return cpu_isa_available(CpuIsa::avx512) ? pool_row_avx512<Codes> : pool_row_portable<Codes>;
+PoolRowFn row_for_this_cpu(const PoolDims& p) {
+  const bool avx512 = cpu_isa_available(CpuIsa::avx512);
+  if (separable(p)) return avx512 ? pool_row_avx512<Codes, true> : pool_row_portable<Codes, true>;
+  return avx512 ? pool_row_avx512<Codes, false> : pool_row_portable<Codes, false>;
 }
 
 class MaxPoolCodesKernel final : public Kernel {
@@ -157,10 +220,13 @@ class MaxPoolCodesKernel final : public Kernel {
       : p_(p), block_(codes.block), threads_(std::max(1, threads)) {
     const md y_desc(onednn::to_dims(y_shape), codes.type, codes.tag);
     switch (codes.type) {
-      case data_type::bf16: row_ = row_for_this_cpu<Bf16Codes>(), element_bytes_ = 2; break;
-      case data_type::s8: row_ = row_for_this_cpu<S8Codes>(), element_bytes_ = 1; break;
-      default: row_ = row_for_this_cpu<U8Codes>(), element_bytes_ = 1; break;
+      case data_type::bf16: row_ = row_for_this_cpu<Bf16Codes>(p), element_bytes_ = 2; break;
+      case data_type::s8: row_ = row_for_this_cpu<S8Codes>(p), element_bytes_ = 1; break;
+      case data_type::f32: row_ = row_for_this_cpu<F32Codes>(p), element_bytes_ = 4; break;
+      default: row_ = row_for_this_cpu<U8Codes>(p), element_bytes_ = 1; break;
     }
+    if (separable(p)) column_bytes_ = p.in_w * (block_ ? block_ : p.c) * element_bytes_;
+    columns_.resize(column_bytes_ * threads_);
     layout_ = quant ? onednn::layout_of(y_desc, y_shape, threads_, quant->scale) : onednn::layout_of(y_desc, y_shape, threads_);
   }
   std::vector<Layout> output_layouts() const override { return {layout_}; }
@@ -174,10 +240,14 @@ class MaxPoolCodesKernel final : public Kernel {
     const int64_t rows = planes * p_.out_h;
     const int64_t in_plane = p_.in_h * p_.in_w * lanes * element_bytes_, out_row = p_.out_w * lanes * element_bytes_;
     const int64_t work = rows * p_.out_w * lanes * p_.kernel[0] * p_.kernel[1];
-#pragma omp parallel for num_threads(threads_) schedule(static) if (work > 32768)
-    for (int64_t row = 0; row < rows; ++row) {
-      const int64_t plane = row / p_.out_h, oy = row % p_.out_h;
-      row_(p_, x + plane * in_plane, y + row * out_row, oy, lanes);
+#pragma omp parallel num_threads(threads_) if (work > 32768)
+    {
+      char* columns = columns_.data() + omp_get_thread_num() * column_bytes_;
+#pragma omp for schedule(static)
+      for (int64_t row = 0; row < rows; ++row) {
+        const int64_t plane = row / p_.out_h, oy = row % p_.out_h;
+        row_(p_, x + plane * in_plane, y + row * out_row, oy, lanes, columns);
+      }
     }
     return Status::ok();
   }
@@ -189,13 +259,15 @@ class MaxPoolCodesKernel final : public Kernel {
   PoolRowFn row_ = nullptr;
   int64_t element_bytes_ = 1;
   Layout layout_;
+  int64_t column_bytes_ = 0;   // a row of column maxima (separable windows), 0 otherwise
+  std::vector<char> columns_;  // one such row per thread
 };
 
 std::optional<std::string> max_pool_codes_supports(const KernelBuild& b) {
   if (b.op != OpKind::MaxPool) return "handles MaxPool only";
   if (b.inputs.empty() || b.outputs.empty()) return "needs X and Y";
   if (b.outputs.size() > 1 && b.outputs[1].present) return "the Indices output is not supported";
-  if (!codes_layout(b.inputs[0])) return "needs a bf16, u8 or s8 input in oneDNN's acdb, aBcd16b or aBcd8b layout, 2 spatial dims";
+  if (!codes_layout(b.inputs[0])) return "needs a float32, bf16, u8 or s8 input in oneDNN's acdb, aBcd16b or aBcd8b layout, 2 spatial dims";
   if (b.outputs[0].dtype != DType::f32 || b.outputs[0].shape.size() != 4) return "needs a float32 [N, C, H, W] output";
   auto p = pool_dims(b);
   if (!p) return p.error().message;

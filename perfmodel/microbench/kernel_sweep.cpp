@@ -282,7 +282,7 @@ Measurement sweep_record(const SweepShape& shape, const std::string& dtype, int 
   m.key = sweep_key(shape);
   if (dtype == "int8" && sweep_reads_u8(shape)) m.key = kUnsignedInputKeyPrefix + m.key;
   if (dtype == "int8" && shape.op == SweepOp::gemm && int8_matmul_packs_weights_per_call()) m.key = kGemmAsConvKeyPrefix + m.key;
-  if ((dtype == "bf16" || dtype == "int8") && shape.op == SweepOp::maxpool) m.key = kPoolCodesKeyPrefix + m.key;
+  if (shape.op == SweepOp::maxpool) m.key = kPoolCodesKeyPrefix + m.key;
   m.dtype = dtype;
   m.threads = threads;
   m.batch = shape.op == SweepOp::gemm ? shape.m : shape.batch;

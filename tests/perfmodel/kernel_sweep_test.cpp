@@ -95,17 +95,18 @@ TEST_CASE("int8 gemm points are keyed by how kiln runs the product here", "[perf
   CHECK(current_key_prefix("gemm", "int8") == kGemmAsConvKeyPrefix);
   CHECK(current_key_prefix("conv", "int8") == kUnsignedInputKeyPrefix);
   CHECK(current_key_prefix("conv", "f32").empty());
-  // bf16 and int8 max pools run on kiln's own pool over codes, and say so.
+  // Max pools run on kiln's own pool over codes in every precision, and say so.
   SweepShape pool{SweepOp::maxpool, 8};
   pool.in_c = pool.out_c = 64;
   pool.h = pool.w = 28;
   pool.kernel = pool.stride = 2;
   CHECK(sweep_record(pool, "bf16", 1, 2).key == kPoolCodesKeyPrefix + sweep_key(pool));
   CHECK(sweep_record(pool, "int8", 1, 1).key == kPoolCodesKeyPrefix + sweep_key(pool));
-  CHECK(sweep_record(pool, "f32", 1, 4).key == sweep_key(pool));
+  CHECK(sweep_record(pool, "f32", 1, 4).key == kPoolCodesKeyPrefix + sweep_key(pool));
   CHECK(current_key_prefix("maxpool", "bf16") == kPoolCodesKeyPrefix);
   CHECK(current_key_prefix("maxpool", "int8") == kPoolCodesKeyPrefix);
-  CHECK(current_key_prefix("maxpool", "f32").empty());
+  CHECK(current_key_prefix("maxpool", "f32") == kPoolCodesKeyPrefix);
+  CHECK(current_key_prefix("avgpool", "f32").empty());
 }
 
 TEST_CASE("a measured sweep point has its timing and features", "[perfmodel][sweep]") {

@@ -362,16 +362,17 @@ TEST_CASE("int8 convs reading s8 add the signed group's time, points measured on
   CHECK(q->predict({step}).total_ms == Approx(1.3 * roofline_ms(conv, step.m.macs, step.m.bytes)).epsilon(0.03));
 
   // The same for int8 gemm points timed as the repacking matmul, once points keyed as the 1x1 conv
-  // exist, and for bf16/int8 max pools timed on oneDNN's pools, once points on kiln's own exist (the
-  // float32 pools, never keyed otherwise, stay).
+  // exist, and for max pools timed on oneDNN's pools, once points on kiln's own exist: per group, so a
+  // precision whose old pool points have no new ones beside them keeps them.
   struct Superseding {
     std::string op, dtype, prefix;
     double old_factor;
-    std::string other_dtype;  // a group of the same op never keyed otherwise, or ""
+    std::string other_dtype;  // a group of the same op with old points only, or ""
   };
   for (const Superseding& c : {Superseding{"gemm", "int8", kGemmAsConvKeyPrefix, 3.0, ""},
                                Superseding{"maxpool", "bf16", kPoolCodesKeyPrefix, 2.5, "f32"},
-                               Superseding{"maxpool", "int8", kPoolCodesKeyPrefix, 1.4, "f32"}}) {
+                               Superseding{"maxpool", "int8", kPoolCodesKeyPrefix, 1.4, "f32"},
+                               Superseding{"maxpool", "f32", kPoolCodesKeyPrefix, 1.6, "bf16"}}) {
     INFO(c.op << " " << c.dtype);
     std::vector<Measurement> case_rows;
     if (!c.other_dtype.empty()) case_rows = synthetic_sweep(conv, c.op, c.other_dtype, 1);
