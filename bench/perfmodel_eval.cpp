@@ -344,6 +344,8 @@ int main(int argc, char** argv) {
   std::printf("fit on %d kernel-sweep points (%d measured under load%s) + %d bandwidth points + %d weight-reuse points; method %s\n",
               fit.points_used, fit.points_loaded, fit.loaded_kept ? ", kept: all were" : ", dropped", fit.bandwidth_points,
               fit.weight_reuse_points, fit.method.c_str());
+  if (fit.points_repaired > 0)
+    std::printf("%d conv/gemm points repriced: their one-thread and two-thread readings contradicted each other\n", fit.points_repaired);
   if (!fit.groups_only_loaded.empty()) {
     std::printf("groups with every point under load, priced from another thread count:");
     for (const std::string& g : fit.groups_only_loaded) std::printf(" %s", g.c_str());

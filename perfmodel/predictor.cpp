@@ -7,6 +7,7 @@
 #include <set>
 
 #include "perfmodel/microbench/weight_reuse.h"
+#include "perfmodel/thread_pairs.h"
 
 namespace kiln::perf {
 namespace {
@@ -357,6 +358,7 @@ Result<LatencyPredictor> LatencyPredictor::fit(const std::vector<Measurement>& r
   } else {
     p.summary_.loaded_kept = p.summary_.points_loaded > 0;
   }
+  p.summary_.points_repaired = repair_contradicting_thread_pairs(kernels);
   p.summary_.points_used = static_cast<int>(kernels.size());
   for (const auto& [t, table] : p.bandwidth_) p.summary_.bandwidth_points += static_cast<int>(table.size());
   for (const auto& [dtype, by_threads] : p.weight_refetch_)
@@ -697,7 +699,7 @@ nlohmann::json LatencyPredictor::to_json() const {
                        {"heldout_within10", {s.heldout_within10_roofline, s.heldout_within10_knn, s.heldout_within10_chosen}},
                        {"step_overhead_ms", s.step_overhead_ms}, {"bandwidth_points", s.bandwidth_points}, {"weight_reuse_points", s.weight_reuse_points},
                        {"groups_only_loaded", s.groups_only_loaded}, {"points_superseded", s.points_superseded},
-                       {"groups", summary_groups}}}};
+                       {"points_repaired", s.points_repaired}, {"groups", summary_groups}}}};
 }
 
 Result<LatencyPredictor> LatencyPredictor::from_json(const nlohmann::json& j) {
@@ -746,6 +748,7 @@ Result<LatencyPredictor> LatencyPredictor::from_json(const nlohmann::json& j) {
     f.weight_reuse_points = s.at("weight_reuse_points").get<int>();
     f.groups_only_loaded = s.at("groups_only_loaded").get<std::vector<std::string>>();
     f.points_superseded = s.at("points_superseded").get<int>();
+    f.points_repaired = s.at("points_repaired").get<int>();
     for (const nlohmann::json& g : s.at("groups"))
       f.groups.push_back({g.at("op").get<std::string>(), g.at("dtype").get<std::string>(), g.at("threads").get<int>(),
                           g.at("points").get<int>(), params(g.at("params")), g.at("heldout_roofline").get<double>(),

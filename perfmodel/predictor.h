@@ -81,6 +81,9 @@ struct FitSummary {
   // as the repacking matmul, before 2026-11-29; bf16/int8 max pools on oneDNN's pools, before 2026-12-06)
   // in a group that also has points keyed so: dropped.
   int points_superseded = 0;
+  // Conv/gemm points whose one-thread and T-thread readings contradict each other (one taken in a
+  // slow spell), repriced from the other reading (perfmodel/thread_pairs.h).
+  int points_repaired = 0;
 };
 
 struct StepPrediction {

@@ -58,6 +58,7 @@ nlohmann::json fit_json(const perf::FitSummary& s) {
           {"loaded_points_kept", s.loaded_kept},
           {"groups_only_loaded", s.groups_only_loaded},
           {"points_superseded", s.points_superseded},
+          {"points_repaired", s.points_repaired},
           {"bandwidth_points", s.bandwidth_points},
           {"weight_reuse_points", s.weight_reuse_points},
           {"step_overhead_ms", s.step_overhead_ms},
@@ -279,6 +280,9 @@ int run_predict(const PredictOptions& o) {
               profile->target.fingerprint.id.c_str(), profile->target.fingerprint.cpu_model.c_str(), fit.method.c_str(),
               fit.points_used, fit.loaded_kept ? " (all measured under load: noisy)" : "",
               100.0 * fit.heldout_median_chosen);
+  if (fit.points_repaired > 0)
+    std::printf("%d conv/gemm sweep points repriced: their one-thread and multi-thread readings contradicted each other (a slow spell)\n",
+                fit.points_repaired);
   if (!fit.groups_only_loaded.empty()) {
     std::string groups;
     for (const std::string& g : fit.groups_only_loaded) groups += (groups.empty() ? "" : ", ") + g;
