@@ -226,10 +226,10 @@ class MaxPoolCodesKernel final : public Kernel {
       default: row_ = row_for_this_cpu<U8Codes>(p), element_bytes_ = 1; break;
     }
     if (separable(p)) column_bytes_ = p.in_w * (block_ ? block_ : p.c) * element_bytes_;
-    columns_.resize(column_bytes_ * threads_);
     layout_ = quant ? onednn::layout_of(y_desc, y_shape, threads_, quant->scale) : onednn::layout_of(y_desc, y_shape, threads_);
   }
   std::vector<Layout> output_layouts() const override { return {layout_}; }
+  size_t scratch_bytes() const override { return static_cast<size_t>(column_bytes_ * threads_); }
 
   Status run(const KernelArgs& args) override {
     const auto* x = static_cast<const char*>(args.inputs[0]);
@@ -242,7 +242,7 @@ class MaxPoolCodesKernel final : public Kernel {
     const int64_t work = rows * p_.out_w * lanes * p_.kernel[0] * p_.kernel[1];
 #pragma omp parallel num_threads(threads_) if (work > 32768)
     {
-      char* columns = columns_.data() + omp_get_thread_num() * column_bytes_;
+      char* columns = static_cast<char*>(args.scratch) + omp_get_thread_num() * column_bytes_;
 #pragma omp for schedule(static)
       for (int64_t row = 0; row < rows; ++row) {
         const int64_t plane = row / p_.out_h, oy = row % p_.out_h;
@@ -259,8 +259,7 @@ class MaxPoolCodesKernel final : public Kernel {
   PoolRowFn row_ = nullptr;
   int64_t element_bytes_ = 1;
   Layout layout_;
-  int64_t column_bytes_ = 0;   // a row of column maxima (separable windows), 0 otherwise
-  std::vector<char> columns_;  // one such row per thread
+  int64_t column_bytes_ = 0;  // a row of column maxima per thread in the scratch (separable windows), 0 otherwise
 };
 
 std::optional<std::string> max_pool_codes_supports(const KernelBuild& b) {
