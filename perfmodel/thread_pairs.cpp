@@ -25,7 +25,6 @@ int repair_contradicting_thread_pairs(std::vector<Measurement>& kernels) {
 
   struct Pair {
     size_t one, many;
-    int threads;
     double ratio;  // one-thread time / T-thread time
   };
   std::map<std::tuple<std::string, std::string, int>, std::vector<Pair>> pairs;  // (op, dtype, T)
@@ -35,7 +34,7 @@ int repair_contradicting_thread_pairs(std::vector<Measurement>& kernels) {
     for (const auto& [threads, many] : at)
       if (threads > 1)
         pairs[{std::get<0>(shape), std::get<1>(shape), threads}].push_back(
-            {one->second, many, threads, kernels[one->second].median_ms / kernels[many].median_ms});
+            {one->second, many, kernels[one->second].median_ms / kernels[many].median_ms});
   }
 
   int repaired = 0;

@@ -12,7 +12,7 @@
 // wins its windows as in the reference executor (the default NaN x86 makes is negative). Padding
 // lanes of a channel block (C not a multiple of the block) hold zeros and pool to zeros.
 //
-// Windows that overlap along a row (3x3 s1 and s2) are pooled down the columns first, then across
+// Windows that overlap along a row with stride 1 (3x3 s1) are pooled down the columns first, then across
 // (pool_row_separable): each input element's key is made once per window row instead of once per window.
 #include <omp.h>
 
