@@ -26,7 +26,9 @@ Tensor sweep_random_tensor(Shape shape, uint32_t seed, float lo, float hi) {
   return t;
 }
 
-bool sweep_is_op_step(const EngineStep& s) { return s.op != "ToPlain" && s.node.rfind(kSweepProducerNode, 0) != 0; }
+bool sweep_is_op_step(const EngineStep& s) {
+  return s.op != "ToPlain" && s.node.rfind(kSweepProducerNode, 0) != 0 && s.node.rfind(kSweepReaderNode, 0) != 0;
+}
 
 namespace {
 
@@ -63,14 +65,18 @@ Attrs window_attrs(const SweepShape& s) {
 // previous layer would leave (oneDNN's blocked/NHWC bf16 or int8), as inside a model, and not
 // plain float32 that it would convert itself within its own step. With `relu` (fused into it) an
 // int8 producer writes u8, as a ReLU network's layers do; without, s8.
-ValueId producer(Builder& b, const SweepShape& s, const std::string& suffix = "", bool relu = false) {
-  const ValueId x = b.input("x" + suffix, {s.batch, s.in_c, s.h, s.w});
-  const ValueId w = b.weight("producer_w" + suffix, {s.in_c, 1, 3, 3}, 1.0f / 3.0f);
+// A 3x3 depthwise conv (no bias) of `x`, shaped as `s`'s input, named `name`.
+ValueId depthwise(Builder& b, const SweepShape& s, ValueId x, const std::string& name) {
+  const ValueId w = b.weight(name + "_w", {s.in_c, 1, 3, 3}, 1.0f / 3.0f);
   Attrs a;
   a.set("kernel_shape", std::vector<int64_t>{3, 3});
   a.set("pads", std::vector<int64_t>{1, 1, 1, 1});
   a.set("group", s.in_c);
-  const ValueId y = b.node(OpKind::Conv, kSweepProducerNode + suffix, {x, w}, a);
+  return b.node(OpKind::Conv, name, {x, w}, a);
+}
+
+ValueId producer(Builder& b, const SweepShape& s, const std::string& suffix = "", bool relu = false) {
+  const ValueId y = depthwise(b, s, b.input("x" + suffix, {s.batch, s.in_c, s.h, s.w}), kSweepProducerNode + suffix);
   return relu ? b.node(OpKind::Relu, kSweepProducerNode + suffix + "_relu", {y}) : y;
 }
 
@@ -203,10 +209,19 @@ Graph sweep_graph(const SweepShape& s) {
       b.g.outputs.push_back(b.node(OpKind::Gemm, "gemm", {x, w, bias}, a));
       break;
     }
-    case SweepOp::maxpool:
+    case SweepOp::maxpool: {
+      // Read by a cheap depthwise conv, as a model's pools are read by a conv: in int8 the pool then
+      // passes codes (cpu.max_pool_codes), where a pool whose output leaves the graph runs on floats.
+      const ValueId pooled = b.node(OpKind::MaxPool, "pool", {producer(b, s, "", true)}, window_attrs(s));
+      SweepShape read = s;
+      read.h = sweep_out_h(s);
+      read.w = sweep_out_w(s);
+      b.g.outputs.push_back(depthwise(b, read, pooled, kSweepReaderNode));
+      break;
+    }
     case SweepOp::avgpool: {
       const ValueId x = producer(b, s);
-      b.g.outputs.push_back(b.node(s.op == SweepOp::maxpool ? OpKind::MaxPool : OpKind::AveragePool, "pool", {x}, window_attrs(s)));
+      b.g.outputs.push_back(b.node(OpKind::AveragePool, "pool", {x}, window_attrs(s)));
       break;
     }
     case SweepOp::global_avgpool: {
@@ -282,7 +297,7 @@ Measurement sweep_record(const SweepShape& shape, const std::string& dtype, int 
   m.key = sweep_key(shape);
   if (dtype == "int8" && sweep_reads_u8(shape)) m.key = kUnsignedInputKeyPrefix + m.key;
   if (dtype == "int8" && shape.op == SweepOp::gemm && int8_matmul_packs_weights_per_call()) m.key = kGemmAsConvKeyPrefix + m.key;
-  if (shape.op == SweepOp::maxpool) m.key = kPoolCodesKeyPrefix + m.key;
+  if (shape.op == SweepOp::maxpool) m.key = std::string(current_key_prefix("maxpool", dtype)) + m.key;
   m.dtype = dtype;
   m.threads = threads;
   m.batch = shape.op == SweepOp::gemm ? shape.m : shape.batch;

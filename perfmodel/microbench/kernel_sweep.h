@@ -1,5 +1,5 @@
 // The kernel sweep: each grid shape (sweep_grid.h) becomes a one-op graph built in-process
-// (Conv + bias + ReLU, depthwise Conv + bias + ReLU, Gemm + bias, MaxPool, AveragePool,
+// (Conv + bias + ReLU, depthwise Conv + bias + ReLU, Gemm + bias, MaxPool read by a depthwise conv, AveragePool,
 // GlobalAveragePool, Add), compiled with kiln's own pipeline for the dtype (f32: the default
 // pipeline; bf16: default+mixed_precision_bf16; int8: default+quantize_int8 calibrated on random
 // data; all without fuse_depth_first) and timed on the compiled Engine. Convolutions and pooling
@@ -25,8 +25,10 @@ Graph sweep_graph(const SweepShape& shape);
 
 // The producers' node names start with this ("producer", "producer_b").
 inline constexpr const char* kSweepProducerNode = "producer";
+// The node that reads a max pool's output (a depthwise conv), so that the pool runs as in a model.
+inline constexpr const char* kSweepReaderNode = "reader";
 
-// The steps a point's latency counts: the op's own, neither its producers nor the engine's
+// The steps a point's latency counts: the op's own, neither its producers, its reader nor the engine's
 // conversions to plain.
 bool sweep_is_op_step(const EngineStep& step);
 
