@@ -50,12 +50,17 @@ inline constexpr const char* kPoolCodesKeyPrefix = "codes ";
 // pool's output left the sweep graph, so the pool ran on floats (oneDNN's pool after a dequantizing
 // producer): ResNet-18's stem pool at batch 8 priced 2.4 ms where the model's pool over codes took 0.5.
 inline constexpr const char* kPoolInt8CodesKeyPrefix = "read codes ";
+// The key prefix of int8 points of a conv reading float32 (float_input: after a float BatchNormalization
+// + ReLU, since 2026-12-08). Before, the float input was a bare Concat of int8 producers, which joined
+// their codes: the conv read u8 and the points timed no conversion at all.
+inline constexpr const char* kQuantizedFloatInputKeyPrefix = "quantized ";
 // The prefix that marks a point of `op` in `dtype` measured the way this kiln runs it, where points
 // of that op and dtype measured otherwise before may be in a store ("" when none: nothing is
 // superseded).
 inline std::string_view current_key_prefix(std::string_view op, std::string_view dtype) {
   if (dtype == "int8" && (op == "conv" || op == "depthwise_conv")) return kUnsignedInputKeyPrefix;
   if (dtype == "int8" && op == "gemm") return kGemmAsConvKeyPrefix;
+  if (dtype == "int8" && op.ends_with(kFromFloatSuffix)) return kQuantizedFloatInputKeyPrefix;
   if (op == "maxpool") return dtype == "int8" ? kPoolInt8CodesKeyPrefix : kPoolCodesKeyPrefix;
   return "";
 }

@@ -12,7 +12,8 @@
 //   - precision bf16 (kernels/precision.h): src, weights and dst in bfloat16 (AMX or AVX512_BF16
 //     where the CPU has them), bias float32; a float32 src is converted in the src reorder;
 //   - precision int8 (kernels/quantization.h): src u8/s8 (a float32 or bf16 input quantized in
-//     the src reorder by its int8_input_* parameters, a quantized one read with its own scale),
+//     the src reorder by its int8_input_* parameters, by kiln's own loop when only the element type
+//     changes; a quantized one read with its own scale),
 //     weights s8 per output channel, int32 accumulation. oneDNN computes
 //       dst = act_n(... act_1(oscale[c] * (acc + bias[c]) + sum_scale * dst_before))
 //     so the bias is divided into the accumulator domain, oscale[c] = s_in * s_w[c] brings the
@@ -27,6 +28,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/quantize_codes.h"
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/reference/window.h"
 
@@ -207,8 +209,20 @@ Result<std::unique_ptr<Kernel>> conv_int8_create(const KernelBuild& b, const Con
   dnnl::memory x_mem = program.input(0, x_md);
   if (pd.src_desc() != x_md) {
     dnnl::memory x_tmp = program.temp(pd.src_desc());
-    const auto rpd = scaled_reorder(x_md, pd.src_desc(), x_quantized ? 1.0f : 1.0f / q.in.scale);
-    program.add(dnnl::reorder(rpd), rpd, {{DNNL_ARG_FROM, x_mem}, {DNNL_ARG_TO, x_tmp}});
+    if (!x_quantized && x_md.data_type() == data_type::f32 && retyped(x_md, pd.src_desc().data_type()) == pd.src_desc()) {
+      // Same element order, float32 to codes: kiln's loop, 1.9x oneDNN 2.6's reorder (quantize_codes.h).
+      const int64_t count = static_cast<int64_t>(x_md.get_size() / sizeof(float));
+      const float inv_scale = 1.0f / q.in.scale;
+      const QuantType type = q.in.type;
+      const int threads = b.threads;
+      program.add_host([x_mem, x_tmp, count, inv_scale, type, threads] {
+        cpu::quantize_to_codes(static_cast<const float*>(x_mem.get_data_handle()), x_tmp.get_data_handle(), count,
+                               inv_scale, type, threads);
+      });
+    } else {
+      const auto rpd = scaled_reorder(x_md, pd.src_desc(), x_quantized ? 1.0f : 1.0f / q.in.scale);
+      program.add(dnnl::reorder(rpd), rpd, {{DNNL_ARG_FROM, x_mem}, {DNNL_ARG_TO, x_tmp}});
+    }
     x_mem = x_tmp;
   }
   args[DNNL_ARG_SRC] = x_mem;

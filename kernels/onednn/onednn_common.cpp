@@ -285,6 +285,12 @@ void Program::add(const dnnl::primitive& prim, const dnnl::primitive_desc_base& 
   steps_.push_back({prim, std::move(args)});
 }
 
+void Program::add_host(std::function<void()> run) {
+  Step step;
+  step.host = std::move(run);
+  steps_.push_back(std::move(step));
+}
+
 void Program::add_residual_copy(size_t input, size_t output, const dnnl::primitive& prim,
                                 const dnnl::primitive_desc_base& pd, std::unordered_map<int, dnnl::memory> args) {
   add(prim, pd, std::move(args));
@@ -322,6 +328,11 @@ Status Program::run(const KernelArgs& args) {
       if (step.skip_if_input >= 0 &&
           args.inputs[static_cast<size_t>(step.skip_if_input)] == args.outputs[step.skip_if_output])
         continue;  // in place: the residual already is the output buffer
+      if (step.host) {
+        s.wait();  // the primitives before it have written what it reads
+        step.host();
+        continue;
+      }
       step.prim.execute(s, step.args);
     }
     s.wait();

@@ -17,6 +17,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -127,6 +128,9 @@ class Program {
   // (a fused residual), with equal descs: skipped when the engine runs the kernel in place.
   void add_residual_copy(size_t input, size_t output, const dnnl::primitive& prim,
                          const dnnl::primitive_desc_base& pd, std::unordered_map<int, dnnl::memory> args);
+  // Adds a step of kiln's own between the primitives: `run` reads and writes memory objects of this
+  // program (their data handles are bound before it is called).
+  void add_host(std::function<void()> run);
   // The input that output 0 may share a buffer with (see Kernel::in_place_input), or -1.
   int in_place_input() const { return in_place_input_; }
   size_t scratch_bytes() const;
@@ -146,6 +150,7 @@ class Program {
     std::unordered_map<int, dnnl::memory> args;
     int skip_if_input = -1;   // skip when this input and `skip_if_output` share a buffer
     size_t skip_if_output = 0;
+    std::function<void()> host;  // set: a step of kiln's own instead of `prim`
   };
   int threads_;
   std::vector<Binding> bindings_;

@@ -171,12 +171,21 @@ Graph sweep_graph(const SweepShape& s) {
     case SweepOp::depthwise_conv: {
       const bool dw = s.op == SweepOp::depthwise_conv;
       ValueId x = s.plain_input ? b.input("x", {s.batch, s.in_c, s.h, s.w}) : kNoValue;
-      if (s.float_input) {  // two producers of half the channels each, joined by a float32 Concat
+      if (s.float_input) {
+        // DenseNet's pattern: two producers of half the channels each, joined by a Concat, then a
+        // BatchNormalization + ReLU (one float32 ConcatAffine step). A bare Concat of int8 producers
+        // would join their codes, and the conv would read u8 with nothing to convert (stores before
+        // 2026-12-08: their int8 points priced DenseNet's float-reading 1x1 convs 2-3x low).
         SweepShape half = s;
         half.in_c = s.in_c / 2;
         Attrs axis;
         axis.set("axis", int64_t{1});
-        x = b.node(OpKind::Concat, std::string(kSweepProducerNode) + "_concat", {producer(b, half), producer(b, half, "_b")}, axis);
+        const std::string name = kSweepProducerNode;
+        const ValueId joined = b.node(OpKind::Concat, name + "_concat", {producer(b, half), producer(b, half, "_b")}, axis);
+        const ValueId scale = b.weight(name + "_bn_scale", {s.in_c}, 1.0f), bias = b.weight(name + "_bn_bias", {s.in_c}, 0.1f);
+        const ValueId mean = b.weight(name + "_bn_mean", {s.in_c}, 0.1f), var = b.weight(name + "_bn_var", {s.in_c}, 0.5f);
+        for (float& v : std::span(b.g.initializers[var].data<float>(), static_cast<size_t>(s.in_c))) v += 1.0f;  // positive
+        x = b.node(OpKind::Relu, name + "_bn_relu", {b.node(OpKind::BatchNormalization, name + "_bn", {joined, scale, bias, mean, var})});
       }
       if (x == kNoValue) x = producer(b, s, "", sweep_reads_u8(s));
       // He-like scale keeps activations in range through the ReLU (int8 calibration sees real ranges).
@@ -296,6 +305,7 @@ Measurement sweep_record(const SweepShape& shape, const std::string& dtype, int 
   m.op = sweep_record_op(shape);
   m.key = sweep_key(shape);
   if (dtype == "int8" && sweep_reads_u8(shape)) m.key = kUnsignedInputKeyPrefix + m.key;
+  if (dtype == "int8" && shape.float_input) m.key = kQuantizedFloatInputKeyPrefix + m.key;
   if (dtype == "int8" && shape.op == SweepOp::gemm && int8_matmul_packs_weights_per_call()) m.key = kGemmAsConvKeyPrefix + m.key;
   if (shape.op == SweepOp::maxpool) m.key = std::string(current_key_prefix("maxpool", dtype)) + m.key;
   m.dtype = dtype;

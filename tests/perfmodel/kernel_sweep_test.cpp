@@ -116,6 +116,38 @@ TEST_CASE("a sweep max pool runs on codes as in a model, its reader not timed", 
   }
 }
 
+// DenseNet's int8 1x1 convs read the float32 output of a BatchNormalization + ReLU over a Concat and
+// quantize it in their step. The sweep's float-input point must do the same: a bare Concat of int8
+// producers joined their codes, and the conv converted nothing (stores before 2026-12-08).
+TEST_CASE("an int8 sweep conv reading float32 quantizes it in its own step", "[perfmodel][sweep]") {
+  SweepShape conv{SweepOp::conv, 1, 64, 32, 14, 14, 1, 1, 0};
+  conv.float_input = true;
+  Graph g = sweep_graph(conv);
+  CalibrationSet calibration;
+  for (ValueId in : g.inputs) calibration.inputs.push_back(sweep_random_tensor({1, 32, 14, 14}, 7));
+  PassRunOptions options;
+  options.check_numerics = false;
+  options.int8.calibration = &calibration;
+  REQUIRE(run_passes(g, sweep_pipeline("int8"), options));
+  auto engine = Engine::create(graph_to_plan(g), {1, nullptr});
+  REQUIRE(engine);
+  std::string read_layout;  // what the last producer step writes: the conv's input
+  int timed = 0;
+  for (const EngineStep& s : (*engine)->steps()) {
+    if (s.node.rfind(kSweepProducerNode, 0) == 0) read_layout = s.output_layout;
+    if (!sweep_is_op_step(s)) continue;
+    ++timed;
+    CHECK(s.op == "Conv");
+  }
+  INFO(read_layout);
+  CHECK(timed == 1);
+  CHECK(read_layout.find(":u8") == std::string::npos);
+  CHECK(read_layout.find(":s8") == std::string::npos);
+  CHECK(sweep_record(conv, "int8", 1, 1).key == std::string(kQuantizedFloatInputKeyPrefix) + sweep_key(conv));
+  CHECK(sweep_record(conv, "bf16", 1, 2).key == sweep_key(conv));
+  CHECK(current_key_prefix(std::string("conv") + kFromFloatSuffix, "int8") == kQuantizedFloatInputKeyPrefix);
+}
+
 // Where oneDNN's int8 matmul repacks its weights on every call, kiln runs int8 Gemm/MatMul as a 1x1
 // convolution (kernels/onednn/matmul.cpp): the sweep's int8 gemm points time that, and say so in
 // their key, so the points a store holds from the matmul are told apart and superseded.

@@ -122,6 +122,27 @@ TEST_CASE("int8 conv: s8 input, bias, float32 output", "[onednn][int8]") {
   CHECK(layout_of_step(*e, "Conv").find('*') == std::string::npos);  // float32 out
 }
 
+// DenseNet's pattern: a float32 producer writes NHWC (oneDNN's acdb), and the int8 conv reading it
+// quantizes the floats in kiln's own loop (cpu/quantize_codes.h: only the element type changes), into
+// u8 after a ReLU and into s8 without one.
+TEST_CASE("int8 conv: a float32 input in oneDNN's layout quantized in place of a reorder", "[onednn][int8]") {
+  for (const char* activation : {"relu", "none"}) {
+    INFO(activation);
+    Builder b;
+    const int x = b.input({2, 24, 14, 14});
+    const int f = b.op(OpKind::Conv, conv_attrs({0, 0, 0, 0}, activation), {x, b.weight({40, 24, 1, 1}, 0.3f), b.weight({40})});
+    const int c = b.op(OpKind::Conv, conv_attrs({0, 0, 0, 0}), {f, b.weight({16, 40, 1, 1}, 0.3f), b.weight({16})});
+    b.output(c);
+    make_int8(b, c, false);
+    auto e = check_int8(b);
+    REQUIRE(count_kernel(*e, "onednn.conv") == 2);
+    const std::string producer = layout_of_step(*e, "Conv0");
+    INFO(producer);
+    CHECK(producer.find("onednn:") == 0);
+    CHECK(producer.find('*') == std::string::npos);  // float32 codes are made by the int8 conv's step
+  }
+}
+
 TEST_CASE("int8 conv: ReLU into a u8 layout, stride and pads", "[onednn][int8]") {
   Builder b;
   const int x = b.input({1, 8, 17, 17}, 0.0f, 2.0f);  // non-negative: u8 input
