@@ -41,4 +41,9 @@ int64_t channel_block(const ValueDesc& v) {
 
 Layout nhwc_layout(const Shape& shape, int threads) { return onednn::layout_of(nhwc_desc(shape), shape, threads); }
 
+Layout nhwc_codes_layout(const Shape& shape, int threads, const QuantParams& q) {
+  const auto type = q.type == QuantType::u8 ? dnnl::memory::data_type::u8 : dnnl::memory::data_type::s8;
+  return onednn::layout_of(onednn::retyped(nhwc_desc(shape), type), shape, threads, q.scale);
+}
+
 }  // namespace kiln::cpu

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "kernels/kernel.h"
+#include "kernels/quantization.h"
 
 namespace kiln::cpu {
 
@@ -21,5 +22,7 @@ int64_t channel_block(const ValueDesc& v);
 
 // The oneDNN acdb layout of a float32 [N, C, H, W] value.
 Layout nhwc_layout(const Shape& shape, int threads);
+// The same holding u8/s8 codes of real = q.scale * code (what an int8 conv reads without converting).
+Layout nhwc_codes_layout(const Shape& shape, int threads, const QuantParams& q);
 
 }  // namespace kiln::cpu

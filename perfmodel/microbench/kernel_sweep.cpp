@@ -172,10 +172,11 @@ Graph sweep_graph(const SweepShape& s) {
       const bool dw = s.op == SweepOp::depthwise_conv;
       ValueId x = s.plain_input ? b.input("x", {s.batch, s.in_c, s.h, s.w}) : kNoValue;
       if (s.float_input) {
-        // DenseNet's pattern: two producers of half the channels each, joined by a Concat, then a
-        // BatchNormalization + ReLU (one float32 ConcatAffine step). A bare Concat of int8 producers
-        // would join their codes, and the conv would read u8 with nothing to convert (stores before
-        // 2026-12-08: their int8 points priced DenseNet's float-reading 1x1 convs 2-3x low).
+        // Two producers of half the channels each, joined by a Concat, then a BatchNormalization +
+        // ReLU (one float32 ConcatAffine step) that is a graph output too, so it stays float32: read
+        // only by int8 convs it would write codes (DenseNet's, since 2026-12-08), and a bare Concat of
+        // int8 producers joins theirs. Either way the conv would read u8 with nothing to convert
+        // (stores before 2026-12-08: their int8 points timed no conversion).
         SweepShape half = s;
         half.in_c = s.in_c / 2;
         Attrs axis;
@@ -186,6 +187,7 @@ Graph sweep_graph(const SweepShape& s) {
         const ValueId mean = b.weight(name + "_bn_mean", {s.in_c}, 0.1f), var = b.weight(name + "_bn_var", {s.in_c}, 0.5f);
         for (float& v : std::span(b.g.initializers[var].data<float>(), static_cast<size_t>(s.in_c))) v += 1.0f;  // positive
         x = b.node(OpKind::Relu, name + "_bn_relu", {b.node(OpKind::BatchNormalization, name + "_bn", {joined, scale, bias, mean, var})});
+        b.g.outputs.push_back(x);
       }
       if (x == kNoValue) x = producer(b, s, "", sweep_reads_u8(s));
       // He-like scale keeps activations in range through the ReLU (int8 calibration sees real ranges).

@@ -116,9 +116,10 @@ TEST_CASE("a sweep max pool runs on codes as in a model, its reader not timed", 
   }
 }
 
-// DenseNet's int8 1x1 convs read the float32 output of a BatchNormalization + ReLU over a Concat and
-// quantize it in their step. The sweep's float-input point must do the same: a bare Concat of int8
-// producers joined their codes, and the conv converted nothing (stores before 2026-12-08).
+// An int8 conv reading a float32 value (one that something else reads too, so it stays float32)
+// quantizes it in its step. The sweep's float-input point must do the same: a bare Concat of int8
+// producers joined their codes, and a ConcatAffine read only by the int8 conv writes codes, so the
+// conv converted nothing (stores before 2026-12-08).
 TEST_CASE("an int8 sweep conv reading float32 quantizes it in its own step", "[perfmodel][sweep]") {
   SweepShape conv{SweepOp::conv, 1, 64, 32, 14, 14, 1, 1, 0};
   conv.float_input = true;

@@ -1,13 +1,16 @@
 // kiln's ConcatAffine kernel (kernels/cpu/concat_affine.cpp) against the reference ConcatAffine on
 // every ISA path it has: inputs in oneDNN's NHWC layout (made by convolutions, as in DenseNet) and
 // plain NCHW graph inputs, channel counts off the vector width (vector tails), batch 3, relu
-// inline and other activations after the block. The reference ConcatAffine itself is checked
-// against the unfused Concat -> BatchNormalization graph in passes_fuse_test.cpp.
+// inline and other activations after the block; with an int8_output scale (what quantize_int8 gives
+// one whose readers are int8 convs) its NHWC output is u8/s8 codes within half a step of the reference.
+// The reference ConcatAffine itself is checked against the unfused Concat -> BatchNormalization graph
+// in passes_fuse_test.cpp.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 
 #include "kernels/cpu/isa.h"
+#include "kernels/quantization.h"
 #include "tests/support/isa_cap.h"
 #include "tests/support/plan_builder.h"
 
@@ -79,6 +82,56 @@ TEST_CASE("the ConcatAffine kernel matches the reference on every ISA path", "[c
         INFO(cpu_isa_name(isa) << ": " << t.what << (from_conv ? ", inputs from oneDNN convs" : ", plain inputs"));
         run_case(t, from_conv, isa);
       }
+  }
+}
+
+// The codes are compared through the engine's conversion of the (graph output) codes to plain, which
+// dequantizes them: every value within half a quantization step of the reference (the calibrated range
+// holds all of them, so nothing saturates). ReLU and no activation are quantized in the affine loop
+// itself on AVX-512; other activations and the portable path go through a float32 block in scratch.
+TEST_CASE("ConcatAffine writes int8 codes where its output has an int8_output scale", "[cpu][concat_affine][int8]") {
+  for (CpuIsa isa : {CpuIsa::avx512, CpuIsa::portable}) {
+    if (!cpu_isa_available(isa)) continue;
+    for (const char* act : {"relu", "none", "sigmoid"}) {
+      INFO(cpu_isa_name(isa) << ", " << act);
+      Builder b;
+      std::vector<int> in = {b.weight({96}, 1.5f), b.weight({96}, 0.5f)};
+      for (int64_t ci : {64, 32}) {  // DenseNet-like: the features so far and a new layer's 32
+        const int x = b.input({2, ci, 7, 9});
+        in.push_back(b.op(OpKind::Conv, {}, {x, b.weight({ci, ci, 1, 1}, 0.3f), b.weight({ci})}));
+      }
+      Attrs a;
+      a.set("activation", std::string(act));
+      const int y = b.op(OpKind::ConcatAffine, a, in);
+      b.output(y);
+      auto ref = execute_reference(b.plan, b.inputs);
+      REQUIRE(ref);
+      const Tensor& want = ref->outputs[0];
+      float lo = 0, hi = 0;
+      for (int64_t i = 0; i < want.numel(); ++i) lo = std::min(lo, want.data<float>()[i]), hi = std::max(hi, want.data<float>()[i]);
+      const QuantParams q = quant_params_for_range(lo, hi);
+      CHECK((q.type == QuantType::u8) == (std::string(act) != "none"));
+      for (PlanStep& step : b.plan.steps)
+        if (step.op == OpKind::ConcatAffine) quant_params_to_attrs(q, "output", step.attrs);
+      const IsaCap cap(isa);
+      auto engine = Engine::create(b.plan, {2, nullptr});
+      REQUIRE(engine);
+      INFO(describe_steps(**engine));
+      std::string layout;
+      for (const EngineStep& st : (*engine)->steps())
+        if (st.op == "ConcatAffine") layout = st.output_layout;
+      CHECK(layout.find(std::string(":") + std::string(quant_type_name(q.type)) + "*") != std::string::npos);
+      for (int repeat = 0; repeat < 2; ++repeat) {
+        auto got = (*engine)->run(b.inputs);
+        REQUIRE(got);
+        double diff = 0;
+        for (int64_t i = 0; i < want.numel(); ++i)
+          diff = std::max(diff, std::fabs(static_cast<double>(got->at(0).data<float>()[i]) - want.data<float>()[i]));
+        INFO("max|diff| " << diff << ", scale " << q.scale);
+        CHECK(diff <= 0.5 * q.scale * (1 + 1e-4));
+        CHECK(diff > 0);  // codes, not floats
+      }
+    }
   }
 }
 

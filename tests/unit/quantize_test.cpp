@@ -11,7 +11,11 @@
 #include "compilers/passes/pass_runner.h"
 #include "compilers/passes/pipeline.h"
 #include "compilers/quantize/accuracy_control.h"
+#include "compilers/lower/to_plan.h"
 #include "compilers/quantize/calibrate.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/engine.h"
+#include "kernels/executor.h"
 #include "kernels/precision.h"
 #include "kernels/quantization.h"
 #include "tests/support/graph_builder.h"
@@ -210,6 +214,79 @@ TEST_CASE("quantize_int8 gives a channel Concat's int8 parts the Concat's scale,
   Graph kept = concat_graph();
   REQUIRE(quantize(kept, int8, nullptr, {"b_node"}));
   CHECK_FALSE(quant_params_from_attrs(node_named(kept, "a_node").attrs, "output").value());
+}
+
+namespace {
+
+// DenseNet's layer: two ReLU convs joined by a Concat, BatchNormalization + ReLU (fused into one
+// ConcatAffine), then the 1x1 conv "c" whose output is the graph output.
+Graph dense_layer_graph() {
+  GraphBuilder b;
+  const ValueId x = b.input("x", {2, 3, 8, 8});
+  Attrs relu;
+  relu.set("activation", std::string("relu"));
+  const ValueId a = b.node(OpKind::Conv, "a", {x, b.weight("wa", {8, 3, 1, 1}), b.weight("ba", {8})}, relu);
+  const ValueId f = b.node(OpKind::Conv, "f", {x, b.weight("wf", {4, 3, 1, 1}), b.weight("bf", {4})}, relu);
+  Attrs axis;
+  axis.set("axis", int64_t{1});
+  const ValueId joined = b.node(OpKind::Concat, "joined", {a, f}, axis);
+  const ValueId var = b.weight("bn_v", {12});
+  for (int64_t i = 0; i < 12; ++i) b.g.initializers[var].data<float>()[i] += 1.5f;
+  const ValueId bn = b.node(OpKind::BatchNormalization, "bn",
+                            {joined, b.weight("bn_s", {12}), b.weight("bn_b", {12}), b.weight("bn_m", {12}), var});
+  b.output(b.node(OpKind::Conv, "c", {b.node(OpKind::Relu, "r", {bn}), b.weight("wc", {6, 12, 1, 1})}));
+  return b.g;
+}
+
+}  // namespace
+
+// The ConcatAffine's only reader is int8 conv "c": it writes u8 codes at the scale c reads them with,
+// and the compiled plan agrees with the float32 reference at int8 accuracy. With c kept in fp32 it
+// writes float32.
+TEST_CASE("quantize_int8 lets a BatchNorm+ReLU read only by int8 convs write codes", "[quantize][passes]") {
+  const CalibrationSet set = random_set(4, {3, 8, 8}, 9);
+  PassRunOptions options;
+  options.int8.calibration = &set;
+  std::ostringstream log;
+  options.log = &log;
+  Graph g = dense_layer_graph();
+  const Graph original = g;
+  REQUIRE(run_passes(g, {"fuse_activation", "fuse_concat_affine", "quantize_int8"}, options));
+  CHECK_THAT(log.str(), Catch::Contains("1 BatchNorm+ReLU writing int8 codes"));
+  const auto affine = std::find_if(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.op == OpKind::ConcatAffine; });
+  REQUIRE(affine != g.nodes.end());
+  const auto codes = quant_params_from_attrs(affine->attrs, "output").value();
+  REQUIRE(codes);
+  CHECK(codes->type == QuantType::u8);
+  const auto c_in = quant_params_from_attrs(node_named(g, "c_node").attrs, "input").value();
+  REQUIRE(c_in);
+  CHECK(c_in->scale == codes->scale);
+  CHECK(c_in->type == codes->type);
+
+  auto engine = Engine::create(graph_to_plan(g), {2, nullptr});
+  REQUIRE(engine);
+  bool wrote_codes = false;
+  for (const EngineStep& st : (*engine)->steps())
+    if (st.op == "ConcatAffine") wrote_codes = st.output_layout.find(":u8*") != std::string::npos;
+  // Where oneDNN's convs write NHWC (AVX-512; AVX2 picks channel blocks, read through plain floats).
+  if (cpu_isa_available(CpuIsa::avx512)) CHECK(wrote_codes);
+  const std::vector<Tensor> inputs = {GraphBuilder::random({2, 3, 8, 8}, 21)};
+  auto got = (*engine)->run(inputs);
+  REQUIRE(got);
+  auto want = execute_reference(graph_to_plan(original), inputs);
+  REQUIRE(want);
+  double dot = 0, gg = 0, ww = 0;
+  for (int64_t i = 0; i < want->outputs[0].numel(); ++i) {
+    const double x = got->at(0).data<float>()[i], y = want->outputs[0].data<float>()[i];
+    dot += x * y, gg += x * x, ww += y * y;
+  }
+  CHECK(dot / std::sqrt(gg * ww) >= 0.999);
+
+  Graph kept = dense_layer_graph();
+  PassRunOptions keep = options;
+  keep.keep_fp32 = {"c_node"};
+  REQUIRE(run_passes(kept, {"fuse_activation", "fuse_concat_affine", "quantize_int8"}, keep));
+  for (const Node& n : kept.nodes) CHECK_FALSE(quant_params_from_attrs(n.attrs, "output").value());
 }
 
 TEST_CASE("quantize_int8 keeps the named layers in fp32 and refuses unknown ones", "[quantize][passes]") {
