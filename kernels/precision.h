@@ -15,6 +15,10 @@ namespace kiln {
 enum class Precision { fp32, bf16, int8 };
 
 inline constexpr std::string_view kPrecisionAttr = "precision";
+// On a float32 op whose every reader is a bf16 op (mixed_precision_bf16; ConcatAffine: DenseNet's
+// BatchNorm+ReLU before each conv): 1 = it writes its output in bfloat16, which they read as is.
+// Its arithmetic stays float32, so it is not a "precision".
+inline constexpr std::string_view kBf16OutputAttr = "bf16_output";
 
 std::string_view precision_name(Precision p);  // "fp32", "bf16", "int8"
 // The node's precision; an unknown name is an error naming it.

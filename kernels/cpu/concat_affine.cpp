@@ -3,21 +3,28 @@
 // and read never: oneDNN would copy every input into the concatenation, then read and write it
 // again for the BatchNormalization (DenseNet-121 batch 16: 62 such pairs, 84 ms of 360).
 // Memory-bound: one read of each input and one write of the output. Works on NHWC (oneDNN's acdb,
-// what its convolutions write here; the output then is acdb too) and on plain NCHW. With an
-// int8_output scale (quantize_int8: every reader is an int8 conv) an NHWC output is written as u8/s8
-// codes: a quarter of the bytes, and the conv reads them as they are instead of quantizing floats
-// (DenseNet-121 int8: 62 of these feed its 1x1 convs).
+// what its convolutions write here; the output then is acdb too) and on plain NCHW.
+// In NHWC the inputs may be float32 or bfloat16 (what bf16 convs write: read as they are, where
+// each was converted to plain float32 before), and the output is written in the form its readers
+// take (DenseNet-121: each feeds one 1x1 conv):
+//   - bfloat16 with bf16_output (mixed_precision_bf16: every reader is a bf16 conv);
+//   - u8/s8 codes with an int8_output scale (quantize_int8: every reader is an int8 conv);
+//   - float32 otherwise.
+// So a bf16 or int8 conv reads it without converting, and a quarter or half of the bytes are written.
 // One implementation per ISA (AVX-512, portable), registered best first.
 #include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/pixel_order.h"
 #include "kernels/cpu/quantize_codes.h"
 #include "kernels/onednn/onednn_common.h"
+#include "kernels/precision.h"
 
 namespace kiln {
 namespace {
@@ -27,38 +34,113 @@ using cpu::PixelOrder;
 constexpr size_t kScale = 0, kShift = 1, kFirstX = 2;
 constexpr int64_t kBlockPixels = 64;  // NHWC pixels per block: the activation runs while they are in L1/L2
 
+// What the output holds.
+enum class Sink { f32, bf16, codes };
+struct CodeRange {
+  float inv_scale = 1.0f;
+  int32_t lo = 0, hi = 255;
+};
+
+// One run of channels: dst = act(src * scale + shift) for `count` values, act ReLU or none.
+using Row = void (*)(const void* src, const float* scale, const float* shift, void* dst, int64_t count, bool relu,
+                     CodeRange codes);
+
 #define KILN_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
 
-// dst[i] = src[i] * scale[i] + shift[i] (then max(., 0) when relu), for count values.
-KILN_AVX512 void affine_avx512(const float* src, const float* scale, const float* shift, float* dst, int64_t count,
-                               bool relu) {
-  const __m512 zero = _mm512_setzero_ps();
+KILN_AVX512 inline __m512 load16(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+KILN_AVX512 inline __m512 load16(const uint16_t* p, __mmask16 m) {  // bfloat16: the high half of a float32
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+
+// float32 -> bfloat16, rounded to nearest even (as oneDNN's reorder); a NaN stays a (quiet) NaN.
+KILN_AVX512 inline __m256i to_bf16(__m512 y) {
+  const __m512i bits = _mm512_castps_si512(y);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7FFF))), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(y, y, _CMP_UNORD_Q);
+  r = _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40));
+  return _mm512_cvtepi32_epi16(r);
+}
+
+template <typename In, Sink kOut>
+KILN_AVX512 void row_avx512(const void* src_v, const float* scale, const float* shift, void* dst, int64_t count,
+                            bool relu, CodeRange codes) {
+  const In* src = static_cast<const In*>(src_v);
+  const __m512 zero = _mm512_setzero_ps(), inv = _mm512_set1_ps(codes.inv_scale);
+  const __m512i lo = _mm512_set1_epi32(codes.lo), hi = _mm512_set1_epi32(codes.hi);
   for (int64_t i = 0; i < count; i += 16) {
     const int left = static_cast<int>(std::min<int64_t>(16, count - i));
     const __mmask16 mask = static_cast<__mmask16>(left == 16 ? 0xFFFF : (1u << left) - 1);
-    __m512 y = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, src + i), _mm512_maskz_loadu_ps(mask, scale + i),
+    __m512 y = _mm512_fmadd_ps(load16(src + i, mask), _mm512_maskz_loadu_ps(mask, scale + i),
                                _mm512_maskz_loadu_ps(mask, shift + i));
     if (relu) y = _mm512_max_ps(y, zero);
-    _mm512_mask_storeu_ps(dst + i, mask, y);
+    if constexpr (kOut == Sink::f32) {
+      _mm512_mask_storeu_ps(static_cast<float*>(dst) + i, mask, y);
+    } else if constexpr (kOut == Sink::bf16) {
+      _mm256_mask_storeu_epi16(static_cast<uint16_t*>(dst) + i, mask, to_bf16(y));
+    } else {  // round half to even, saturated: cpu/quantize_codes.h's codes
+      const __m512i q = _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(y, inv)), lo), hi);
+      _mm_mask_storeu_epi8(static_cast<uint8_t*>(dst) + i, mask, _mm512_cvtepi32_epi8(q));
+    }
   }
 }
 
-// codes[i] = the u8/s8 code of src[i] * scale[i] + shift[i] (then max(., 0) when relu) at 1 / inv_scale:
-// round half to even, saturated to [lo, hi], as cpu/quantize_codes.h writes it.
-KILN_AVX512 void affine_codes_avx512(const float* src, const float* scale, const float* shift, uint8_t* codes,
-                                     int64_t count, bool relu, float inv_scale, int32_t lo, int32_t hi) {
-  const __m512 zero = _mm512_setzero_ps(), inv = _mm512_set1_ps(inv_scale);
-  const __m512i vlo = _mm512_set1_epi32(lo), vhi = _mm512_set1_epi32(hi);
-  for (int64_t i = 0; i < count; i += 16) {
-    const int left = static_cast<int>(std::min<int64_t>(16, count - i));
-    const __mmask16 mask = static_cast<__mmask16>(left == 16 ? 0xFFFF : (1u << left) - 1);
-    __m512 y = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, src + i), _mm512_maskz_loadu_ps(mask, scale + i),
-                               _mm512_maskz_loadu_ps(mask, shift + i));
-    if (relu) y = _mm512_max_ps(y, zero);
-    __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(y, inv));
-    q = _mm512_min_epi32(_mm512_max_epi32(q, vlo), vhi);
-    _mm_mask_storeu_epi8(codes + i, mask, _mm512_cvtepi32_epi8(q));
+inline float bf16_to_f32(uint16_t h) {
+  const uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+inline uint16_t f32_to_bf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  if (std::isnan(f)) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  return static_cast<uint16_t>((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);
+}
+
+inline float load1(const float* p) { return *p; }
+inline float load1(const uint16_t* p) { return bf16_to_f32(*p); }
+
+template <typename In, Sink kOut>
+void row_portable(const void* src_v, const float* scale, const float* shift, void* dst, int64_t count, bool relu,
+                  CodeRange codes) {
+  const In* src = static_cast<const In*>(src_v);
+  for (int64_t i = 0; i < count; ++i) {
+    float y = load1(src + i) * scale[i] + shift[i];
+    if (relu && y < 0.0f) y = 0.0f;
+    if constexpr (kOut == Sink::f32) {
+      static_cast<float*>(dst)[i] = y;
+    } else if constexpr (kOut == Sink::bf16) {
+      static_cast<uint16_t*>(dst)[i] = f32_to_bf16(y);
+    } else {
+      const float v = std::nearbyint(y * codes.inv_scale);
+      const float c = std::isnan(v) ? static_cast<float>(codes.lo)
+                                    : std::clamp(v, static_cast<float>(codes.lo), static_cast<float>(codes.hi));
+      static_cast<uint8_t*>(dst)[i] = static_cast<uint8_t>(static_cast<int32_t>(c));
+    }
   }
+}
+
+template <typename In>
+Row pick_row(CpuIsa isa, Sink out) {
+  if (isa == CpuIsa::avx512) {
+    switch (out) {
+      case Sink::f32: return row_avx512<In, Sink::f32>;
+      case Sink::bf16: return row_avx512<In, Sink::bf16>;
+      case Sink::codes: return row_avx512<In, Sink::codes>;
+    }
+  }
+  switch (out) {
+    case Sink::f32: return row_portable<In, Sink::f32>;
+    case Sink::bf16: return row_portable<In, Sink::bf16>;
+    case Sink::codes: return row_portable<In, Sink::codes>;
+  }
+  return nullptr;
+}
+
+Row pick_row(CpuIsa isa, bool bf16_in, Sink out) {
+  return bf16_in ? pick_row<uint16_t>(isa, out) : pick_row<float>(isa, out);
 }
 
 // dst[i] = src[i] * scale + shift (then max(., 0) when relu): one NCHW channel plane.
@@ -73,18 +155,24 @@ KILN_AVX512 void affine_plane_avx512(const float* src, float scale, float shift,
   }
 }
 
-void affine_portable(const float* src, const float* scale, const float* shift, float* dst, int64_t count, bool relu) {
-  for (int64_t i = 0; i < count; ++i) {
-    const float y = src[i] * scale[i] + shift[i];
-    dst[i] = relu && y < 0.0f ? 0.0f : y;
-  }
-}
-
 void affine_plane_portable(const float* src, float scale, float shift, float* dst, int64_t count, bool relu) {
   for (int64_t i = 0; i < count; ++i) {
     const float y = src[i] * scale + shift;
     dst[i] = relu && y < 0.0f ? 0.0f : y;
   }
+}
+
+// How the kernel reads an input: NHWC float32 or bfloat16, plain NCHW float32, or not at all.
+enum class Read { nhwc_f32, nhwc_bf16, nchw, other };
+
+Read read_of(const ValueDesc& v) {
+  if (!v.present) return Read::other;
+  switch (cpu::pixel_order(v)) {
+    case PixelOrder::nhwc: return Read::nhwc_f32;
+    case PixelOrder::nchw: return Read::nchw;
+    case PixelOrder::other: return cpu::is_nhwc_bf16(v) ? Read::nhwc_bf16 : Read::other;
+  }
+  return Read::other;
 }
 
 std::optional<std::string> supports_on(const KernelBuild& b, CpuIsa isa) {
@@ -94,12 +182,13 @@ std::optional<std::string> supports_on(const KernelBuild& b, CpuIsa isa) {
   for (size_t i : {kScale, kShift})
     if (!b.inputs[i].present || !b.inputs[i].constant || b.inputs[i].dtype != DType::f32)
       return "scale and shift must be float32 constants";
-  const PixelOrder order = cpu::pixel_order(b.inputs[kFirstX]);
-  if (order == PixelOrder::other) return "inputs must be float32 4-D NHWC or plain";
+  const bool nchw = read_of(b.inputs[kFirstX]) == Read::nchw;
   for (size_t i = kFirstX; i < b.inputs.size(); ++i) {
-    const PixelOrder o = b.inputs[i].present ? cpu::pixel_order(b.inputs[i]) : PixelOrder::other;
-    if (o != order) return "inputs must all be NHWC or all plain NCHW (input " + std::to_string(i) + " has " +
-                           b.inputs[i].layout.describe() + ")";
+    const Read r = read_of(b.inputs[i]);
+    if (r == Read::other) return "inputs must be 4-D NHWC (float32 or bfloat16) or plain float32 NCHW (input " +
+                                 std::to_string(i) + " has " + b.inputs[i].layout.describe() + ")";
+    if ((r == Read::nchw) != nchw) return "inputs must all be NHWC or all plain NCHW (input " + std::to_string(i) +
+                                          " has " + b.inputs[i].layout.describe() + ")";
   }
   if (auto post = post_ops_from_attrs(*b.attrs); !post) return post.error().message;
   return std::nullopt;
@@ -118,11 +207,12 @@ class ConcatAffineKernel final : public Kernel {
     k->n_ = ys[0];
     k->c_ = ys[1];
     k->plane_ = ys[2] * ys[3];
-    k->nhwc_ = cpu::pixel_order(b.inputs[kFirstX]) == PixelOrder::nhwc;
+    k->nhwc_ = read_of(b.inputs[kFirstX]) != Read::nchw;
     int64_t offset = 0;
     for (size_t i = kFirstX; i < b.inputs.size(); ++i) {
       k->offsets_.push_back(offset);
       k->channels_.push_back(b.inputs[i].shape[1]);
+      k->bf16_in_.push_back(read_of(b.inputs[i]) == Read::nhwc_bf16);
       offset += b.inputs[i].shape[1];
     }
     KILN_REQUIRE(offset == k->c_ && b.inputs[kScale].constant->numel() == k->c_ &&
@@ -132,23 +222,38 @@ class ConcatAffineKernel final : public Kernel {
     const float* shift = b.inputs[kShift].constant->data<float>();
     k->scale_.assign(scale, scale + k->c_);
     k->shift_.assign(shift, shift + k->c_);
+    // Plain NCHW stays float32: its readers convert.
     KILN_ASSIGN(codes, quant_params_from_attrs(*b.attrs, "output"));
-    if (codes && k->nhwc_) k->codes_ = codes;  // plain NCHW stays float32: its reader quantizes
-    k->out_layout_ = k->codes_ ? cpu::nhwc_codes_layout(ys, k->threads_, *k->codes_)
-                     : k->nhwc_ ? cpu::nhwc_layout(ys, k->threads_)
-                                : Layout{};
+    KILN_ASSIGN(bf16_flag, b.attrs->get_int(std::string(kBf16OutputAttr), 0));
+    const bool bf16_output = bf16_flag != 0;
+    if (k->nhwc_ && codes) {
+      k->sink_ = Sink::codes;
+      k->codes_ = *codes;
+      k->range_ = {1.0f / codes->scale, codes->type == QuantType::u8 ? 0 : -128, codes->type == QuantType::u8 ? 255 : 127};
+      k->out_layout_ = cpu::nhwc_codes_layout(ys, k->threads_, *codes);
+    } else if (k->nhwc_ && bf16_output) {
+      k->sink_ = Sink::bf16;
+      k->out_layout_ = cpu::nhwc_bf16_layout(ys, k->threads_);
+    } else {
+      k->out_layout_ = k->nhwc_ ? cpu::nhwc_layout(ys, k->threads_) : Layout{};
+    }
+    // Straight into the output where the activation is ReLU or none; other activations (and float32,
+    // activated in place) need the block in float32 first.
+    k->direct_ = k->sink_ != Sink::f32 && (k->relu_inline_ || post.empty());
+    for (bool bf16 : k->bf16_in_) {
+      k->to_sink_.push_back(pick_row(isa, bf16, k->direct_ ? k->sink_ : Sink::f32));
+    }
     return std::unique_ptr<Kernel>(std::move(k));
   }
 
   std::vector<Layout> output_layouts() const override { return {out_layout_}; }
-  // Codes: each thread's block of pixels in float32 before it is quantized.
+  // bf16 or codes behind another activation: each thread's block of pixels in float32 first.
   size_t scratch_bytes() const override {
-    return codes_ && !direct_codes() ? static_cast<size_t>(threads_ * kBlockPixels * c_) * sizeof(float) : 0;
+    return sink_ != Sink::f32 && !direct_ ? static_cast<size_t>(threads_ * kBlockPixels * c_) * sizeof(float) : 0;
   }
 
   Status run(const KernelArgs& args) override {
-    if (codes_) run_nhwc_codes(args, static_cast<uint8_t*>(args.outputs[0]), static_cast<float*>(args.scratch));
-    else if (nhwc_) run_nhwc(args, static_cast<float*>(args.outputs[0]));
+    if (nhwc_) run_nhwc(args, static_cast<float*>(args.scratch));
     else run_nchw(args, static_cast<float*>(args.outputs[0]));
     return Status::ok();
   }
@@ -156,59 +261,41 @@ class ConcatAffineKernel final : public Kernel {
  private:
   ConcatAffineKernel() = default;
 
-  void affine(const float* src, const float* scale, const float* shift, float* dst, int64_t count) const {
-    if (isa_ == CpuIsa::avx512) affine_avx512(src, scale, shift, dst, count, relu_inline_);
-    else affine_portable(src, scale, shift, dst, count, relu_inline_);
-  }
+  size_t out_bytes() const { return sink_ == Sink::f32 ? 4 : sink_ == Sink::bf16 ? 2 : 1; }
 
   // Blocks of pixels; each pixel's output is its inputs' channel vectors side by side.
-  void run_nhwc(const KernelArgs& args, float* y) const {
+  void run_nhwc(const KernelArgs& args, float* scratch) const {
     const int64_t pixels = n_ * plane_;
     const int64_t blocks = (pixels + kBlockPixels - 1) / kBlockPixels;
+    char* out = static_cast<char*>(args.outputs[0]);
+    const size_t ob = out_bytes();
 #pragma omp parallel for num_threads(threads_) schedule(static)
     for (int64_t blk = 0; blk < blocks; ++blk) {
       const int64_t p0 = blk * kBlockPixels, p1 = std::min(pixels, p0 + kBlockPixels);
+      // Where the rows write: the output itself, or (activation after, then conversion) a float32 block.
+      const bool via_block = sink_ != Sink::f32 && !direct_;
+      float* block = via_block ? scratch + static_cast<int64_t>(omp_get_thread_num()) * kBlockPixels * c_ : nullptr;
       for (int64_t p = p0; p < p1; ++p)
         for (size_t i = 0; i < channels_.size(); ++i) {
-          const float* x = static_cast<const float*>(args.inputs[kFirstX + i]) + p * channels_[i];
-          affine(x, scale_.data() + offsets_[i], shift_.data() + offsets_[i], y + p * c_ + offsets_[i], channels_[i]);
+          const char* x = static_cast<const char*>(args.inputs[kFirstX + i]) + p * channels_[i] * (bf16_in_[i] ? 2 : 4);
+          void* dst = via_block ? static_cast<void*>(block + (p - p0) * c_ + offsets_[i])
+                                : static_cast<void*>(out + (p * c_ + offsets_[i]) * static_cast<int64_t>(ob));
+          to_sink_[i](x, scale_.data() + offsets_[i], shift_.data() + offsets_[i], dst, channels_[i], relu_inline_, range_);
         }
-      if (!relu_inline_) cpu::apply_activation(isa_, post_, y + p0 * c_, (p1 - p0) * c_);
+      const int64_t count = (p1 - p0) * c_;
+      if (sink_ == Sink::f32) {
+        if (!relu_inline_) cpu::apply_activation(isa_, post_, reinterpret_cast<float*>(out) + p0 * c_, count);
+      } else if (via_block) {
+        cpu::apply_activation(isa_, post_, block, count);
+        if (sink_ == Sink::codes) {
+          cpu::quantize_to_codes(block, out + p0 * c_, count, range_.inv_scale, codes_.type, 1);
+        } else {
+          auto* y = reinterpret_cast<uint16_t*>(out) + p0 * c_;
+          for (int64_t e = 0; e < count; ++e) y[e] = f32_to_bf16(block[e]);
+        }
+      }
     }
   }
-
-  // As run_nhwc into codes: straight from the inputs on AVX-512 with ReLU or no activation, else each
-  // block computed into the thread's float32 scratch, then quantized.
-  void run_nhwc_codes(const KernelArgs& args, uint8_t* y, float* scratch) const {
-    const int64_t pixels = n_ * plane_;
-    const int64_t blocks = (pixels + kBlockPixels - 1) / kBlockPixels;
-    const float inv_scale = 1.0f / codes_->scale;
-    if (direct_codes()) {
-      const int32_t lo = codes_->type == QuantType::u8 ? 0 : -128, hi = codes_->type == QuantType::u8 ? 255 : 127;
-#pragma omp parallel for num_threads(threads_) schedule(static)
-      for (int64_t blk = 0; blk < blocks; ++blk)
-        for (int64_t p = blk * kBlockPixels; p < std::min(pixels, (blk + 1) * kBlockPixels); ++p)
-          for (size_t i = 0; i < channels_.size(); ++i)
-            affine_codes_avx512(static_cast<const float*>(args.inputs[kFirstX + i]) + p * channels_[i],
-                                scale_.data() + offsets_[i], shift_.data() + offsets_[i], y + p * c_ + offsets_[i],
-                                channels_[i], relu_inline_, inv_scale, lo, hi);
-      return;
-    }
-#pragma omp parallel for num_threads(threads_) schedule(static)
-    for (int64_t blk = 0; blk < blocks; ++blk) {
-      float* block = scratch + static_cast<int64_t>(omp_get_thread_num()) * kBlockPixels * c_;
-      const int64_t p0 = blk * kBlockPixels, p1 = std::min(pixels, p0 + kBlockPixels);
-      for (int64_t p = p0; p < p1; ++p)
-        for (size_t i = 0; i < channels_.size(); ++i) {
-          const float* x = static_cast<const float*>(args.inputs[kFirstX + i]) + p * channels_[i];
-          affine(x, scale_.data() + offsets_[i], shift_.data() + offsets_[i], block + (p - p0) * c_ + offsets_[i], channels_[i]);
-        }
-      if (!relu_inline_) cpu::apply_activation(isa_, post_, block, (p1 - p0) * c_);
-      cpu::quantize_to_codes(block, y + p0 * c_, (p1 - p0) * c_, inv_scale, codes_->type, 1);
-    }
-  }
-
-  bool direct_codes() const { return isa_ == CpuIsa::avx512 && (relu_inline_ || post_.empty()); }
 
   // One output channel plane at a time.
   void run_nchw(const KernelArgs& args, float* y) const {
@@ -229,10 +316,15 @@ class ConcatAffineKernel final : public Kernel {
   PostOps post_;
   bool relu_inline_ = false;
   bool nhwc_ = true;
-  std::optional<QuantParams> codes_;  // set: the NHWC output is written as these codes
+  Sink sink_ = Sink::f32;
+  bool direct_ = false;  // bf16/codes written by the rows themselves (ReLU or no activation)
+  QuantParams codes_;
+  CodeRange range_;
   int threads_ = 1;
   int64_t n_ = 0, c_ = 0, plane_ = 0;
   std::vector<int64_t> channels_, offsets_;  // per input: its channels and where they start in Y
+  std::vector<bool> bf16_in_;                // per input: read as bfloat16
+  std::vector<Row> to_sink_;                 // per input: the row function
   std::vector<float> scale_, shift_;
   Layout out_layout_;
 };

@@ -41,6 +41,15 @@ int64_t channel_block(const ValueDesc& v) {
 
 Layout nhwc_layout(const Shape& shape, int threads) { return onednn::layout_of(nhwc_desc(shape), shape, threads); }
 
+Layout nhwc_bf16_layout(const Shape& shape, int threads) {
+  return onednn::layout_of(onednn::retyped(nhwc_desc(shape), dnnl::memory::data_type::bf16), shape, threads);
+}
+
+bool is_nhwc_bf16(const ValueDesc& v) {
+  if (v.shape.size() != 4 || !onednn::is_onednn(v) || onednn::check_value(v, "value")) return false;
+  return onednn::value_desc(v) == onednn::retyped(nhwc_desc(v.shape), dnnl::memory::data_type::bf16);
+}
+
 Layout nhwc_codes_layout(const Shape& shape, int threads, const QuantParams& q) {
   const auto type = q.type == QuantType::u8 ? dnnl::memory::data_type::u8 : dnnl::memory::data_type::s8;
   return onednn::layout_of(onednn::retyped(nhwc_desc(shape), type), shape, threads, q.scale);

@@ -24,5 +24,9 @@ int64_t channel_block(const ValueDesc& v);
 Layout nhwc_layout(const Shape& shape, int threads);
 // The same holding u8/s8 codes of real = q.scale * code (what an int8 conv reads without converting).
 Layout nhwc_codes_layout(const Shape& shape, int threads, const QuantParams& q);
+// The same holding bfloat16 (what a bf16 conv writes and reads).
+Layout nhwc_bf16_layout(const Shape& shape, int threads);
+// Whether a 4-D value is in that bfloat16 NHWC layout.
+bool is_nhwc_bf16(const ValueDesc& v);
 
 }  // namespace kiln::cpu

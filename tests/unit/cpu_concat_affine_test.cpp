@@ -8,8 +8,10 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstring>
 
 #include "kernels/cpu/isa.h"
+#include "kernels/precision.h"
 #include "kernels/quantization.h"
 #include "tests/support/isa_cap.h"
 #include "tests/support/plan_builder.h"
@@ -132,6 +134,100 @@ TEST_CASE("ConcatAffine writes int8 codes where its output has an int8_output sc
         CHECK(diff > 0);  // codes, not floats
       }
     }
+  }
+}
+
+// bf16 convs (AMX/AVX512_BF16) write bfloat16 NHWC: the kernel reads it as it is (before, each input was
+// converted to plain float32 and the kernel ran on NCHW), and with bf16_output (mixed_precision_bf16:
+// its readers are bf16 convs) writes bfloat16 NHWC, rounded to nearest even from the float32 result.
+// Compared through the engine's conversions to plain with the reference executor (float32 convs): the
+// producers' bf16 error, a few bf16 steps at most.
+TEST_CASE("ConcatAffine reads bfloat16 NHWC inputs and writes bfloat16 where asked", "[cpu][concat_affine][bf16]") {
+  if (!cpu_has_bf16_compute()) {
+    WARN("oneDNN has no bf16 convolutions on this CPU: nothing writes bfloat16 NHWC here");
+    return;
+  }
+  for (CpuIsa isa : {CpuIsa::avx512, CpuIsa::portable}) {
+    if (!cpu_isa_available(isa)) continue;
+    for (const char* act : {"relu", "sigmoid"})
+      for (bool bf16_output : {false, true}) {
+        INFO(cpu_isa_name(isa) << ", " << act << (bf16_output ? ", bf16 output" : ", float32 output"));
+        Builder b;
+        std::vector<int> in = {b.weight({96}, 1.5f), b.weight({96}, 0.5f)};
+        for (int64_t ci : {64, 32}) {
+          const int x = b.input({2, ci, 7, 9});
+          in.push_back(b.op(OpKind::Conv, {}, {x, b.weight({ci, ci, 1, 1}, 0.3f), b.weight({ci})}));
+        }
+        Attrs a;
+        a.set("activation", std::string(act));
+        if (bf16_output) a.set(std::string(kBf16OutputAttr), int64_t{1});
+        b.output(b.op(OpKind::ConcatAffine, a, in));
+        for (PlanStep& step : b.plan.steps)
+          if (step.op == OpKind::Conv) precision_to_attrs(Precision::bf16, step.attrs);
+        auto ref = execute_reference(b.plan, b.inputs);
+        REQUIRE(ref);
+        const IsaCap cap(isa);
+        auto engine = Engine::create(b.plan, {2, nullptr});
+        REQUIRE(engine);
+        INFO(describe_steps(**engine));
+        std::string layout;
+        int conversions = 0;
+        for (const EngineStep& st : (*engine)->steps()) {
+          if (st.op == "ConcatAffine") layout = st.output_layout;
+          conversions += st.op == "ToPlain" && st.node.rfind("ConcatAffine", 0) != 0;
+        }
+        CHECK(conversions == 0);  // the convs' bf16 outputs are read as they are
+        CHECK(layout == (bf16_output ? "onednn:acdb:bf16" : "onednn:acdb"));
+        auto got = (*engine)->run(b.inputs);
+        REQUIRE(got);
+        const Tensor& want = ref->outputs[0];
+        double diff = 0;
+        for (int64_t i = 0; i < want.numel(); ++i)
+          diff = std::max(diff, std::fabs(static_cast<double>(got->at(0).data<float>()[i]) - want.data<float>()[i]));
+        INFO("max|diff| " << diff << " of max|ref| " << max_abs(want));
+        CHECK(diff <= 0.02 * max_abs(want));
+      }
+  }
+}
+
+// Rounding to bfloat16 is the float32 result rounded to nearest even: with float32 producers, the
+// bf16 output equals the reference's values rounded so (up to one step where fma and the reference's
+// multiply-then-add round differently).
+TEST_CASE("ConcatAffine's bfloat16 output is the float32 result rounded to nearest even", "[cpu][concat_affine][bf16]") {
+  for (CpuIsa isa : {CpuIsa::avx512, CpuIsa::portable}) {
+    if (!cpu_isa_available(isa)) continue;
+    INFO(cpu_isa_name(isa));
+    Builder b;
+    std::vector<int> in = {b.weight({40}, 1.5f), b.weight({40}, 0.5f)};
+    for (int64_t ci : {24, 16}) {
+      const int x = b.input({1, ci, 5, 5});
+      in.push_back(b.op(OpKind::Conv, {}, {x, b.weight({ci, ci, 1, 1}, 0.3f), b.weight({ci})}));
+    }
+    Attrs a;
+    a.set("activation", std::string("relu"));
+    a.set(std::string(kBf16OutputAttr), int64_t{1});
+    b.output(b.op(OpKind::ConcatAffine, a, in));
+    auto ref = execute_reference(b.plan, b.inputs);
+    REQUIRE(ref);
+    const IsaCap cap(isa);
+    auto engine = Engine::create(b.plan, {2, nullptr});
+    REQUIRE(engine);
+    auto got = (*engine)->run(b.inputs);
+    REQUIRE(got);
+    const Tensor& want = ref->outputs[0];
+    int64_t off_by_more = 0, exact = 0;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      const float w = want.data<float>()[i], g = got->at(0).data<float>()[i];
+      uint32_t bits;
+      std::memcpy(&bits, &w, sizeof bits);
+      const uint32_t rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000u;
+      float r;
+      std::memcpy(&r, &rounded, sizeof r);
+      exact += g == r;
+      off_by_more += std::fabs(g - r) > std::fabs(r) * (1.0f / 128.0f);
+    }
+    CHECK(off_by_more == 0);
+    CHECK(exact >= want.numel() * 99 / 100);
   }
 }
 

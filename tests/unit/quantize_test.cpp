@@ -289,6 +289,47 @@ TEST_CASE("quantize_int8 lets a BatchNorm+ReLU read only by int8 convs write cod
   for (const Node& n : kept.nodes) CHECK_FALSE(quant_params_from_attrs(n.attrs, "output").value());
 }
 
+// The same for bf16: the ConcatAffine read only by bf16 conv "c" writes bfloat16 (bf16_output), and
+// the plan agrees with the reference at bf16 accuracy; with c kept in fp32 it writes float32.
+TEST_CASE("mixed_precision_bf16 lets a BatchNorm+ReLU read only by bf16 convs write bfloat16", "[quantize][passes]") {
+  PassRunOptions options;
+  std::ostringstream log;
+  options.log = &log;
+  Graph g = dense_layer_graph();
+  const Graph original = g;
+  REQUIRE(run_passes(g, {"fuse_activation", "fuse_concat_affine", "mixed_precision_bf16"}, options));
+  CHECK_THAT(log.str(), Catch::Contains("1 BatchNorm+ReLU writing bf16"));
+  const auto affine = std::find_if(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.op == OpKind::ConcatAffine; });
+  REQUIRE(affine != g.nodes.end());
+  CHECK(affine->attrs.get_int(std::string(kBf16OutputAttr), 0).value() == 1);
+  CHECK(precision_from_attrs(affine->attrs).value() == Precision::fp32);  // its arithmetic stays float32
+
+  auto engine = Engine::create(graph_to_plan(g), {2, nullptr});
+  REQUIRE(engine);
+  if (cpu_has_bf16_compute() && cpu_isa_available(CpuIsa::avx512)) {
+    std::string layout;
+    for (const EngineStep& st : (*engine)->steps())
+      if (st.op == "ConcatAffine") layout = st.output_layout;
+    CHECK(layout == "onednn:acdb:bf16");
+  }
+  const std::vector<Tensor> inputs = {GraphBuilder::random({2, 3, 8, 8}, 21)};
+  auto got = (*engine)->run(inputs);
+  REQUIRE(got);
+  auto want = execute_reference(graph_to_plan(original), inputs);
+  REQUIRE(want);
+  double dot = 0, gg = 0, ww = 0;
+  for (int64_t i = 0; i < want->outputs[0].numel(); ++i) {
+    const double x = got->at(0).data<float>()[i], y = want->outputs[0].data<float>()[i];
+    dot += x * y, gg += x * x, ww += y * y;
+  }
+  CHECK(dot / std::sqrt(gg * ww) >= 0.9999);
+
+  Graph kept = dense_layer_graph();
+  options.keep_fp32 = {"c_node"};
+  REQUIRE(run_passes(kept, {"fuse_activation", "fuse_concat_affine", "mixed_precision_bf16"}, options));
+  for (const Node& n : kept.nodes) CHECK(n.attrs.get_int(std::string(kBf16OutputAttr), 0).value() == 0);
+}
+
 TEST_CASE("quantize_int8 keeps the named layers in fp32 and refuses unknown ones", "[quantize][passes]") {
   const CalibrationSet set = random_set(2, {3, 8, 8}, 11);
   Int8Options int8;
