@@ -222,8 +222,11 @@ bool concat_features(const PlanView& v, const PlanStep& s, Measurement& m, doubl
 }
 
 // ConcatAffine (the sweep's concat_affine): the channel Concat of its activation inputs (2.. after
-// scale and shift), normalized into its output; `kernel` counts the inputs.
-bool concat_affine_features(const PlanView& v, const PlanStep& s, Measurement& m) {
+// scale and shift), normalized into its output; `kernel` counts the inputs. Bytes as it moves them:
+// each input at the element size of the layout it is read in (bfloat16 from bf16 convs), the output at
+// `out_element_bytes` (bfloat16 or int8 codes for bf16/int8 readers; the sweep times float32 only).
+bool concat_affine_features(const PlanView& v, const PlanStep& s, Measurement& m,
+                            const std::vector<std::string>& slot_layout, double out_element_bytes) {
   const Shape y = v.shape(output(s));
   if (y.size() != 4 || s.inputs.size() < 3) return false;
   const int64_t parts = static_cast<int64_t>(s.inputs.size()) - 2;
@@ -232,7 +235,10 @@ bool concat_affine_features(const PlanView& v, const PlanStep& s, Measurement& m
   m.in_c = y[1] / parts;
   m.kernel_h = m.kernel_w = parts;
   m.macs = static_cast<double>(shape_numel(y));
-  m.bytes = 4.0 * 2.0 * m.macs;
+  m.bytes = out_element_bytes * m.macs;
+  for (size_t i = 2; i < s.inputs.size(); ++i)
+    if (const int slot = s.inputs[i]; slot >= 0)
+      m.bytes += static_cast<double>(v.numel(slot)) * layout_element_bytes(slot_layout[static_cast<size_t>(slot)]);
   return true;
 }
 
@@ -364,7 +370,12 @@ std::vector<StepFeatures> plan_features(const Plan& plan, const std::vector<Engi
       case OpKind::DepthFirstConv: mapped = depth_first_features(v, s, m, f.weight_bytes, f.epilogue_ops); break;
       case OpKind::Add: mapped = add_features(v, s, m); break;
       case OpKind::Concat: mapped = concat_features(v, s, m, out_bytes); break;
-      case OpKind::ConcatAffine: mapped = concat_affine_features(v, s, m); break;
+      case OpKind::ConcatAffine:
+        // Float32 arithmetic, stored as its readers take it: priced from the sweep's points that write
+        // the same (bfloat16 for bf16 convs, u8 codes for int8 ones).
+        m.dtype = layout_dtype(e.output_layout);
+        mapped = concat_affine_features(v, s, m, slot_layout, out_bytes);
+        break;
       case OpKind::ElementwiseChain: mapped = chain_features(v, s, m, out_bytes); break;
       default: break;
     }

@@ -288,7 +288,11 @@ Graph sweep_graph(const SweepShape& s) {
       // Positive variances: the weights are uniform in [-scale, scale), so shift them up.
       for (float& v : std::span(b.g.initializers[var].data<float>(), static_cast<size_t>(s.out_c))) v += 1.0f;
       const ValueId bn = b.node(OpKind::BatchNormalization, "bn", {joined, scale, bias, mean, var});
-      b.g.outputs.push_back(b.node(OpKind::Relu, "relu", {bn}));
+      // Read by a depthwise conv (not timed), as DenseNet's are by a conv: in bf16 and int8 it then
+      // writes what that conv reads (bfloat16, u8 codes) and reads the bf16 producers' output as is.
+      SweepShape read = s;
+      read.in_c = s.out_c;
+      b.g.outputs.push_back(depthwise(b, read, b.node(OpKind::Relu, "relu", {bn}), kSweepReaderNode));
       break;
     }
     case SweepOp::concat: {

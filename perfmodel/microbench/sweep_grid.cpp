@@ -401,7 +401,8 @@ std::string sweep_op_name(SweepOp op) {
 }
 
 bool sweep_op_has_precisions(SweepOp op) {
-  return op == SweepOp::conv || op == SweepOp::depthwise_conv || op == SweepOp::gemm || op == SweepOp::maxpool;
+  return op == SweepOp::conv || op == SweepOp::depthwise_conv || op == SweepOp::gemm || op == SweepOp::maxpool ||
+         op == SweepOp::concat_affine;
 }
 
 int64_t sweep_out_h(const SweepShape& s) {

@@ -10,6 +10,7 @@
 #include "compilers/lower/to_plan.h"
 #include "compilers/passes/pass_runner.h"
 #include "compilers/passes/pipeline.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/engine.h"
 #include "kernels/precision.h"
 #include "kernels/quantization.h"
@@ -23,11 +24,18 @@ using namespace kiln::perf;
 namespace {
 
 // A sweep shape's graph through the fp32 sweep pipeline, as a plan.
-Plan compiled_sweep(const SweepShape& shape) {
+Plan compiled_sweep(const SweepShape& shape, const std::string& dtype = "f32") {
   Graph g = sweep_graph(shape);
   PassRunOptions options;
   options.check_numerics = false;
-  REQUIRE(run_passes(g, sweep_pipeline("f32"), options));
+  CalibrationSet calibration;
+  for (ValueId in : g.inputs) {
+    Shape sample = sym_shape_concrete(g.value(in).type.shape);
+    sample[0] = 1;
+    calibration.inputs.push_back(sweep_random_tensor(sample, 7));
+  }
+  options.int8.calibration = &calibration;
+  REQUIRE(run_passes(g, sweep_pipeline(dtype), options));
   return graph_to_plan(g);
 }
 
@@ -167,6 +175,22 @@ TEST_CASE("plan features of fused blocks: ConcatAffine and a depth-first block i
     CHECK(s.m.bytes == Approx(sweep_bytes(joined, 4)));
   }
   CHECK(found);
+  // In bf16 and int8 it writes what its conv reads (bfloat16, u8 codes), reading the bf16 producers'
+  // bfloat16 or the int8 producers' float32: priced in that dtype at the bytes it moves.
+  if (cpu_has_bf16_compute() && cpu_isa_available(CpuIsa::avx512)) {
+    const double elements = sweep_macs(joined);
+    for (const auto& [dtype, bytes_per_element] : {std::pair<std::string, double>{"bf16", 2.0 + 2.0}, {"int8", 4.0 + 1.0}}) {
+      INFO(dtype);
+      bool priced = false;
+      for (const StepFeatures& s : features_of(compiled_sweep(joined, dtype))) {
+        if (s.op != "ConcatAffine") continue;
+        priced = true;
+        CHECK(s.m.dtype == dtype);
+        CHECK(s.m.bytes == Approx(elements * bytes_per_element));
+      }
+      CHECK(priced);
+    }
+  }
 
   // Depth-first fusion runs on AVX-512 only and needs an intermediate past the caches.
   SweepShape block{SweepOp::depth_first, 32, 16, 24, 56, 56, 3, 2, 1};
