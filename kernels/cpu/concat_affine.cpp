@@ -17,8 +17,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
+#include "kernels/core/half.h"
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/pixel_order.h"
@@ -52,7 +52,8 @@ KILN_AVX512 inline __m512 load16(const uint16_t* p, __mmask16 m) {  // bfloat16:
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
 }
 
-// float32 -> bfloat16, rounded to nearest even (as oneDNN's reorder); a NaN stays a (quiet) NaN.
+// float32 -> bfloat16, rounded to nearest even (as oneDNN's reorder and BFloat16::from_float); a NaN
+// stays a (quiet) NaN.
 KILN_AVX512 inline __m256i to_bf16(__m512 y) {
   const __m512i bits = _mm512_castps_si512(y);
   const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
@@ -85,22 +86,12 @@ KILN_AVX512 void row_avx512(const void* src_v, const float* scale, const float* 
   }
 }
 
-inline float bf16_to_f32(uint16_t h) {
-  const uint32_t bits = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-inline uint16_t f32_to_bf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, sizeof bits);
-  if (std::isnan(f)) return static_cast<uint16_t>((bits >> 16) | 0x40);
-  return static_cast<uint16_t>((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);
-}
-
 inline float load1(const float* p) { return *p; }
-inline float load1(const uint16_t* p) { return bf16_to_f32(*p); }
+inline float load1(const uint16_t* p) {
+  BFloat16 h;
+  h.bits = *p;
+  return static_cast<float>(h);
+}
 
 template <typename In, Sink kOut>
 void row_portable(const void* src_v, const float* scale, const float* shift, void* dst, int64_t count, bool relu,
@@ -112,7 +103,7 @@ void row_portable(const void* src_v, const float* scale, const float* shift, voi
     if constexpr (kOut == Sink::f32) {
       static_cast<float*>(dst)[i] = y;
     } else if constexpr (kOut == Sink::bf16) {
-      static_cast<uint16_t*>(dst)[i] = f32_to_bf16(y);
+      static_cast<uint16_t*>(dst)[i] = BFloat16::from_float(y);
     } else {
       const float v = std::nearbyint(y * codes.inv_scale);
       const float c = std::isnan(v) ? static_cast<float>(codes.lo)
@@ -291,7 +282,7 @@ class ConcatAffineKernel final : public Kernel {
           cpu::quantize_to_codes(block, out + p0 * c_, count, range_.inv_scale, codes_.type, 1);
         } else {
           auto* y = reinterpret_cast<uint16_t*>(out) + p0 * c_;
-          for (int64_t e = 0; e < count; ++e) y[e] = f32_to_bf16(block[e]);
+          for (int64_t e = 0; e < count; ++e) y[e] = BFloat16::from_float(block[e]);
         }
       }
     }

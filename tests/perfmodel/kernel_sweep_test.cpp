@@ -13,6 +13,29 @@
 using namespace kiln;
 using namespace kiln::perf;
 
+namespace {
+
+// The shape's sweep graph compiled as the sweep compiles `dtype` (int8 calibrated on one seeded
+// sample per input), on a one-thread Engine.
+std::unique_ptr<Engine> compiled_sweep_engine(const SweepShape& shape, const std::string& dtype) {
+  Graph g = sweep_graph(shape);
+  CalibrationSet calibration;
+  for (ValueId in : g.inputs) {
+    Shape sample = sym_shape_concrete(g.value(in).type.shape);
+    sample[0] = 1;
+    calibration.inputs.push_back(sweep_random_tensor(sample, 7));
+  }
+  PassRunOptions options;
+  options.check_numerics = false;
+  options.int8.calibration = &calibration;
+  REQUIRE(run_passes(g, sweep_pipeline(dtype), options));
+  auto engine = Engine::create(graph_to_plan(g), {1, nullptr});
+  REQUIRE(engine);
+  return std::move(*engine);
+}
+
+}  // namespace
+
 TEST_CASE("a sweep graph is producer + op (+ ReLU) and compiles without depth-first fusion", "[perfmodel][sweep]") {
   const SweepShape conv{SweepOp::conv, 1, 16, 32, 14, 14, 3, 2, 1};
   const Graph g = sweep_graph(conv);
@@ -46,17 +69,9 @@ TEST_CASE("int8 sweep convs read u8 and are keyed so, signed_input ones read s8,
   signed_conv.signed_input = true;
   // What the conv reads is what the producer's step writes, once compiled as the int8 sweep compiles it.
   for (const SweepShape& shape : {conv, signed_conv}) {
-    Graph g = sweep_graph(shape);
-    CalibrationSet calibration;
-    calibration.inputs.push_back(sweep_random_tensor({1, 16, 14, 14}, 7));
-    PassRunOptions options;
-    options.check_numerics = false;
-    options.int8.calibration = &calibration;
-    REQUIRE(run_passes(g, sweep_pipeline("int8"), options));
-    auto engine = Engine::create(graph_to_plan(g), {1, nullptr});
-    REQUIRE(engine);
+    const auto engine = compiled_sweep_engine(shape, "int8");
     std::string producer_layout;
-    for (const EngineStep& s : (*engine)->steps())
+    for (const EngineStep& s : engine->steps())
       if (s.node.rfind(kSweepProducerNode, 0) == 0) producer_layout = s.output_layout;
     INFO(producer_layout);
     CHECK(producer_layout.find(shape.signed_input ? ":s8" : ":u8") != std::string::npos);
@@ -88,17 +103,9 @@ TEST_CASE("a sweep max pool runs on codes as in a model, its reader not timed", 
   SweepShape pool{SweepOp::maxpool, 2, 32, 32, 28, 28, 3, 2, 1};
   for (const char* dtype : {"f32", "bf16", "int8"}) {
     INFO(dtype);
-    Graph g = sweep_graph(pool);
-    CalibrationSet calibration;
-    calibration.inputs.push_back(sweep_random_tensor({1, 32, 28, 28}, 7));
-    PassRunOptions options;
-    options.check_numerics = false;
-    options.int8.calibration = &calibration;
-    REQUIRE(run_passes(g, sweep_pipeline(dtype), options));
-    auto engine = Engine::create(graph_to_plan(g), {1, nullptr});
-    REQUIRE(engine);
+    const auto engine = compiled_sweep_engine(pool, dtype);
     int timed = 0, readers = 0;
-    for (const EngineStep& s : (*engine)->steps()) {
+    for (const EngineStep& s : engine->steps()) {
       if (s.node.rfind(kSweepReaderNode, 0) == 0) {
         readers += s.op == "Conv";  // and the conversion of its output to plain
         CHECK_FALSE(sweep_is_op_step(s));
@@ -123,18 +130,10 @@ TEST_CASE("a sweep max pool runs on codes as in a model, its reader not timed", 
 TEST_CASE("an int8 sweep conv reading float32 quantizes it in its own step", "[perfmodel][sweep]") {
   SweepShape conv{SweepOp::conv, 1, 64, 32, 14, 14, 1, 1, 0};
   conv.float_input = true;
-  Graph g = sweep_graph(conv);
-  CalibrationSet calibration;
-  for (ValueId in : g.inputs) calibration.inputs.push_back(sweep_random_tensor({1, 32, 14, 14}, 7));
-  PassRunOptions options;
-  options.check_numerics = false;
-  options.int8.calibration = &calibration;
-  REQUIRE(run_passes(g, sweep_pipeline("int8"), options));
-  auto engine = Engine::create(graph_to_plan(g), {1, nullptr});
-  REQUIRE(engine);
+  const auto engine = compiled_sweep_engine(conv, "int8");
   std::string read_layout;  // what the last producer step writes: the conv's input
   int timed = 0;
-  for (const EngineStep& s : (*engine)->steps()) {
+  for (const EngineStep& s : engine->steps()) {
     if (s.node.rfind(kSweepProducerNode, 0) == 0) read_layout = s.output_layout;
     if (!sweep_is_op_step(s)) continue;
     ++timed;

@@ -238,6 +238,22 @@ Graph dense_layer_graph() {
   return b.g;
 }
 
+// The cosine between the compiled plan's output and the fp32 reference of the `original` graph on one
+// seeded input of dense_layer_graph's shape.
+double cosine_to_reference(Engine& engine, const Graph& original) {
+  const std::vector<Tensor> inputs = {GraphBuilder::random({2, 3, 8, 8}, 21)};
+  auto got = engine.run(inputs);
+  REQUIRE(got);
+  auto want = execute_reference(graph_to_plan(original), inputs);
+  REQUIRE(want);
+  double dot = 0, gg = 0, ww = 0;
+  for (int64_t i = 0; i < want->outputs[0].numel(); ++i) {
+    const double x = got->at(0).data<float>()[i], y = want->outputs[0].data<float>()[i];
+    dot += x * y, gg += x * x, ww += y * y;
+  }
+  return dot / std::sqrt(gg * ww);
+}
+
 }  // namespace
 
 // The ConcatAffine's only reader is int8 conv "c": it writes u8 codes at the scale c reads them with,
@@ -270,17 +286,7 @@ TEST_CASE("quantize_int8 lets a BatchNorm+ReLU read only by int8 convs write cod
     if (st.op == "ConcatAffine") wrote_codes = st.output_layout.find(":u8*") != std::string::npos;
   // Where oneDNN's convs write NHWC (AVX-512; AVX2 picks channel blocks, read through plain floats).
   if (cpu_isa_available(CpuIsa::avx512)) CHECK(wrote_codes);
-  const std::vector<Tensor> inputs = {GraphBuilder::random({2, 3, 8, 8}, 21)};
-  auto got = (*engine)->run(inputs);
-  REQUIRE(got);
-  auto want = execute_reference(graph_to_plan(original), inputs);
-  REQUIRE(want);
-  double dot = 0, gg = 0, ww = 0;
-  for (int64_t i = 0; i < want->outputs[0].numel(); ++i) {
-    const double x = got->at(0).data<float>()[i], y = want->outputs[0].data<float>()[i];
-    dot += x * y, gg += x * x, ww += y * y;
-  }
-  CHECK(dot / std::sqrt(gg * ww) >= 0.999);
+  CHECK(cosine_to_reference(**engine, original) >= 0.999);
 
   Graph kept = dense_layer_graph();
   PassRunOptions keep = options;
@@ -312,17 +318,7 @@ TEST_CASE("mixed_precision_bf16 lets a BatchNorm+ReLU read only by bf16 convs wr
       if (st.op == "ConcatAffine") layout = st.output_layout;
     CHECK(layout == "onednn:acdb:bf16");
   }
-  const std::vector<Tensor> inputs = {GraphBuilder::random({2, 3, 8, 8}, 21)};
-  auto got = (*engine)->run(inputs);
-  REQUIRE(got);
-  auto want = execute_reference(graph_to_plan(original), inputs);
-  REQUIRE(want);
-  double dot = 0, gg = 0, ww = 0;
-  for (int64_t i = 0; i < want->outputs[0].numel(); ++i) {
-    const double x = got->at(0).data<float>()[i], y = want->outputs[0].data<float>()[i];
-    dot += x * y, gg += x * x, ww += y * y;
-  }
-  CHECK(dot / std::sqrt(gg * ww) >= 0.9999);
+  CHECK(cosine_to_reference(**engine, original) >= 0.9999);
 
   Graph kept = dense_layer_graph();
   options.keep_fp32 = {"c_node"};
