@@ -46,7 +46,7 @@ inline constexpr const char* kGemmAsConvKeyPrefix = "1x1conv ";
 // bf16 converts every element, u8 runs at float32's speed (2-4x slower; GoogLeNet bf16's 13 pools,
 // AMX Xeon, 1 thread: 2.0 vs 0.7 ms), float32 1.2-1.6x slower.
 inline constexpr const char* kPoolCodesKeyPrefix = "codes ";
-// The key prefix of int8 max pool points whose pool an int8 conv reads (since 2026-12-07). Before, the
+// The key prefix of int8 max pool points whose pool an int8 conv reads (since 2026-12-08). Before, the
 // pool's output left the sweep graph, so the pool ran on floats (oneDNN's pool after a dequantizing
 // producer): ResNet-18's stem pool at batch 8 priced 2.4 ms where the model's pool over codes took 0.5.
 inline constexpr const char* kPoolInt8CodesKeyPrefix = "read codes ";

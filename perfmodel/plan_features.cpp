@@ -224,7 +224,7 @@ bool concat_features(const PlanView& v, const PlanStep& s, Measurement& m, doubl
 // ConcatAffine (the sweep's concat_affine): the channel Concat of its activation inputs (2.. after
 // scale and shift), normalized into its output; `kernel` counts the inputs. Bytes as it moves them:
 // each input at the element size of the layout it is read in (bfloat16 from bf16 convs), the output at
-// `out_element_bytes` (bfloat16 or int8 codes for bf16/int8 readers; the sweep times float32 only).
+// `out_element_bytes` (bfloat16 or int8 codes for bf16/int8 readers, as the sweep's bf16/int8 points).
 bool concat_affine_features(const PlanView& v, const PlanStep& s, Measurement& m,
                             const std::vector<std::string>& slot_layout, double out_element_bytes) {
   const Shape y = v.shape(output(s));

@@ -16,7 +16,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cmath>
 
 #include "kernels/core/half.h"
 #include "kernels/cpu/activation.h"
@@ -38,7 +37,7 @@ constexpr int64_t kBlockPixels = 64;  // NHWC pixels per block: the activation r
 enum class Sink { f32, bf16, codes };
 struct CodeRange {
   float inv_scale = 1.0f;
-  int32_t lo = 0, hi = 255;
+  cpu::CodeBounds bounds;
 };
 
 // One run of channels: dst = act(src * scale + shift) for `count` values, act ReLU or none.
@@ -68,7 +67,7 @@ KILN_AVX512 void row_avx512(const void* src_v, const float* scale, const float* 
                             bool relu, CodeRange codes) {
   const In* src = static_cast<const In*>(src_v);
   const __m512 zero = _mm512_setzero_ps(), inv = _mm512_set1_ps(codes.inv_scale);
-  const __m512i lo = _mm512_set1_epi32(codes.lo), hi = _mm512_set1_epi32(codes.hi);
+  const __m512i lo = _mm512_set1_epi32(codes.bounds.lo), hi = _mm512_set1_epi32(codes.bounds.hi);
   for (int64_t i = 0; i < count; i += 16) {
     const int left = static_cast<int>(std::min<int64_t>(16, count - i));
     const __mmask16 mask = static_cast<__mmask16>(left == 16 ? 0xFFFF : (1u << left) - 1);
@@ -79,9 +78,8 @@ KILN_AVX512 void row_avx512(const void* src_v, const float* scale, const float* 
       _mm512_mask_storeu_ps(static_cast<float*>(dst) + i, mask, y);
     } else if constexpr (kOut == Sink::bf16) {
       _mm256_mask_storeu_epi16(static_cast<uint16_t*>(dst) + i, mask, to_bf16(y));
-    } else {  // round half to even, saturated: cpu/quantize_codes.h's codes
-      const __m512i q = _mm512_min_epi32(_mm512_max_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(y, inv)), lo), hi);
-      _mm_mask_storeu_epi8(static_cast<uint8_t*>(dst) + i, mask, _mm512_cvtepi32_epi8(q));
+    } else {
+      cpu::quantize16_avx512(y, inv, lo, hi, static_cast<uint8_t*>(dst) + i, mask);
     }
   }
 }
@@ -105,10 +103,7 @@ void row_portable(const void* src_v, const float* scale, const float* shift, voi
     } else if constexpr (kOut == Sink::bf16) {
       static_cast<uint16_t*>(dst)[i] = BFloat16::from_float(y);
     } else {
-      const float v = std::nearbyint(y * codes.inv_scale);
-      const float c = std::isnan(v) ? static_cast<float>(codes.lo)
-                                    : std::clamp(v, static_cast<float>(codes.lo), static_cast<float>(codes.hi));
-      static_cast<uint8_t*>(dst)[i] = static_cast<uint8_t>(static_cast<int32_t>(c));
+      static_cast<uint8_t*>(dst)[i] = cpu::quantize_one(y, codes.inv_scale, codes.bounds);
     }
   }
 }
@@ -220,7 +215,7 @@ class ConcatAffineKernel final : public Kernel {
     if (k->nhwc_ && codes) {
       k->sink_ = Sink::codes;
       k->codes_ = *codes;
-      k->range_ = {1.0f / codes->scale, codes->type == QuantType::u8 ? 0 : -128, codes->type == QuantType::u8 ? 255 : 127};
+      k->range_ = {1.0f / codes->scale, cpu::code_bounds(codes->type)};
       k->out_layout_ = cpu::nhwc_codes_layout(ys, k->threads_, *codes);
     } else if (k->nhwc_ && bf16_output) {
       k->sink_ = Sink::bf16;

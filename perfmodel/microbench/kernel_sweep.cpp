@@ -75,6 +75,20 @@ ValueId depthwise(Builder& b, const SweepShape& s, ValueId x, const std::string&
   return b.node(OpKind::Conv, name, {x, w}, a);
 }
 
+// DenseNet's layer start: Concat(parts) on channels -> BatchNormalization -> Relu (one ConcatAffine once
+// fused), its nodes and weights named with `prefix`.
+ValueId concat_norm_relu(Builder& b, const std::string& prefix, const std::vector<ValueId>& parts, int64_t channels) {
+  Attrs axis;
+  axis.set("axis", int64_t{1});
+  const ValueId joined = b.node(OpKind::Concat, prefix + "concat", parts, axis);
+  const ValueId scale = b.weight(prefix + "bn_scale", {channels}, 1.0f), bias = b.weight(prefix + "bn_bias", {channels}, 0.1f);
+  const ValueId mean = b.weight(prefix + "bn_mean", {channels}, 0.1f), var = b.weight(prefix + "bn_var", {channels}, 0.5f);
+  // Positive variances: the weights are uniform in [-scale, scale), so shift them up.
+  for (float& v : std::span(b.g.initializers[var].data<float>(), static_cast<size_t>(channels))) v += 1.0f;
+  const ValueId bn = b.node(OpKind::BatchNormalization, prefix + "bn", {joined, scale, bias, mean, var});
+  return b.node(OpKind::Relu, prefix + "relu", {bn});
+}
+
 ValueId producer(Builder& b, const SweepShape& s, const std::string& suffix = "", bool relu = false) {
   const ValueId y = depthwise(b, s, b.input("x" + suffix, {s.batch, s.in_c, s.h, s.w}), kSweepProducerNode + suffix);
   return relu ? b.node(OpKind::Relu, kSweepProducerNode + suffix + "_relu", {y}) : y;
@@ -179,14 +193,7 @@ Graph sweep_graph(const SweepShape& s) {
         // (stores before 2026-12-08: their int8 points timed no conversion).
         SweepShape half = s;
         half.in_c = s.in_c / 2;
-        Attrs axis;
-        axis.set("axis", int64_t{1});
-        const std::string name = kSweepProducerNode;
-        const ValueId joined = b.node(OpKind::Concat, name + "_concat", {producer(b, half), producer(b, half, "_b")}, axis);
-        const ValueId scale = b.weight(name + "_bn_scale", {s.in_c}, 1.0f), bias = b.weight(name + "_bn_bias", {s.in_c}, 0.1f);
-        const ValueId mean = b.weight(name + "_bn_mean", {s.in_c}, 0.1f), var = b.weight(name + "_bn_var", {s.in_c}, 0.5f);
-        for (float& v : std::span(b.g.initializers[var].data<float>(), static_cast<size_t>(s.in_c))) v += 1.0f;  // positive
-        x = b.node(OpKind::Relu, name + "_bn_relu", {b.node(OpKind::BatchNormalization, name + "_bn", {joined, scale, bias, mean, var})});
+        x = concat_norm_relu(b, std::string(kSweepProducerNode) + "_", {producer(b, half), producer(b, half, "_b")}, s.in_c);
         b.g.outputs.push_back(x);
       }
       if (x == kNoValue) x = producer(b, s, "", sweep_reads_u8(s));
@@ -280,19 +287,11 @@ Graph sweep_graph(const SweepShape& s) {
     case SweepOp::concat_affine: {
       std::vector<ValueId> parts;
       for (int64_t i = 0; i < s.kernel; ++i) parts.push_back(producer(b, s, "_" + std::to_string(i)));
-      Attrs axis;
-      axis.set("axis", int64_t{1});
-      const ValueId joined = b.node(OpKind::Concat, "concat", parts, axis);
-      const ValueId scale = b.weight("bn_scale", {s.out_c}, 1.0f), bias = b.weight("bn_bias", {s.out_c}, 0.1f);
-      const ValueId mean = b.weight("bn_mean", {s.out_c}, 0.1f), var = b.weight("bn_var", {s.out_c}, 0.5f);
-      // Positive variances: the weights are uniform in [-scale, scale), so shift them up.
-      for (float& v : std::span(b.g.initializers[var].data<float>(), static_cast<size_t>(s.out_c))) v += 1.0f;
-      const ValueId bn = b.node(OpKind::BatchNormalization, "bn", {joined, scale, bias, mean, var});
       // Read by a depthwise conv (not timed), as DenseNet's are by a conv: in bf16 and int8 it then
       // writes what that conv reads (bfloat16, u8 codes) and reads the bf16 producers' output as is.
       SweepShape read = s;
       read.in_c = s.out_c;
-      b.g.outputs.push_back(depthwise(b, read, b.node(OpKind::Relu, "relu", {bn}), kSweepReaderNode));
+      b.g.outputs.push_back(depthwise(b, read, concat_norm_relu(b, "", parts, s.out_c), kSweepReaderNode));
       break;
     }
     case SweepOp::concat: {
