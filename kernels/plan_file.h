@@ -16,7 +16,8 @@
 
 namespace kiln {
 
-inline constexpr uint32_t kPlanFileVersion = 1;
+// 2: MatMul's input 2 is its bias and its residual input 3 (version 1 had the residual at 2).
+inline constexpr uint32_t kPlanFileVersion = 2;
 
 struct PlanFileInfo {
   std::string producer;  // "kiln 0.1.0"

@@ -9,8 +9,8 @@ namespace kiln {
 int fused_residual_input(OpKind op) {
   switch (op) {
     case OpKind::Conv: return 3;
-    case OpKind::Gemm: return 3;
-    case OpKind::MatMul: return 2;
+    case OpKind::Gemm:
+    case OpKind::MatMul: return 3;
     default: return -1;
   }
 }

@@ -3,7 +3,7 @@
 // record them as node attributes; every backend reads them through post_ops_from_attrs, so the
 // reference kernels and the fast kernels agree on one meaning.
 //   attributes: "activation" (string, see activation_name), "activation_alpha", "activation_beta"
-//   residual:   the op's last optional input (Conv: input 3, Gemm: input 3, MatMul: input 2)
+//   residual:   the op's last optional input (input 3 of Conv, Gemm and MatMul)
 #pragma once
 
 #include <optional>
@@ -16,7 +16,7 @@ namespace kiln {
 
 enum class Activation { none, relu, clip, leaky_relu, sigmoid, silu, hard_swish, hard_sigmoid, gelu_erf, tanh, elu };
 
-// The input a fused residual takes: Conv and Gemm 3, MatMul 2; -1 for ops without one.
+// The input a fused residual takes: Conv, Gemm and MatMul 3; -1 for ops without one.
 int fused_residual_input(OpKind op);
 
 std::string_view activation_name(Activation act);  // "relu", "clip", ...

@@ -136,16 +136,6 @@ std::vector<std::string> refs(ExportContext& ctx, const std::vector<ValueId>& id
 
 // ---- fused epilogues (kernels/post_ops.h): y = act(op(x) + residual) ----
 
-// Where a compute op keeps its fused residual; -1: it has none.
-int residual_index(OpKind op) {
-  switch (op) {
-    case OpKind::Conv:
-    case OpKind::Gemm: return 3;
-    case OpKind::MatMul: return 2;
-    default: return -1;
-  }
-}
-
 // Writes the ONNX ops computing activation `p` from x into y.
 void export_activation(ExportContext& ctx, const std::string& base, const PostOps& p, const std::string& x,
                        const std::string& y) {
@@ -190,16 +180,19 @@ void export_activation(ExportContext& ctx, const std::string& base, const PostOp
   }
 }
 
-// Any op, with what kiln fused into it written back out: op -> Add(residual) -> activation, and
+// Any op, with what kiln fused into it written back out: op -> Add(bias: MatMul's) -> Add(residual) -> activation, and
 // for precision="int8" the QDQ around it. precision="bf16" is written as the fp32 op: bf16 is how
 // kiln's fast kernels compute it, not part of the model.
 Status export_with_epilogue(ExportContext& ctx, const Node& node, std::initializer_list<std::string_view> skip = {}) {
   KILN_ASSIGN(post, post_ops_from_attrs(node.attrs));
   KILN_ASSIGN(precision, precision_from_attrs(node.attrs));
-  const int r = residual_index(node.op);
+  const int r = fused_residual_input(node.op);
   const bool has_residual = r >= 0 && static_cast<size_t>(r) < node.inputs.size() && node.inputs[static_cast<size_t>(r)] != kNoValue;
+  // MatMul's bias (input 2) is kiln's: ONNX's MatMul takes A and B, then an Add.
+  const bool has_bias = node.op == OpKind::MatMul && node.inputs.size() > 2 && node.inputs[2] != kNoValue;
   const bool int8 = precision == Precision::int8;
-  const size_t count = r >= 0 ? std::min(static_cast<size_t>(r), node.inputs.size()) : node.inputs.size();
+  const size_t onnx_inputs = node.op == OpKind::MatMul ? 2 : r >= 0 ? static_cast<size_t>(r) : node.inputs.size();
+  const size_t count = std::min(onnx_inputs, node.inputs.size());
   std::vector<std::string> inputs;
   // An int8 node reads X and W through QDQ (below), not the float values themselves.
   for (size_t i = 0; i < count; ++i) inputs.push_back(int8 && i < 2 ? std::string() : ctx.ref(node.inputs[i]));
@@ -218,12 +211,12 @@ Status export_with_epilogue(ExportContext& ctx, const Node& node, std::initializ
   }
   std::vector<std::string> outputs = refs(ctx, node.outputs, node.outputs.size());
   while (!outputs.empty() && outputs.back().empty()) outputs.pop_back();
-  const bool has_epilogue = has_residual || !post.empty() || out_q.has_value();
+  const bool has_epilogue = has_bias || has_residual || !post.empty() || out_q.has_value();
   KILN_REQUIRE(!has_epilogue || outputs.size() == 1, invalid_argument, "a fused epilogue on an op with ",
                outputs.size(), " outputs");
   const std::string final_name = outputs.empty() ? std::string() : outputs[0];
   // Each stage writes a fresh value, the last one the node's own output.
-  int stages = (has_residual ? 1 : 0) + (post.empty() ? 0 : 1) + (out_q ? 1 : 0);
+  int stages = (has_bias ? 1 : 0) + (has_residual ? 1 : 0) + (post.empty() ? 0 : 1) + (out_q ? 1 : 0);
   auto next = [&](const std::string& what) {
     return --stages == 0 ? final_name : ctx.fresh_value(final_name + "/" + what);
   };
@@ -232,6 +225,11 @@ Status export_with_epilogue(ExportContext& ctx, const Node& node, std::initializ
   if (!outputs.empty()) outputs[0] = cur;
   onnx::NodeProto& n = ctx.add_node(std::string(op_name(node.op)), node.name, trimmed(std::move(inputs)), outputs);
   write_attrs(n, node, skip);
+  if (has_bias) {
+    const std::string y = next("bias_add");
+    ctx.add_node("Add", node.name + "/bias_add", {cur, ctx.ref(node.inputs[2])}, {y});
+    cur = y;
+  }
   if (has_residual) {
     const std::string y = next("residual_add");
     ctx.add_node("Add", node.name + "/residual_add", {cur, ctx.ref(node.inputs[static_cast<size_t>(r)])}, {y});

@@ -193,13 +193,27 @@ Status rule_constant(NodeImportContext& ctx, Node& node) {
   return Status::ok();
 }
 
+// Conv, Gemm and MatMul take kiln's fused inputs (bias of MatMul, residuals) past their ONNX ones.
+Status require_onnx_inputs(const Node& node, size_t most) {
+  KILN_REQUIRE(node.inputs.size() <= most, invalid_argument, "takes at most ", most, " inputs in ONNX, got ",
+               node.inputs.size());
+  return Status::ok();
+}
+
+Status rule_conv(NodeImportContext&, Node& node) { return require_onnx_inputs(node, 3); }
+Status rule_matmul(NodeImportContext&, Node& node) { return require_onnx_inputs(node, 2); }
+Status rule_gemm(NodeImportContext& ctx, Node& node) {
+  KILN_TRY(require_onnx_inputs(node, 3));
+  return rule_legacy_broadcast(ctx, node);
+}
+
 struct ImportRule {
   std::string_view onnx_op;
   Rule rule;
 };
 
 // Ops whose import needs more than a name lookup. One line each.
-constexpr std::array<ImportRule, 23> kRules = {{
+constexpr std::array<ImportRule, 25> kRules = {{
     {"Clip", rule_clip},                       // min/max attributes -> inputs (opset < 11)
     {"Slice", rule_slice},                     // starts/ends/axes attributes -> inputs (opset < 10)
     {"Squeeze", rule_axes_input_before_13},    // axes attribute -> input (opset < 13)
@@ -221,7 +235,9 @@ constexpr std::array<ImportRule, 23> kRules = {{
     {"Sub", rule_legacy_broadcast},            // opset < 7: broadcast/axis attributes
     {"Mul", rule_legacy_broadcast},            // opset < 7: broadcast/axis attributes
     {"Div", rule_legacy_broadcast},            // opset < 7: broadcast/axis attributes
-    {"Gemm", rule_legacy_broadcast},           // opset < 7: broadcast attribute
+    {"Gemm", rule_gemm},                       // opset < 7: broadcast attribute; ONNX's 3 inputs
+    {"Conv", rule_conv},                       // ONNX's 3 inputs (a 4th is kiln's fused residual)
+    {"MatMul", rule_matmul},                   // ONNX's 2 inputs (kiln's bias and residual follow)
     {"PRelu", rule_prelu},                     // opset < 7: per-channel slope
 }};
 

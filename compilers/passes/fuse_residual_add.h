@@ -1,6 +1,6 @@
 // fuse_residual_add: folds Add(a, b), where a is the output of a Conv, Gemm or MatMul, into that
 // op as its residual input (kernels/post_ops.h: y = act(op(x) + residual); Conv and Gemm take
-// it as input 3, MatMul as input 2). The op then writes the Add's output and moves to the Add's
+// it as input 3, MatMul too (after its bias)). The op then writes the Add's output and moves to the Add's
 // place in the node order, so b (computed before the Add) is ready; the Add disappears. When
 // both operands qualify, the op produced later is fused, the other one becoming the residual.
 // Run it before fuse_activation, so that Add → Relu ends as one op with residual and relu.

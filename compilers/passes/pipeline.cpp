@@ -13,6 +13,7 @@
 #include "compilers/passes/fuse_depth_first.h"
 #include "compilers/passes/fuse_elementwise_chain.h"
 #include "compilers/passes/fuse_layer_norm.h"
+#include "compilers/passes/fuse_matmul_bias.h"
 #include "compilers/passes/fuse_residual_add.h"
 #include "compilers/passes/merge_concats.h"
 #include "compilers/passes/mixed_precision_bf16.h"
@@ -38,6 +39,8 @@ constexpr std::array kPasses = {
              pass_prune_channels, false, false},
     PassInfo{"fuse_layer_norm", "rebuild LayerNormalization from its ReduceMean/Sub/Pow/Sqrt/Div(/Mul/Add) decomposition",
              pass_fuse_layer_norm},
+    PassInfo{"fuse_matmul_bias", "fold Add(MatMul output, constant vector of N) into the MatMul as its bias",
+             pass_fuse_matmul_bias},
     PassInfo{"fuse_residual_add", "fold Add(op output, same-shape value) into Conv/Gemm/MatMul as its residual",
              pass_fuse_residual_add},
     PassInfo{"fuse_activation", "fold the activation after Conv/Gemm/MatMul/BatchNormalization into its fused epilogue",

@@ -3,7 +3,7 @@
 // kernel faster than the dense one for that node's shapes.
 //   Gemm  Y[M,N] = A[M,K] x (alpha * B')[K,N] + beta * C   (transA 0; B constant; C absent, a
 //         scalar or one value per column, constant)
-//   MatMul Y[.., M, N] = A[.., M, K] x B[K, N]   (B constant 2-D; all leading rows as one M)
+//   MatMul Y[.., M, N] = A[.., M, K] x B[K, N] (+ bias[N])   (B constant 2-D; all leading rows as one M)
 //   Conv 1x1 (W [Co, Ci, 1, 1] constant, group 1, output spatial = input spatial: stride 1, no
 //         pad) on float32 plain NCHW or oneDNN NHWC (acdb, what its convolutions write here):
 //         NCHW is out[n][co][hw] = sum_ci W[co][ci] x[n][ci][hw]; NHWC is the Gemm form with
@@ -356,7 +356,11 @@ std::optional<std::string> matmul_checks(const KernelBuild& b) {
   if (auto why = check_constant_f32(b.inputs[1], "B")) return why;
   if (b.inputs[0].shape.size() < 2) return "A must have rank >= 2";
   if (b.inputs[1].shape.size() != 2) return "B must be 2-D";
-  if (given(b, 2)) return "a fused residual is not implemented";
+  if (given(b, 2)) {
+    if (auto why = check_constant_f32(b.inputs[2], "bias")) return why;
+    if (shape_numel(b.inputs[2].shape) != b.inputs[1].shape[1]) return "bias must have one value per output column";
+  }
+  if (given(b, 3)) return "a fused residual is not implemented";
   return std::nullopt;
 }
 
@@ -440,6 +444,10 @@ Result<std::unique_ptr<Kernel>> SparseGemmKernel::create(const KernelBuild& b, C
     const int64_t kk = a.back(), n = b.inputs[1].shape[1];
     k->s_ = csr_from_dense(wd, n, kk, 1, n, 1.0f);
     k->m_ = shape_numel(a) / kk;
+    if (given(b, 2)) {
+      const float* bias = b.inputs[2].constant->data<float>();
+      k->bias_.assign(bias, bias + n);
+    }
   }
   const int64_t nnz = static_cast<int64_t>(k->s_.val.size());
   for (int64_t part = 0, r = 0; part <= k->threads_; ++part) {

@@ -3,7 +3,7 @@
 // place (no copies). Gemm's C is a bias when it is a vector of N (the BIAS epilogue, ReLU fused in
 // RELU_BIAS) or cuBLASLt's C matrix when it is [M, N] (times beta); a fused residual is the C
 // matrix with beta 1. Activations other than ReLU run after, in place. MatMul takes A of any rank
-// >= 2 (leading dims folded into M) times a 2-D B.
+// >= 2 (leading dims folded into M) times a 2-D B, plus kiln's bias (input 2, a vector of N) as Gemm's.
 // Precision: fp32 computes with CUBLAS_COMPUTE_32F (no TF32), tf32 with _FAST_TF32, fp16 (bf16)
 // stores half (bfloat16) and accumulates in float.
 #include "kernels/cuda/cuda_kernel_support.h"
@@ -61,7 +61,13 @@ Result<GemmShape> gemm_shape(const KernelBuild& b) {
     g.k = a.back();
     g.m = shape_numel(a) / std::max<int64_t>(g.k, 1);
     g.n = w[1];
-    if (present(2)) g.residual_input = 2;
+    if (present(2)) {  // kiln's bias: a vector of N (fuse_matmul_bias)
+      KILN_REQUIRE(shape_numel(b.inputs[2].shape) == g.n, unsupported, "needs the bias as a vector of N = ", g.n,
+                   ", got ", shape_to_string(b.inputs[2].shape));
+      g.c_input = 2;
+      g.c_is_bias = true;
+    }
+    if (present(3)) g.residual_input = 3;
   }
   KILN_REQUIRE(g.m > 0 && g.n > 0 && g.k > 0, unsupported, "needs non-empty matrices");
   return g;

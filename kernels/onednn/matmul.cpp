@@ -5,9 +5,10 @@
 //     run (beta must then be 1). alpha != 1 with a non-constant B runs as a first linear
 //     post-op, which is exact only without C: that case is rejected.
 //   MatMul: numpy matmul, 1-D operands promoted, batch dims broadcast (oneDNN broadcasts dims of
-//     size 1 on either side); a constant B is prepacked.
-// Both: the fused epilogue (Gemm residual = input 3, MatMul residual = input 2) as sum then
-// eltwise post-ops; the residual is reordered into the output buffer before the primitive runs.
+//     size 1 on either side); a constant B is prepacked; kiln's bias (input 2, N values) is
+//     oneDNN's bias, so a GELU after it runs as the post-op (ConvNeXt's and transformers' Linear).
+// Both: the fused epilogue (the residual is input 3) as sum then eltwise post-ops; the residual
+// is reordered into the output buffer before the primitive runs.
 // Precision bf16 (kernels/precision.h): A is converted to bfloat16 into a scratch temporary, a
 // constant B is prepacked in bfloat16; the output (and the bias) stay float32 and plain.
 // Precision int8 (kernels/quantization.h): A (plain float32) is quantized per int8_input_* into
@@ -82,6 +83,8 @@ std::optional<std::string> check_residual(const KernelBuild& b, size_t i) {
   if (b.inputs[i].shape != b.outputs[0].shape) return "residual shape differs from the output shape";
   return std::nullopt;
 }
+
+bool has_matmul_bias(const KernelBuild& b) { return b.inputs.size() > 2 && b.inputs[2].present; }
 
 bool uses_c(const KernelBuild& b, const GemmParams& g) {
   return b.inputs.size() > 2 && b.inputs[2].present && g.beta != 0.0f;
@@ -372,7 +375,7 @@ std::optional<std::string> matmul_dims(const KernelBuild& b, MatMulDims& d) {
   // linear layers) is one [rows, K] x [K, N] GEMM: oneDNN runs the batched form as many small
   // ones (ConvNeXt-T: 56 matmuls of 56 rows each instead of one of 3136).
   const bool one_weight = std::all_of(sb.begin(), sb.end() - 2, [](int64_t v) { return v == 1; });
-  const bool plain_residual = b.inputs.size() < 3 || !b.inputs[2].present || b.inputs[2].layout.plain();
+  const bool plain_residual = b.inputs.size() < 4 || !b.inputs[3].present || b.inputs[3].layout.plain();
   if (rank > 2 && one_weight && plain_residual) {
     const int64_t rows = shape_numel(Shape(sa.begin(), sa.end() - 1));
     d.a = {rows, sa[rank - 1]};
@@ -390,14 +393,20 @@ std::optional<std::string> matmul_supports(const KernelBuild& b) {
   if (b.outputs.empty() || b.outputs[0].dtype != DType::f32) return "needs a float32 output";
   MatMulDims d;
   if (auto why = matmul_dims(b, d)) return why;
-  if (auto why = check_residual(b, 2)) return why;
-  if (b.inputs.size() > 2 && b.inputs[2].present && !b.inputs[2].layout.plain() && to_dims(b.outputs[0].shape) != d.y)
+  if (auto why = check_residual(b, 3)) return why;
+  if (b.inputs.size() > 3 && b.inputs[3].present && !b.inputs[3].layout.plain() && to_dims(b.outputs[0].shape) != d.y)
     return "residual in a oneDNN layout for a promoted (1-D operand) MatMul";
+  if (has_matmul_bias(b)) {
+    const ValueDesc& bias = b.inputs[2];
+    if (auto why = check_plain_f32(bias, "bias")) return why;
+    if (bias.shape.size() != 1 || bias.shape[0] != d.y.back()) return "the bias must be a vector of N values";
+    if (is_int8(*b.attrs) && bias.constant == nullptr) return "an int8 MatMul needs a constant bias (it is scaled into oneDNN's)";
+  }
   std::vector<EltwiseStep> steps;
   if (auto why = read_post_ops(*b.attrs, steps)) return why;
   if (is_int8(*b.attrs)) {
     if (d.b.size() != 2 || d.a.size() != 2) return "an int8 MatMul needs one 2-D B for every row of A";
-    return int8_supports(b, 2);
+    return int8_supports(b, 3);
   }
   const auto type = compute_type(*b.attrs);
   if (!type) return type.error().message;
@@ -416,9 +425,17 @@ Result<std::unique_ptr<Kernel>> matmul_create(const KernelBuild& b) {
     const md w_plain = plain_desc(Shape(d.b.begin(), d.b.end()));
     const md y_md = plain_desc(Shape(d.y.begin(), d.y.end()));
     const bool const_b = b.inputs[1].constant != nullptr;
+    const bool has_bias = has_matmul_bias(b);
+    // The bias as a row broadcast over the output's other dims.
+    dims bias_dims(d.y.size(), 1);
+    bias_dims.back() = d.y.back();
+    const md bias_md = plain_desc(Shape(bias_dims.begin(), bias_dims.end()));
     if (is_int8(*b.attrs)) {
       const Tensor& w = *b.inputs[1].constant;
-      return int8_product(b, a_md, std::vector<float>(w.data<float>(), w.data<float>() + w.numel()), md(), {}, 2);
+      std::vector<float> c;
+      if (has_bias) c.assign(b.inputs[2].constant->data<float>(), b.inputs[2].constant->data<float>() + b.inputs[2].constant->numel());
+      return int8_product(b, a_md, std::vector<float>(w.data<float>(), w.data<float>() + w.numel()),
+                          has_bias ? bias_md : md(), c, 3);
     }
     KILN_ASSIGN(type, compute_type(*b.attrs));
     const md src_md = retyped(a_md, type);
@@ -426,7 +443,7 @@ Result<std::unique_ptr<Kernel>> matmul_create(const KernelBuild& b) {
     Program program(b.threads);
     dnnl::memory y_mem = program.output(0, y_md);
     dnnl::post_ops ops;
-    add_epilogue(b, 2, program, y_md, y_mem, ops, acts);
+    add_epilogue(b, 3, program, y_md, y_mem, ops, acts);
     dnnl::primitive_attr attr = user_scratchpad_attr();
     attr.set_post_ops(ops);
     dnnl::matmul::primitive_desc pd;
@@ -434,19 +451,33 @@ Result<std::unique_ptr<Kernel>> matmul_create(const KernelBuild& b) {
     if (const_b) {
       try {
         const md w_any(d.b, type, dnnl::memory::format_tag::any);
-        pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src_md, w_any, y_md), attr, cpu_engine());
+        pd = dnnl::matmul::primitive_desc(has_bias ? dnnl::matmul::desc(src_md, w_any, bias_md, y_md)
+                                                   : dnnl::matmul::desc(src_md, w_any, y_md),
+                                          attr, cpu_engine());
         packed = true;
       } catch (const dnnl::error&) {
       }
     }
     if (!packed) {
       KILN_REQUIRE(type == data_type::f32, unsupported, "oneDNN offers no bf16 matmul for these shapes");
-      pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, w_plain, y_md), attr, cpu_engine());
+      pd = dnnl::matmul::primitive_desc(has_bias ? dnnl::matmul::desc(a_md, w_plain, bias_md, y_md)
+                                                 : dnnl::matmul::desc(a_md, w_plain, y_md),
+                                        attr, cpu_engine());
     }
     std::unordered_map<int, dnnl::memory> args;
     args[DNNL_ARG_SRC] = source(program, a_md, type);
     args[DNNL_ARG_WEIGHTS] = packed ? program.prepacked(w_plain, b.inputs[1].constant->raw(), pd.weights_desc())
                                     : program.input(1, w_plain);
+    if (has_bias) {
+      const ValueDesc& bias = b.inputs[2];
+      if (bias.constant != nullptr) {
+        dnnl::memory owned = program.owned(bias_md);
+        std::memcpy(owned.get_data_handle(), bias.constant->raw(), bias_md.get_size());
+        args[DNNL_ARG_BIAS] = owned;
+      } else {
+        args[DNNL_ARG_BIAS] = program.input(2, bias_md);
+      }
+    }
     args[DNNL_ARG_DST] = y_mem;
     program.add(dnnl::matmul(pd), pd, std::move(args));
     return std::unique_ptr<Kernel>(std::make_unique<ProgramKernel>(std::move(program), std::vector<Layout>{Layout{}}));

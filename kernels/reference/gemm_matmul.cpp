@@ -2,7 +2,8 @@
 // transA / transB are set and C (optional) broadcasts unidirectionally to [M, N].
 // MatMul (float32, int32, int64): numpy matmul. A 1-D first operand gets a 1 prepended to its
 // shape and a 1-D second operand a 1 appended, both removed from the result; the leading
-// (batch) dimensions broadcast.
+// (batch) dimensions broadcast. kiln's optional input 2 (float32 only) is a bias of N values added
+// to every row after the product, in float32 as the Add it replaces (fuse_matmul_bias).
 #include <type_traits>
 #include <vector>
 
@@ -149,8 +150,18 @@ Status infer_matmul(InferContext& ctx) {
   SymShape out = batch.value();
   if (a.rank() > 1) out.push_back(sa[sa.size() - 2]);
   if (b.rank() > 1) out.push_back(sb[sb.size() - 1]);
+  if (ctx.has_input(2)) {
+    KILN_REQUIRE(a.dtype == DType::f32, invalid_argument, "a MatMul bias needs float32 operands, got ",
+                 dtype_name(a.dtype));
+    KILN_TRY(ref::require_dtype(ctx, 2, {DType::f32}));
+    const ValueType& bias = ctx.input(2);
+    const Dim& n = sb[sb.size() - 1];
+    KILN_REQUIRE(!bias.rank_known || (bias.rank() == 1 && (!bias.shape[0].known() || !n.known() || bias.shape[0].value == n.value)),
+                 shape_mismatch, "the bias must be a vector of N = ", n.value, " values, got shape ",
+                 sym_shape_to_string(bias.shape));
+  }
   ctx.outputs.assign(1, ValueType::of(a.dtype, std::move(out)));
-  return ref::infer_epilogue(ctx, 2, ctx.outputs[0]);
+  return ref::infer_epilogue(ctx, 3, ctx.outputs[0]);
 }
 
 template <typename T>
@@ -182,7 +193,13 @@ Status run_matmul(RunContext& ctx) {
     case DType::i64: run_matmul_typed<int64_t>(a, b, y, ctx.threads); break;
     default: return make_error(ErrorCode::unsupported, "MatMul does not support ", dtype_name(a.dtype()));
   }
-  return ref::run_epilogue(ctx, 2, y);
+  if (ctx.has_input(2)) {
+    const float* bias = ctx.input(2).data<float>();
+    const int64_t n = ctx.input(2).numel();
+    float* yd = y.data<float>();
+    for (int64_t i = 0; i < y.numel(); ++i) yd[i] += bias[i % n];
+  }
+  return ref::run_epilogue(ctx, 3, y);
 }
 
 }  // namespace
@@ -193,9 +210,9 @@ const OpDef& op_def_Gemm() {
   return def;
 }
 
-// Inputs: A, B, optional residual (kernels/post_ops.h).
+// Inputs: A, B, optional bias (kiln's), optional residual (kernels/post_ops.h).
 const OpDef& op_def_MatMul() {
-  static const OpDef def{2, 3, 1, 1, infer_matmul, run_matmul};
+  static const OpDef def{2, 4, 1, 1, infer_matmul, run_matmul};
   return def;
 }
 

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "kernels/cpu/isa.h"
+#include "kernels/post_ops.h"
 #include "kernels/precision.h"
 #include "kernels/verify/verify.h"
 #include "tests/support/plan_builder.h"
@@ -99,6 +100,19 @@ TEST_CASE("bf16 MatMul reads float32 rows and writes float32", "[onednn][bf16]")
   if (!cpu_has_bf16_compute()) return;  // oneDNN 2.6 has no bf16 matmul below AVX-512
   REQUIRE(count_kernel(*e, "onednn.matmul") == 1);
   REQUIRE(steps_with_layout_suffix(*e, ":bf16") == 0);
+}
+
+TEST_CASE("bf16 MatMul with its bias (input 2) and GELU as one primitive", "[onednn][bf16]") {
+  Builder b;
+  const int x = b.input({2, 5, 5, 24});
+  Attrs at = bf16();
+  post_ops_to_attrs({Activation::gelu_erf, 0, 0}, at);
+  const int m = b.op(OpKind::MatMul, at, {x, b.weight({24, 40}, 0.5f), b.weight({40}, 2.0f)});
+  b.output(m);
+  auto e = check_bf16(b);
+  if (!cpu_has_bf16_compute()) return;
+  REQUIRE(count_kernel(*e, "onednn.matmul") == 1);
+  REQUIRE(e->steps().size() == 1);
 }
 
 TEST_CASE("an fp32 conv after a bf16 one reads float32 again", "[onednn][bf16]") {

@@ -419,6 +419,19 @@ TEST_CASE("int8 MatMul with a constant B and a ReLU", "[onednn][int8]") {
   CHECK(quantized(layout_of_step(*e, "MatMul"), "u8"));
 }
 
+TEST_CASE("int8 MatMul with its bias (input 2), a GELU and a float32 output", "[onednn][int8]") {
+  Builder b;
+  const int x = b.input({2, 5, 48});
+  Attrs a;
+  post_ops_to_attrs({Activation::gelu_erf, 0, 0}, a);
+  // a bias far above the products' scale: added in the wrong units it would show
+  const int y = b.op_shaped(OpKind::MatMul, a, {x, b.weight({48, 24}, 0.5f), b.weight({24}, 4.0f)}, {2, 5, 24});
+  b.output(y);
+  make_int8(b, y, false);
+  auto e = check_int8(b);
+  REQUIRE(count_kernel(*e, "onednn.matmul") == 1);
+}
+
 TEST_CASE("an int8 node with a float32 input and no input scale says why", "[onednn][int8]") {
   Builder b;
   const int x = b.input({1, 4, 6, 6});

@@ -441,19 +441,32 @@ TEST_CASE("onednn gemm and matmul", "[onednn]") {
     auto e = check(b);
     REQUIRE(count_kernel(*e, "onednn.matmul") == 6);
 
-    Builder f;
-    const int x = f.input({2, 5, 7}), w = f.weight({7, 4}), r = f.input({2, 5, 4});
-    Attrs at;
-    post_ops_to_attrs({Activation::tanh, 0, 0}, at);
-    f.output(f.op_shaped(OpKind::MatMul, at, {x, w, r}, {2, 5, 4}));
-    Builder u = f;
-    u.plan.steps.clear();
-    u.plan.outputs.clear();
-    u.output(u.op(OpKind::Tanh, {}, {u.op(OpKind::Add, {}, {u.op(OpKind::MatMul, {}, {x, w}), r})}));
-    auto ref = execute_reference(u.plan, u.inputs);
-    REQUIRE(ref);
-    auto ef = check_plan(f.plan, f.inputs, ref->outputs);
-    REQUIRE(kernel_of(*ef, f.plan.steps[0].name) == "onednn.matmul");
+    // act(x w + bias + residual), the bias (input 2) constant or not, against the unfused ops
+    for (const bool const_bias : {true, false}) {
+      INFO("constant bias " << const_bias);
+      Builder f;
+      const int x = f.input({2, 5, 7}), w = f.weight({7, 4}), r = f.input({2, 5, 4});
+      const int bias = const_bias ? f.weight({4}) : f.input({4});
+      Attrs at;
+      post_ops_to_attrs({Activation::gelu_erf, 0, 0}, at);
+      f.output(f.op_shaped(OpKind::MatMul, at, {x, w, bias, r}, {2, 5, 4}));
+      f.output(f.op_shaped(OpKind::MatMul, {}, {x, w, bias}, {2, 5, 4}));
+      Builder u = f;
+      u.plan.steps.clear();
+      u.plan.outputs.clear();
+      const int biased = u.op(OpKind::Add, {}, {u.op(OpKind::MatMul, {}, {x, w}), bias});
+      const int sum = u.op(OpKind::Add, {}, {biased, r});
+      // GELU written out, as the reference computes the fused epilogue
+      auto scalar = [&](float v) { return u.constant(Tensor::scalar<float>(v)); };
+      const int scaled = u.op(OpKind::Div, {}, {sum, scalar(std::sqrt(2.0f))});
+      const int half = u.op(OpKind::Mul, {}, {sum, scalar(0.5f)});
+      u.output(u.op(OpKind::Mul, {}, {half, u.op(OpKind::Add, {}, {u.op(OpKind::Erf, {}, {scaled}), scalar(1.0f)})}));
+      u.output(biased);
+      auto ref = execute_reference(u.plan, u.inputs);
+      REQUIRE(ref);
+      auto ef = check_plan(f.plan, f.inputs, ref->outputs);
+      REQUIRE(count_kernel(*ef, "onednn.matmul") == 2);
+    }
   }
 }
 

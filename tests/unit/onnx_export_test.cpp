@@ -145,16 +145,18 @@ TEST_CASE("export: fused residuals and activations become standard ops", "[onnx]
   const ValueId y = b.node(OpKind::Gemm, "y", {f, b.weight("fc", {5, 144}), b.weight("fc_b", {5}), gr}, gemm);
   Attrs mm;
   post_ops_to_attrs(post, mm);
-  const ValueId z = b.node(OpKind::MatMul, "z", {y, b.weight("m", {5, 3}), kNoValue}, mm);
+  const ValueId zr = b.input("zr", {1, 3});
+  const ValueId z = b.node(OpKind::MatMul, "z", {y, b.weight("m", {5, 3}), b.weight("m_b", {3}), zr}, mm);
   b.output(z);
   b.output(c);
   REQUIRE(graph_verify(b.g));
 
   const Graph back = round_trip(b.g);
   for (const Node& n : back.nodes) CHECK_FALSE(n.attrs.has("activation"));
-  CHECK(op_counts(back)[OpKind::Add] >= 2);  // the residuals of Conv and Gemm
+  CHECK(op_counts(back)[OpKind::Add] >= 4);  // the residuals of Conv, Gemm and MatMul, the MatMul's bias
+  for (const Node& n : back.nodes) CHECK(n.inputs.size() <= (n.op == OpKind::MatMul ? 2u : 3u));  // ONNX's inputs only
   const std::vector<Tensor> inputs = {GraphBuilder::random({1, 3, 6, 6}, 11), GraphBuilder::random({1, 4, 6, 6}, 12),
-                                      GraphBuilder::random({1, 5}, 13)};
+                                      GraphBuilder::random({1, 5}, 13), GraphBuilder::random({1, 3}, 14)};
   const auto want = execute(b.g, inputs);
   const auto got = execute(back, inputs);
   REQUIRE(got.size() == 2);

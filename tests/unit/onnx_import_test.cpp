@@ -90,6 +90,24 @@ TEST_CASE("an unsupported op names the op, node and opset", "[onnx][bad-input]")
   REQUIRE(g.error().message == "unsupported op 'NonMaxSuppression' at node 'nms_1' (opset 11)");
 }
 
+// kiln's fused forms take inputs past ONNX's (MatMul's bias and residual, Conv's and Gemm's
+// residual); a model with them is not a valid ONNX model and must not be read as fused.
+TEST_CASE("Conv, Gemm and MatMul with more inputs than ONNX gives them are refused", "[onnx][bad-input]") {
+  OnnxBuilder b;
+  b.input("a", {2, 3}).input("w", {3, 4}).input("c", {4}).output("y", {2, 4});
+  b.node("MatMul", {"a", "w", "c"}, {"y"}, "mm");
+  auto g = import_string(b.bytes());
+  REQUIRE_FALSE(g);
+  REQUIRE(g.error().code == ErrorCode::invalid_argument);
+  REQUIRE(contains(g.error().message, "node 'mm' (MatMul): takes at most 2 inputs in ONNX, got 3"));
+  OnnxBuilder gemm;
+  gemm.input("a", {2, 3}).input("w", {3, 4}).input("c", {4}).input("r", {2, 4}).output("y", {2, 4});
+  gemm.node("Gemm", {"a", "w", "c", "r"}, {"y"}, "g");
+  auto g2 = import_string(gemm.bytes());
+  REQUIRE_FALSE(g2);
+  REQUIRE(contains(g2.error().message, "node 'g' (Gemm): takes at most 3 inputs in ONNX, got 4"));
+}
+
 TEST_CASE("an unsupported opset is refused", "[onnx][bad-input]") {
   OnnxBuilder b(18);
   b.input("x", {1}).output("y", {1});

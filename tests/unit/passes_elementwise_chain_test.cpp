@@ -61,11 +61,13 @@ const Node& only(const Graph& g, OpKind op) {
 
 }  // namespace
 
-TEST_CASE("MatMul without bias, Add(bias), GELU written out: one MatMul and one chain", "[passes][elementwise_chain]") {
+// A constant bias goes into the MatMul (fuse_matmul_bias) and the GELU with it (fuse_activation);
+// a bias the model takes as an input stays an Add, which the chain runs with the GELU.
+TEST_CASE("MatMul, Add(a bias that is an input), GELU written out: one MatMul and one chain", "[passes][elementwise_chain]") {
   GraphBuilder b;
   const ValueId x = b.input("x", {1, 7, 7, 24});
   const ValueId mm = b.node(OpKind::MatMul, "mm", {x, b.weight("w", {24, 96})});
-  const ValueId biased = b.node(OpKind::Add, "biased", {mm, b.weight("bias", {96})});
+  const ValueId biased = b.node(OpKind::Add, "biased", {mm, b.input("bias", {96})});
   b.output(gelu(b, "gelu", biased));
   const auto records = run_default_pipeline(b.g);
   require_exact(records);
@@ -75,8 +77,19 @@ TEST_CASE("MatMul without bias, Add(bias), GELU written out: one MatMul and one 
   REQUIRE(chain.outputs[0] == b.g.outputs[0]);
   REQUIRE(ops_of(chain) == std::vector<std::string>{"add", "div", "erf", "add", "mul", "mul"});
   REQUIRE(*chain.attrs.get_floats("scalars") == std::vector<float>{1.4142135f, 1.0f, 0.5f});
-  // The scalars became attributes; their initializers are gone (weight and bias stay).
-  REQUIRE(b.g.initializers.size() == 2);
+  // The scalars became attributes; their initializers are gone (the weight stays).
+  REQUIRE(b.g.initializers.size() == 1);
+}
+
+TEST_CASE("MatMul, Add(constant bias), GELU written out: one MatMul, nothing left for a chain", "[passes][elementwise_chain]") {
+  GraphBuilder b;
+  const ValueId x = b.input("x", {1, 7, 7, 24});
+  const ValueId mm = b.node(OpKind::MatMul, "mm", {x, b.weight("w", {24, 96})});
+  b.output(gelu(b, "gelu", b.node(OpKind::Add, "biased", {mm, b.weight("bias", {96})})));
+  run_checked(b.g, default_pipeline());
+  REQUIRE(graph_ops(b.g) == std::vector<OpKind>{OpKind::MatMul});
+  REQUIRE(b.g.nodes[0].inputs[2] == b.g.find_value("bias"));
+  REQUIRE(b.g.nodes[0].attrs.get_string("activation", "none").value() == "gelu_erf");
 }
 
 TEST_CASE("ConvNeXt's layer scale and residual: Mul(gamma [C,1,1]) then Add(shortcut)", "[passes][elementwise_chain]") {

@@ -166,16 +166,31 @@ TEST_CASE("Gemm (with C) and batched MatMul compute act(op + residual)", "[passe
     REQUIRE(got);
     require_close(got->at(0), apply_epilogue(plain->at(0), &res, post));
   }
-  SECTION("MatMul: residual is input 2") {
+  SECTION("MatMul: residual is input 3, after the bias (input 2)") {
     const Tensor a = testing::GraphBuilder::random({2, 3, 4}, 31), res = testing::GraphBuilder::random({2, 3, 6}, 32);
+    const bool with_bias = GENERATE(false, true);
+    INFO("bias: " << with_bias);
     Builder b;
     const ValueId in = b.input("a", {2, 3, 4});
-    b.output(b.node(OpKind::MatMul, "y", {in, b.weight("w", {4, 6})}));
+    const ValueId w = b.weight("w", {4, 6});
+    if (with_bias) {
+      b.output(b.node(OpKind::Add, "y", {b.node(OpKind::MatMul, "p", {in, w}), b.weight("bias", {6})}));
+    } else {
+      b.output(b.node(OpKind::MatMul, "y", {in, w}));
+    }
     auto plain = execute(b.g, {a});
     REQUIRE(plain);
     Graph fused = b.g;
+    if (with_bias) {  // MatMul(a, w, bias) writing y
+      Node& mm = fused.nodes[0];
+      mm.inputs.push_back(fused.find_value("bias"));
+      mm.outputs[0] = fused.find_value("y");
+      fused.nodes.pop_back();
+      fused.value(fused.find_value("y")).producer = 0;
+    }
     const ValueId r = fused.add_value("r", ValueType::of(DType::f32, {2, 3, 6}));
     fused.inputs.push_back(r);
+    fused.nodes[0].inputs.resize(3, kNoValue);
     fused.nodes[0].inputs.push_back(r);
     const PostOps post{Activation::gelu_erf};
     post_ops_to_attrs(post, fused.nodes[0].attrs);
@@ -195,13 +210,20 @@ TEST_CASE("epilogue inference refuses a broadcast or mistyped residual and unkno
     return op_def(op).infer(ctx);
   };
   const ValueType a = ValueType::of(DType::f32, {2, 3}), w = ValueType::of(DType::f32, {3, 4});
-  REQUIRE(infer(OpKind::MatMul, {a, w, ValueType::of(DType::f32, {2, 4})}, {}));
-  const Status broadcast = infer(OpKind::MatMul, {a, w, ValueType::of(DType::f32, {4})}, {});
+  const ValueType bias = ValueType::of(DType::f32, {4});
+  REQUIRE(infer(OpKind::MatMul, {a, w, bias, ValueType::of(DType::f32, {2, 4})}, {}));
+  const Status broadcast = infer(OpKind::MatMul, {a, w, bias, ValueType::of(DType::f32, {4})}, {});
   REQUIRE_FALSE(broadcast);
   REQUIRE(broadcast.code() == ErrorCode::shape_mismatch);
-  const Status dtype = infer(OpKind::MatMul, {a, w, ValueType::of(DType::i64, {2, 4})}, {});
+  const Status dtype = infer(OpKind::MatMul, {a, w, bias, ValueType::of(DType::i64, {2, 4})}, {});
   REQUIRE_FALSE(dtype);
   REQUIRE(dtype.code() == ErrorCode::invalid_argument);
+  // MatMul's bias: a vector of N float32 values, nothing else
+  const Status matrix_bias = infer(OpKind::MatMul, {a, w, ValueType::of(DType::f32, {2, 4})}, {});
+  REQUIRE_FALSE(matrix_bias);
+  REQUIRE(matrix_bias.message().find("vector of N = 4") != std::string::npos);
+  REQUIRE_FALSE(infer(OpKind::MatMul, {a, w, ValueType::of(DType::f32, {3})}, {}));
+  REQUIRE_FALSE(infer(OpKind::MatMul, {a, w, ValueType::of(DType::i64, {4})}, {}));
   Attrs swish;
   swish.set("activation", std::string("swish"));
   const Status unknown = infer(OpKind::Gemm, {a, w}, swish);
@@ -488,7 +510,7 @@ TEST_CASE("fuse_residual_add moves the op after a residual computed later", "[pa
   REQUIRE(b.g.nodes[1].inputs[3] == late);
 }
 
-TEST_CASE("fuse_residual_add fuses into Gemm (input 3) and MatMul (input 2)", "[passes]") {
+TEST_CASE("fuse_residual_add fuses into Gemm and MatMul (input 3)", "[passes]") {
   Builder b;
   const ValueId a = b.input("a", {3, 4});
   const ValueId g = b.node(OpKind::Gemm, "g", {a, b.weight("w", {4, 4}), b.weight("c", {4})});
@@ -500,8 +522,66 @@ TEST_CASE("fuse_residual_add fuses into Gemm (input 3) and MatMul (input 2)", "[
   REQUIRE(ops(b.g) == std::vector<OpKind>{OpKind::Gemm, OpKind::MatMul});
   REQUIRE(b.g.nodes[0].inputs.size() == 4);
   REQUIRE(b.g.nodes[0].inputs[3] == a);
-  REQUIRE(b.g.nodes[1].inputs.size() == 3);
-  REQUIRE(b.g.nodes[1].inputs[2] == s);
+  REQUIRE(b.g.nodes[1].inputs.size() == 4);
+  REQUIRE(b.g.nodes[1].inputs[2] == kNoValue);
+  REQUIRE(b.g.nodes[1].inputs[3] == s);
+}
+
+// ---- fuse_matmul_bias ----
+
+// A Linear layer on [N, H, W, C] as PyTorch exports it (ConvNeXt's MLP): MatMul, Add of the bias,
+// GELU written out, MatMul, Add of the bias, then a residual Add.
+TEST_CASE("fuse_matmul_bias takes the bias, so the GELU and the residual fuse too", "[passes]") {
+  const float sqrt2 = std::sqrt(2.0f);
+  Builder b;
+  const ValueId x = b.input("x", {2, 3, 3, 8});
+  const ValueId m1 = b.node(OpKind::MatMul, "m1", {x, b.weight("w1", {8, 16})});
+  const ValueId h = b.node(OpKind::Add, "h", {m1, b.weight("b1", {16})});  // MatMul output first
+  const ValueId d = b.node(OpKind::Div, "d", {h, b.constant("sqrt2", sqrt2)});
+  const ValueId e = b.node(OpKind::Erf, "e", {d});
+  const ValueId a = b.node(OpKind::Add, "a", {e, b.constant("one", 1.0f)});
+  const ValueId g = b.node(OpKind::Mul, "g", {b.node(OpKind::Mul, "gm", {h, a}), b.constant("half", 0.5f)});
+  const ValueId m2 = b.node(OpKind::MatMul, "m2", {g, b.weight("w2", {16, 8})});
+  const ValueId o = b.node(OpKind::Add, "o", {b.weight("b2", {1, 1, 1, 8}), m2});  // bias first, 4-D
+  b.output(b.node(OpKind::Add, "y", {o, x}));
+  auto records = run(b.g, {"fuse_matmul_bias", "fuse_residual_add", "fuse_activation"});
+  REQUIRE(records);
+  REQUIRE((*records)[0].changed);
+  REQUIRE(ops(b.g) == std::vector<OpKind>{OpKind::MatMul, OpKind::MatMul});
+  const Node& first = node_writing(b.g, "g");
+  REQUIRE(first.inputs.size() == 3);
+  REQUIRE(b.g.value(first.inputs[2]).type.shape == SymShape{Dim(16)});
+  REQUIRE(post_ops_of(first).activation == Activation::gelu_erf);
+  const Node& second = node_writing(b.g, "y");
+  REQUIRE(second.inputs.size() == 4);
+  REQUIRE(b.g.value(second.inputs[2]).type.shape == SymShape{Dim(8)});
+  REQUIRE(second.inputs[3] == x);
+  // An [N] bias is read as it is; the [1, 1, 1, N] one became an [N] copy and is gone.
+  REQUIRE(first.inputs[2] == b.g.find_value("b1"));
+  REQUIRE(b.g.initializers.count(b.g.find_value("b2")) == 0);
+}
+
+TEST_CASE("fuse_matmul_bias leaves non-constant, non-vector and shared operands", "[passes]") {
+  Builder b;
+  const ValueId x = b.input("x", {3, 4});
+  const ValueId w = b.weight("w", {4, 5});
+  // a bias that is a graph input; one with a row per output row; a MatMul read twice; a batched
+  // (3-D) B; an Add that broadcasts the product up to a larger shape; an opset-6 Add with an axis
+  b.output(b.node(OpKind::Add, "y1", {b.node(OpKind::MatMul, "m1", {x, w}), b.input("c", {5})}));
+  b.output(b.node(OpKind::Add, "y2", {b.node(OpKind::MatMul, "m2", {x, w}), b.weight("rows", {3, 1})}));
+  const ValueId m3 = b.node(OpKind::MatMul, "m3", {x, w});
+  b.output(b.node(OpKind::Add, "y3", {m3, b.weight("b3", {5})}));
+  b.output(b.node(OpKind::Neg, "n3", {m3}));
+  b.output(b.node(OpKind::Add, "y4", {b.node(OpKind::MatMul, "m4", {x, b.weight("w4", {2, 4, 5})}), b.weight("b4", {5})}));
+  b.output(b.node(OpKind::Add, "y5", {b.node(OpKind::MatMul, "m5", {x, w}), b.input("big", {2, 3, 5})}));
+  Attrs legacy;  // opset < 7: aligned from axis 0
+  legacy.set("legacy_axis", int64_t{0});
+  b.output(b.node(OpKind::Add, "y6", {b.node(OpKind::MatMul, "m6", {b.input("sq", {5, 4}), w}), b.weight("b6", {5})}, legacy));
+  const size_t nodes = b.g.nodes.size();
+  auto records = run(b.g, {"fuse_matmul_bias"});
+  REQUIRE(records);
+  REQUIRE_FALSE((*records)[0].changed);
+  REQUIRE(b.g.nodes.size() == nodes);
 }
 
 TEST_CASE("fuse_residual_add leaves broadcasts, shared outputs and ops with an activation", "[passes]") {
@@ -530,6 +610,7 @@ TEST_CASE("fuse_residual_add leaves broadcasts, shared outputs and ops with an a
 TEST_CASE("the default pipeline fuses residuals before activations", "[passes]") {
   const auto names = default_pipeline();
   const auto at = [&](const char* n) { return std::find(names.begin(), names.end(), n) - names.begin(); };
+  REQUIRE(at("fuse_matmul_bias") < at("fuse_residual_add"));
   REQUIRE(at("fuse_residual_add") < at("fuse_activation"));
   REQUIRE(at("fuse_activation") < static_cast<long>(names.size()));
 }

@@ -80,7 +80,7 @@ TEST_CASE("cpu.sparse_gemm folds alpha and beta and takes a scalar C or none", "
   check_sparse(b, 2);
 }
 
-TEST_CASE("cpu.sparse_gemm runs MatMul with a constant 2-D B", "[cpu][sparse]") {
+TEST_CASE("cpu.sparse_gemm runs MatMul with a constant 2-D B, with or without a bias", "[cpu][sparse]") {
   const CpuIsa isa = GENERATE(CpuIsa::avx512, CpuIsa::portable);
   if (!cpu_isa_available(isa)) {
     WARN("this CPU has no " << std::string(cpu_isa_name(isa)) << ": path not tested here");
@@ -92,7 +92,9 @@ TEST_CASE("cpu.sparse_gemm runs MatMul with a constant 2-D B", "[cpu][sparse]") 
   const int w = b.constant(sparsify(rand_tensor({37, 21}, 11), sparsity, 12));
   b.output(b.op(OpKind::MatMul, marked({}), {b.input({2, 35, 37}), w}));
   b.output(b.op(OpKind::MatMul, marked(attrs({{"activation", std::string("sigmoid")}})), {b.input({1, 37}), w}));
-  check_sparse(b, 2);
+  // with its bias (input 2): a vector of N, added before the activation
+  b.output(b.op(OpKind::MatMul, marked(attrs({{"activation", std::string("relu")}})), {b.input({2, 35, 37}), w, b.weight({21})}));
+  check_sparse(b, 3);
 }
 
 TEST_CASE("cpu.sparse_gemm runs 1x1 convolutions on plain NCHW and on oneDNN's NHWC", "[cpu][sparse]") {
