@@ -77,7 +77,7 @@ namespace {
 
 // Attributes kiln's passes and importer add for its kernels; ONNX has no such attributes.
 bool is_kiln_attr(std::string_view name) {
-  return name == "activation" || name.starts_with("activation_") || name == kPrecisionAttr ||
+  return name == "activation" || name.starts_with("activation_") || name == kPrecisionAttr || name == kBf16OutputAttr ||
          name.starts_with("int8_") || name == kSparseKernelAttr || name == kSparsityPatternAttr || name == "legacy_2d" || name == "legacy_axis";
 }
 

@@ -20,27 +20,36 @@ Result<bool> pass_mixed_precision_bf16(Graph& graph, const PassContext& ctx) {
     ++marked;
   }
   // A float32 ConcatAffine (DenseNet's BatchNorm+ReLU over the joined features) whose every reader
-  // is a bf16 op writes bfloat16, which they read as is: half the bytes, and no conversion in the
-  // conv (DenseNet-121 bf16: before each of its 1x1 convs).
+  // is a bf16 conv writes bfloat16, which they read as is: half the bytes, and no conversion in the
+  // conv (DenseNet-121 bf16: before each of its 1x1 convs). Likewise a bf16 MatMul (without a
+  // residual) read only by bf16 MatMuls: ConvNeXt's and transformers' Linear+GELU before the next
+  // Linear.
   const auto consumers = graph_consumers(graph);
-  int bf16_writers = 0;
+  int bf16_affines = 0, bf16_matmuls = 0;
   for (Node& node : graph.nodes) {
-    if (node.op != OpKind::ConcatAffine || node.outputs.size() != 1 || graph_is_output(graph, node.outputs[0])) continue;
+    const bool concat_affine = node.op == OpKind::ConcatAffine;
+    const auto precision = precision_from_attrs(node.attrs);
+    const bool matmul = node.op == OpKind::MatMul && precision && *precision == Precision::bf16 &&
+                        (node.inputs.size() <= 3 || node.inputs[3] == kNoValue);
+    if (!(concat_affine || matmul) || node.outputs.size() != 1 || graph_is_output(graph, node.outputs[0])) continue;
+    const OpKind reader_op = concat_affine ? OpKind::Conv : OpKind::MatMul;
     const auto& readers = consumers[static_cast<size_t>(node.outputs[0])];
     const bool all_bf16 = !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](int r) {
       const Node& reader = graph.nodes[static_cast<size_t>(r)];
       auto p = precision_from_attrs(reader.attrs);
-      return reader.op == OpKind::Conv && p && *p == Precision::bf16 && reader.inputs[0] == node.outputs[0] &&
+      return reader.op == reader_op && p && *p == Precision::bf16 && reader.inputs[0] == node.outputs[0] &&
              std::count(reader.inputs.begin(), reader.inputs.end(), node.outputs[0]) == 1;
     });
     if (!all_bf16) continue;
     if (auto already = node.attrs.get_int(std::string(kBf16OutputAttr), 0); already && *already != 0) continue;
     node.attrs.set(std::string(kBf16OutputAttr), int64_t{1});
-    ++bf16_writers;
+    ++(concat_affine ? bf16_affines : bf16_matmuls);
   }
+  const int bf16_writers = bf16_affines + bf16_matmuls;
   if (ctx.log && (marked > 0 || bf16_writers > 0)) {
     *ctx.log << "  mixed_precision_bf16: " << marked << " layers in bf16";
-    if (bf16_writers > 0) *ctx.log << ", " << bf16_writers << " BatchNorm+ReLU writing bf16";
+    if (bf16_affines > 0) *ctx.log << ", " << bf16_affines << " BatchNorm+ReLU writing bf16";
+    if (bf16_matmuls > 0) *ctx.log << ", " << bf16_matmuls << " MatMuls writing bf16 for the next";
     if (!ctx.keep_fp32.empty()) {
       *ctx.log << "; kept in fp32:";
       for (const std::string& name : ctx.keep_fp32) *ctx.log << ' ' << name;

@@ -158,6 +158,15 @@ Result<bool> pass_quantize_int8(Graph& graph, const PassContext& ctx) {
     const TensorRange out = ranges.at(n.outputs[0]);
     quant_params_to_attrs(quant_params_for_range(out.lo, out.hi), "output", n.attrs);
   }
+  // bf16_output (mixed_precision_bf16) was for bf16 readers; where one of them is int8 now (or the
+  // writer itself), the value is written as float32 again instead of bfloat16 converted back.
+  for (Node& n : graph.nodes) {
+    if (!n.attrs.has(std::string(kBf16OutputAttr)) || n.outputs.empty()) continue;
+    const auto& readers = consumers[static_cast<size_t>(n.outputs[0])];
+    const bool int8_reader = std::any_of(readers.begin(), readers.end(), [&](int r) { return is_int8[static_cast<size_t>(r)]; });
+    const auto own = precision_from_attrs(n.attrs);
+    if (int8_reader || (own && *own == Precision::int8)) n.attrs.erase(std::string(kBf16OutputAttr));
+  }
   if (ctx.log) {
     *ctx.log << "  quantize_int8: " << chosen.size() << " layers in int8";
     if (!code_writers.empty()) *ctx.log << ", " << code_writers.size() << " BatchNorm+ReLU writing int8 codes";

@@ -10,7 +10,10 @@
 // Both: the fused epilogue (the residual is input 3) as sum then eltwise post-ops; the residual
 // is reordered into the output buffer before the primitive runs.
 // Precision bf16 (kernels/precision.h): A is converted to bfloat16 into a scratch temporary, a
-// constant B is prepacked in bfloat16; the output (and the bias) stay float32 and plain.
+// constant B is prepacked in bfloat16; the output (and the bias) stay float32 and plain. A MatMul
+// with bf16_output (mixed_precision_bf16: every reader is a bf16 product) writes bfloat16 in plain
+// order, which a bf16 MatMul reads as it is: ConvNeXt's Linear+GELU writes 384-1536 features a
+// pixel that the next Linear reads, half the bytes and no conversion.
 // Precision int8 (kernels/quantization.h): A (plain float32) is quantized per int8_input_* into
 // a scratch temporary, the constant B (times alpha) per output column to s8 and prepacked; the
 // int32 product times oscale[n] = s_in * s_w[n] is in real units (oneDNN adds the bias before
@@ -85,6 +88,17 @@ std::optional<std::string> check_residual(const KernelBuild& b, size_t i) {
 }
 
 bool has_matmul_bias(const KernelBuild& b) { return b.inputs.size() > 2 && b.inputs[2].present; }
+
+// A value in bfloat16, row-major (what a MatMul with bf16_output writes).
+bool is_bf16_rows(const ValueDesc& v) {
+  return v.present && is_onednn(v) && !check_value(v, "A") &&
+         value_desc(v) == retyped(plain_desc(v.shape), data_type::bf16);
+}
+
+bool writes_bf16(const KernelBuild& b) {
+  auto flag = b.attrs->get_int(std::string(kBf16OutputAttr), 0);
+  return flag && *flag != 0;
+}
 
 bool uses_c(const KernelBuild& b, const GemmParams& g) {
   return b.inputs.size() > 2 && b.inputs[2].present && g.beta != 0.0f;
@@ -388,7 +402,12 @@ std::optional<std::string> matmul_dims(const KernelBuild& b, MatMulDims& d) {
 std::optional<std::string> matmul_supports(const KernelBuild& b) {
   if (b.op != OpKind::MatMul) return "handles MatMul only";
   if (b.inputs.size() < 2) return "needs A and B";
-  if (auto why = check_plain_f32(b.inputs[0], "A")) return why;
+  if (is_bf16_rows(b.inputs[0])) {
+    const auto type = compute_type(*b.attrs);
+    if (!type || *type != data_type::bf16) return "A is bfloat16, which only a bf16 MatMul reads";
+  } else if (auto why = check_plain_f32(b.inputs[0], "A")) {
+    return why;
+  }
   if (auto why = check_plain_f32(b.inputs[1], "B")) return why;
   if (b.outputs.empty() || b.outputs[0].dtype != DType::f32) return "needs a float32 output";
   MatMulDims d;
@@ -411,6 +430,7 @@ std::optional<std::string> matmul_supports(const KernelBuild& b) {
   const auto type = compute_type(*b.attrs);
   if (!type) return type.error().message;
   if (*type != data_type::f32 && b.inputs[1].constant == nullptr) return "a bf16 MatMul needs a constant B";
+  if (writes_bf16(b) && *type != data_type::bf16) return "bf16_output on a MatMul that does not compute in bf16";
   return std::nullopt;
 }
 
@@ -421,9 +441,11 @@ Result<std::unique_ptr<Kernel>> matmul_create(const KernelBuild& b) {
     if (auto why = matmul_dims(b, d)) return make_error(ErrorCode::unsupported, *why);
     std::vector<EltwiseStep> acts;
     if (auto why = read_post_ops(*b.attrs, acts)) return make_error(ErrorCode::unsupported, *why);
-    const md a_md = plain_desc(Shape(d.a.begin(), d.a.end()));
+    const bool a_bf16 = is_bf16_rows(b.inputs[0]);
+    const md a_md = retyped(plain_desc(Shape(d.a.begin(), d.a.end())), a_bf16 ? data_type::bf16 : data_type::f32);
     const md w_plain = plain_desc(Shape(d.b.begin(), d.b.end()));
-    const md y_md = plain_desc(Shape(d.y.begin(), d.y.end()));
+    const bool y_bf16 = writes_bf16(b);
+    const md y_md = retyped(plain_desc(Shape(d.y.begin(), d.y.end())), y_bf16 ? data_type::bf16 : data_type::f32);
     const bool const_b = b.inputs[1].constant != nullptr;
     const bool has_bias = has_matmul_bias(b);
     // The bias as a row broadcast over the output's other dims.
@@ -480,7 +502,9 @@ Result<std::unique_ptr<Kernel>> matmul_create(const KernelBuild& b) {
     }
     args[DNNL_ARG_DST] = y_mem;
     program.add(dnnl::matmul(pd), pd, std::move(args));
-    return std::unique_ptr<Kernel>(std::make_unique<ProgramKernel>(std::move(program), std::vector<Layout>{Layout{}}));
+    const Shape& y_shape = b.outputs[0].shape;
+    const Layout layout = y_bf16 ? layout_of(retyped(plain_desc(y_shape), data_type::bf16), y_shape, b.threads) : Layout{};
+    return std::unique_ptr<Kernel>(std::make_unique<ProgramKernel>(std::move(program), std::vector<Layout>{layout}));
   });
 }
 

@@ -115,6 +115,26 @@ TEST_CASE("bf16 MatMul with its bias (input 2) and GELU as one primitive", "[one
   REQUIRE(e->steps().size() == 1);
 }
 
+// ConvNeXt: a bf16 depthwise conv writes NHWC ("acdb"), and the Transpose to [N, H, W, C] reads it
+// as it is (one converting copy in memory order), with no conversion to plain NCHW before it.
+TEST_CASE("a Transpose reads a bf16 conv's NHWC output without converting it to plain first", "[onednn][bf16]") {
+  Builder b;
+  const int x = b.input({2, 32, 9, 9});
+  Attrs dw = bf16_conv({3, 3, 3, 3});
+  dw.set("group", int64_t{32});
+  const int c = b.op(OpKind::Conv, dw, {x, b.weight({32, 1, 7, 7}, 0.3f), b.weight({32})});
+  Attrs perm;
+  perm.set("perm", std::vector<int64_t>{0, 2, 3, 1});
+  b.output(b.op(OpKind::Transpose, perm, {c}));
+  auto e = check_bf16(b);
+  REQUIRE(count_kernel(*e, "onednn.transpose") == 1);
+  const std::string conv_layout = e->steps().front().output_layout;
+  INFO("conv layout " << conv_layout);
+  // Blocked layouts still go through plain (the permuted blocked reorder is not one of oneDNN's jit ones).
+  const bool unblocked = conv_layout.find("acdb") != std::string::npos || conv_layout == "plain";
+  REQUIRE(count_kernel(*e, "convert.") == (unblocked ? 0 : 1));
+}
+
 TEST_CASE("an fp32 conv after a bf16 one reads float32 again", "[onednn][bf16]") {
   Builder b;
   const int x = b.input({1, 8, 12, 12});

@@ -191,6 +191,20 @@ TEST_CASE("export pipeline: the default leaves out the passes that make kiln's o
   }
 }
 
+// A bf16 MatMul writing bfloat16 for the next one (mixed_precision_bf16) is written as the fp32
+// MatMul: neither its precision nor bf16_output is an ONNX attribute (ONNX Runtime refuses those).
+TEST_CASE("export: bf16 MatMuls are written as plain MatMuls", "[onnx][export]") {
+  GraphBuilder b;
+  const ValueId x = b.input("x", {2, 3, 8});
+  const ValueId h = b.node(OpKind::MatMul, "h", {x, b.weight("w1", {8, 16})});
+  b.output(b.node(OpKind::MatMul, "y", {h, b.weight("w2", {16, 4})}));
+  REQUIRE(run_passes(b.g, {"mixed_precision_bf16"}, PassRunOptions{}));
+  REQUIRE(b.g.nodes[0].attrs.has(std::string(kBf16OutputAttr)));
+  auto model = onnx_export_model(b.g);
+  REQUIRE(model);
+  for (const auto& n : model->graph().node()) CHECK(n.attribute_size() == 0);
+}
+
 // ---- int8 QDQ ----
 
 // Marks a Conv as the int8 pass does: input (and optionally output) scales from their ranges.

@@ -240,18 +240,23 @@ Graph dense_layer_graph() {
 
 // The cosine between the compiled plan's output and the fp32 reference of the `original` graph on one
 // seeded input of dense_layer_graph's shape.
-double cosine_to_reference(Engine& engine, const Graph& original) {
-  const std::vector<Tensor> inputs = {GraphBuilder::random({2, 3, 8, 8}, 21)};
+// The lowest over the outputs with `input_shape` for the input.
+double cosine_to_reference(Engine& engine, const Graph& original, const Shape& input_shape = {2, 3, 8, 8}) {
+  const std::vector<Tensor> inputs = {GraphBuilder::random(input_shape, 21)};
   auto got = engine.run(inputs);
   REQUIRE(got);
   auto want = execute_reference(graph_to_plan(original), inputs);
   REQUIRE(want);
-  double dot = 0, gg = 0, ww = 0;
-  for (int64_t i = 0; i < want->outputs[0].numel(); ++i) {
-    const double x = got->at(0).data<float>()[i], y = want->outputs[0].data<float>()[i];
-    dot += x * y, gg += x * x, ww += y * y;
+  double lowest = 1.0;
+  for (size_t o = 0; o < want->outputs.size(); ++o) {
+    double dot = 0, gg = 0, ww = 0;
+    for (int64_t i = 0; i < want->outputs[o].numel(); ++i) {
+      const double x = got->at(o).data<float>()[i], y = want->outputs[o].data<float>()[i];
+      dot += x * y, gg += x * x, ww += y * y;
+    }
+    lowest = std::min(lowest, dot / std::sqrt(gg * ww));
   }
-  return dot / std::sqrt(gg * ww);
+  return lowest;
 }
 
 }  // namespace
@@ -324,6 +329,55 @@ TEST_CASE("mixed_precision_bf16 lets a BatchNorm+ReLU read only by bf16 convs wr
   options.keep_fp32 = {"c_node"};
   REQUIRE(run_passes(kept, {"fuse_activation", "fuse_concat_affine", "mixed_precision_bf16"}, options));
   for (const Node& n : kept.nodes) CHECK(n.attrs.get_int(std::string(kBf16OutputAttr), 0).value() == 0);
+}
+
+// ConvNeXt's MLP: Linear+GELU read only by the next bf16 Linear writes bfloat16 rows that it reads
+// as they are; the second (read by a Neg) and one with a residual write float32.
+TEST_CASE("mixed_precision_bf16 lets a MatMul read only by bf16 MatMuls write bfloat16", "[quantize][passes]") {
+  testing::GraphBuilder b;
+  const ValueId x = b.input("x", {2, 5, 5, 24});
+  Attrs gelu;
+  gelu.set("activation", std::string("gelu_erf"));
+  const ValueId h = b.node(OpKind::MatMul, "h", {x, b.weight("w1", {24, 64}, -0.3f, 0.3f), b.weight("b1", {64})}, gelu);
+  const ValueId y = b.node(OpKind::MatMul, "y", {h, b.weight("w2", {64, 24}, -0.3f, 0.3f), b.weight("b2", {24})});
+  b.output(b.node(OpKind::Neg, "n", {y}));
+  const ValueId r = b.node(OpKind::MatMul, "r", {x, b.weight("w3", {24, 24}, -0.3f, 0.3f), kNoValue, x});
+  b.output(b.node(OpKind::MatMul, "z", {r, b.weight("w4", {24, 8}, -0.3f, 0.3f)}));
+  const Graph original = b.g;
+  PassRunOptions options;
+  std::ostringstream log;
+  options.log = &log;
+  REQUIRE(run_passes(b.g, {"mixed_precision_bf16"}, options));
+  CHECK_THAT(log.str(), Catch::Contains("1 MatMuls writing bf16"));
+  auto writes_bf16 = [&](const std::string& name) {
+    return node_named(b.g, name + "_node").attrs.get_int(std::string(kBf16OutputAttr), 0).value() == 1;
+  };
+  CHECK(writes_bf16("h"));
+  CHECK_FALSE(writes_bf16("y"));
+  CHECK_FALSE(writes_bf16("r"));  // a residual sum stays float32
+
+  auto engine = Engine::create(graph_to_plan(b.g), {2, nullptr});
+  REQUIRE(engine);
+  std::string steps;
+  for (const EngineStep& st : (*engine)->steps()) steps += st.node + " -> " + st.kernel + " [" + st.output_layout + "]\n";
+  INFO(steps);
+  if (cpu_has_bf16_compute()) {
+    CHECK((*engine)->steps().front().output_layout == "onednn:abcd:bf16");
+    for (const EngineStep& st : (*engine)->steps()) CHECK(st.kernel.rfind("convert.", 0) == std::string::npos);
+  }
+  CHECK(cosine_to_reference(**engine, original, {2, 5, 5, 24}) >= 0.9999);
+
+  // int8 after bf16 (accuracy control's bf16 fallback keeps h in bf16): y reads int8 now, so h
+  // writes float32 again.
+  Graph mixed = original;
+  const CalibrationSet set = random_set(4, {5, 5, 24}, 13);
+  PassRunOptions int8_options;
+  int8_options.int8.calibration = &set;
+  int8_options.int8.keep = {"h_node"};
+  REQUIRE(run_passes(mixed, {"mixed_precision_bf16", "quantize_int8"}, int8_options));
+  CHECK(precision_from_attrs(node_named(mixed, "h_node").attrs).value() == Precision::bf16);
+  CHECK(precision_from_attrs(node_named(mixed, "y_node").attrs).value() == Precision::int8);
+  CHECK_FALSE(node_named(mixed, "h_node").attrs.has(std::string(kBf16OutputAttr)));
 }
 
 TEST_CASE("quantize_int8 keeps the named layers in fp32 and refuses unknown ones", "[quantize][passes]") {
