@@ -18,7 +18,9 @@ const std::array kKernels = {
     &kOneDnnBinary,
     &kOneDnnSoftmax, &kOneDnnBatchNorm, &kOneDnnLayerNorm,
     &kCpuConcatChannels,  // before oneDNN concat: per-image copies, where oneDNN 2.6 ran ~3 GB/s at batch 1
-    &kOneDnnConcat, &kOneDnnLrn,       &kOneDnnTranspose,
+    &kOneDnnConcat, &kOneDnnLrn,
+    &kCpuTransposeView,  // before oneDNN's transpose: NHWC <-> NCHW costs nothing where the reader takes NHWC
+    &kOneDnnTranspose,
     &kOneDnnSlice,   &kOneDnnReduce,
     &kCpuView,       &kCpuErf, &kCpuDepthFirstConvAvx512, &kCpuDepthFirstConvAvx2, &kCpuDepthFirstConvPortable,
     &kCpuConcatAffineAvx512, &kCpuConcatAffinePortable,

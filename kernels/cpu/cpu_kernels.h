@@ -9,6 +9,7 @@
 namespace kiln {
 
 extern const KernelImpl kCpuView;  // Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout: in place or a copy
+extern const KernelImpl kCpuTransposeView;  // Transpose NHWC <-> NCHW as a view: the layout carries the order
 extern const KernelImpl kCpuConcatChannels;  // channel Concat of plain or channel-blocked values: per-image copies
 extern const KernelImpl kCpuChannelScale;  // Mul by a per-image [N>1, C, 1, 1] scale, NHWC or plain
 extern const KernelImpl kCpuMaxPoolCodes;  // MaxPool on f32/bf16/u8/s8 codes in oneDNN NHWC or 8/16-channel blocks

@@ -5,6 +5,11 @@
 // repeat along the flat order (a scalar, a trailing vector such as a bias [C] on [.., C], a
 // per-channel [1,C,1,1] on NCHW, the full shape) are read in place or spread into the chunk from
 // their period; other broadcasts are refused and the reference kernel runs them.
+// Inputs are plain, or 4-D with every full-shape input in NHWC (oneDNN's acdb, float32 or bfloat16,
+// widened chunk by chunk) and the output then written NHWC too: the order of the flat index is
+// N, H, W, C, so a per-channel operand repeats as a trailing vector. ConvNeXt's layer scale and
+// residual read the MLP's output through a transposing view (cpu.transpose_view) and the block's
+// input as the convs and the previous chain wrote it, with no transpose to NCHW between blocks.
 // AVX-512: arithmetic, max/min, relu, prelu, sqrt exactly as the reference (IEEE); erf, exp and
 // sigmoid with the vector math of kernels/cpu/activation (errors ~5e-7); tanh, log and pow (other
 // than x^2) per element. AVX2: erf, exp and sigmoid on the 8-lane vector math, the rest as
@@ -23,6 +28,7 @@
 
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/pixel_order.h"
 #include "kernels/elementwise_program.h"
 
 namespace kiln {
@@ -63,6 +69,22 @@ std::optional<Repeat> repeat_of(const Shape& operand, const Shape& out) {
     }
   }
   return r;
+}
+
+// True when the chain runs in NHWC order: 4-D, and some full-shape input is in a oneDNN layout
+// (supports_on checks that all of them are NHWC).
+bool nhwc_mode(const KernelBuild& b) {
+  const Shape& y = b.outputs[0].shape;
+  if (y.size() != 4) return false;
+  return std::any_of(b.inputs.begin(), b.inputs.end(),
+                     [&](const ValueDesc& v) { return v.present && v.shape == y && !v.layout.plain(); });
+}
+
+// A shape of rank <= 4, aligned to 4 axes as broadcasting does, in N, H, W, C order.
+Shape to_nhwc_order(const Shape& s) {
+  Shape a(4 - std::min<size_t>(4, s.size()), 1);
+  a.insert(a.end(), s.begin(), s.end());
+  return {a[0], a[2], a[3], a[1]};
 }
 
 // One source of an instruction over a chunk: a pointer to its values, or (p null) one value.
@@ -224,6 +246,7 @@ enum class Where {
   scalar,  // one value for the whole run (scalars, scalar inputs, instructions of scalars only)
   input,   // read in place: X or a full-shape input, at the chunk's offset
   spread,  // a repeating input, spread into its buffer slot at the start of each chunk
+  widen,   // a full-shape bfloat16 input, converted into its buffer slot at the start of each chunk
   slot,    // an instruction's result in a buffer slot of the thread
   output,  // the last instruction: written straight into Y
   unused,  // an input no instruction reads
@@ -238,9 +261,10 @@ struct Register {
 
 class ElementwiseChainKernel final : public Kernel {
  public:
-  std::vector<Layout> output_layouts() const override { return {Layout{}}; }
+  std::vector<Layout> output_layouts() const override { return {out_layout_}; }
   size_t scratch_bytes() const override { return static_cast<size_t>(threads_ * slots_ * chunk_) * sizeof(float) + 64; }
-  int in_place_input() const override { return 0; }  // Y[i] is written after X[i] is read, chunk by chunk
+  // Y[i] is written after X[i] is read, chunk by chunk; a bfloat16 X has half Y's bytes.
+  int in_place_input() const override { return regs_.empty() || regs_[0].where != Where::widen ? 0 : -1; }
 
   Status run(const KernelArgs& args) override {
     // The run's scalars: scalar inputs, then instructions that read scalars only (in order).
@@ -271,6 +295,7 @@ class ElementwiseChainKernel final : public Kernel {
     k->threads_ = std::max(1, b.threads);
     k->count_ = shape_numel(b.outputs[0].shape);
     k->program_ = std::move(program);
+    if (nhwc_mode(b)) k->out_layout_ = cpu::nhwc_layout(b.outputs[0].shape, k->threads_);
     KILN_TRY(k->place_registers(b));
     // As long a chunk as keeps all buffer slots of a thread within kChunkBytesPerThread.
     const int64_t fit = kChunkBytesPerThread / static_cast<int64_t>(sizeof(float)) / std::max<int64_t>(1, k->slots_);
@@ -298,16 +323,21 @@ class ElementwiseChainKernel final : public Kernel {
       free_slots.pop_back();
       return s;
     };
-    const Shape& out = b.outputs[0].shape;
+    const bool nhwc = nhwc_mode(b);
+    const Shape out = nhwc ? to_nhwc_order(b.outputs[0].shape) : b.outputs[0].shape;
     for (int r = 0; r <= p.operands; ++r) {
       Register& g = regs_[static_cast<size_t>(r)];
       g.input = r;
       if (last_read[static_cast<size_t>(r)] < 0) continue;  // unused
-      const auto rep = repeat_of(b.inputs[static_cast<size_t>(r)].shape, out);
-      KILN_REQUIRE(rep.has_value(), unsupported, "input ", r, " has shape ", shape_to_string(b.inputs[static_cast<size_t>(r)].shape),
+      const ValueDesc& v = b.inputs[static_cast<size_t>(r)];
+      const auto rep = repeat_of(nhwc ? to_nhwc_order(v.shape) : v.shape, out);
+      KILN_REQUIRE(rep.has_value(), unsupported, "input ", r, " has shape ", shape_to_string(v.shape),
                    ", which does not repeat along the output's flat order as a scalar, a run of axes or the full shape");
       if (rep->period == 1) {
         g.where = Where::scalar;
+      } else if (nhwc && cpu::is_nhwc_bf16(v)) {
+        g.where = Where::widen;
+        g.slot = take_slot();
       } else if (rep->inner == 1 && rep->period == count_) {
         g.where = Where::input;
       } else {
@@ -358,10 +388,14 @@ class ElementwiseChainKernel final : public Kernel {
   }
 
   void run_chunk(const KernelArgs& args, int64_t begin, int64_t n, float* buffers) const {
-    for (size_t r = 0; r < regs_.size(); ++r)
+    for (size_t r = 0; r < regs_.size(); ++r) {
       if (regs_[r].where == Where::spread)
         spread(static_cast<const float*>(args.inputs[static_cast<size_t>(regs_[r].input)]), regs_[r].repeat, begin, n,
                buffers + regs_[r].slot * chunk_);
+      else if (regs_[r].where == Where::widen)
+        widen(static_cast<const uint16_t*>(args.inputs[static_cast<size_t>(regs_[r].input)]) + begin, n,
+              buffers + regs_[r].slot * chunk_);
+    }
     float* y = static_cast<float*>(args.outputs[0]) + begin;
     for (size_t j = 0; j < program_.code.size(); ++j) {
       const ChainInstruction& in = program_.code[j];
@@ -374,6 +408,12 @@ class ElementwiseChainKernel final : public Kernel {
       else if (isa_ == CpuIsa::avx2) apply_avx2(in.op, a, b, dst, n);
       else kPortable[static_cast<size_t>(in.op)](a, b, dst, n);
     }
+  }
+
+  // bfloat16 to float32: the upper half of the float's bits (exact).
+  static void widen(const uint16_t* src, int64_t n, float* dst) {
+    auto* bits = reinterpret_cast<uint32_t*>(dst);
+    for (int64_t t = 0; t < n; ++t) bits[t] = static_cast<uint32_t>(src[t]) << 16;
   }
 
   // dst[t] = src[((begin + t) / inner) % period] for t < n: runs of the period, or runs of one value.
@@ -398,6 +438,7 @@ class ElementwiseChainKernel final : public Kernel {
   int64_t count_ = 0, chunk_ = kMaxChunk;
   int slots_ = 0;
   ElementwiseProgram program_;
+  Layout out_layout_;  // plain, or NHWC when the full-shape inputs are
   std::vector<Register> regs_;
   std::vector<float> scalar_;  // Where::scalar registers' values for the current run
 };
@@ -406,12 +447,22 @@ std::optional<std::string> supports_on(const KernelBuild& b, CpuIsa isa) {
   if (b.op != OpKind::ElementwiseChain) return "handles ElementwiseChain only";
   if (!cpu_isa_available(isa)) return "this CPU (or KILN_CPU_ISA) has no " + std::string(cpu_isa_name(isa));
   if (b.outputs.size() != 1 || b.outputs[0].dtype != DType::f32) return "needs one float32 output";
+  if (b.inputs.empty() || b.inputs[0].shape != b.outputs[0].shape) return "X must have the output's shape";
+  const bool nhwc = nhwc_mode(b);
   for (size_t i = 0; i < b.inputs.size(); ++i) {
     const ValueDesc& v = b.inputs[i];
     if (!v.present || v.dtype != DType::f32) return "input " + std::to_string(i) + " must be float32";
-    if (!v.layout.plain()) return "input " + std::to_string(i) + " must be plain (has " + v.layout.describe() + ")";
+    if (v.layout.plain()) {
+      // In NHWC order a full-shape input must be NHWC too (a plain one is, when its pixels are channel vectors).
+      if (nhwc && v.shape == b.outputs[0].shape && cpu::pixel_order(v) != cpu::PixelOrder::nhwc)
+        return "input " + std::to_string(i) + " is plain NCHW, the others NHWC";
+      continue;
+    }
+    if (!nhwc) return "input " + std::to_string(i) + " must be plain (has " + v.layout.describe() + ")";
+    if (v.shape != b.outputs[0].shape) return "a broadcast input " + std::to_string(i) + " must be plain";
+    if (cpu::pixel_order(v) != cpu::PixelOrder::nhwc && !cpu::is_nhwc_bf16(v))
+      return "input " + std::to_string(i) + " must be plain, or NHWC float32/bfloat16 (has " + v.layout.describe() + ")";
   }
-  if (b.inputs.empty() || b.inputs[0].shape != b.outputs[0].shape) return "X must have the output's shape";
   return std::nullopt;
 }
 
