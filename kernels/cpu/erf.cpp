@@ -1,7 +1,7 @@
 // Erf on a plain float32 value, element by element with the vector erf of kernels/cpu/activation
-// (AVX-512) or std::erf, split over the threads. GELU written out after a MatMul with a bias
-// (ConvNeXt) leaves an Erf that no fusion takes; this keeps it off the reference kernel. Runs in
-// place where the input dies here.
+// (AVX-512) or std::erf, split over the threads. An Erf that no fusion takes (GELU after a MatMul
+// whose bias is not constant, or written out in an unrecognized order) stays off the reference
+// kernel. Runs in place where the input dies here.
 #include <omp.h>
 
 #include <algorithm>
