@@ -76,8 +76,8 @@ Result<bool> pass_quantize_int8(Graph& graph, const PassContext& ctx) {
     }
     return true;
   };
-  // Quantized output: every reader takes int8 (an int8 op's input or residual, or a pooling
-  // whose own readers do: it passes the codes and their scale through).
+  // Quantized output: every reader takes int8 (an int8 op's input or residual, a pooling whose own
+  // readers do: it passes the codes and their scale through, or a ConcatAffine).
   std::function<bool(ValueId)> output_quantized = [&](ValueId out) {
     if (graph_is_output(graph, out) || consumers[static_cast<size_t>(out)].empty()) return false;
     for (int c : consumers[static_cast<size_t>(out)]) {
@@ -90,6 +90,10 @@ Result<bool> pass_quantize_int8(Graph& graph, const PassContext& ctx) {
         if (!joins_int8_codes(reader) || !output_quantized(reader.outputs[0])) return false;
         continue;
       }
+      // A float32 ConcatAffine (DenseNet's BatchNorm+ReLU over the joined features) reads codes with
+      // their scale folded into its own (kernels/cpu/concat_affine.cpp): every later layer of a dense
+      // block reads each layer's output, so each is read many times, and a code is a quarter of a float.
+      if (reader.op == OpKind::ConcatAffine && !is_int8[static_cast<size_t>(c)]) continue;
       if (!is_int8[static_cast<size_t>(c)]) return false;
       for (size_t k = 0; k < reader.inputs.size(); ++k)
         if (reader.inputs[k] == out && k != 0 && static_cast<int>(k) != fused_residual_input(reader.op))

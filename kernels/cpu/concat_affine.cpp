@@ -4,9 +4,11 @@
 // again for the BatchNormalization (DenseNet-121 batch 16: 62 such pairs, 84 ms of 360).
 // Memory-bound: one read of each input and one write of the output. Works on NHWC (oneDNN's acdb,
 // what its convolutions write here; the output then is acdb too) and on plain NCHW.
-// In NHWC the inputs may be float32 or bfloat16 (what bf16 convs write: read as they are, where
-// each was converted to plain float32 before), and the output is written in the form its readers
-// take (DenseNet-121: each feeds one 1x1 conv):
+// In NHWC the inputs may be float32, bfloat16 (what bf16 convs write: read as they are, where
+// each was converted to plain float32 before) or u8/s8 codes (what int8 convs and the max pool after
+// them write when every reader is an int8 op or a ConcatAffine: the code's scale is folded into the
+// channel's, so a code costs what a float does, at a quarter of the bytes read), and the output is
+// written in the form its readers take (DenseNet-121: each feeds one 1x1 conv):
 //   - bfloat16 with bf16_output (mixed_precision_bf16: every reader is a bf16 conv);
 //   - u8/s8 codes with an int8_output scale (quantize_int8: every reader is an int8 conv);
 //   - float32 otherwise.
@@ -40,15 +42,27 @@ struct CodeRange {
   cpu::CodeBounds bounds;
 };
 
-// One run of channels: dst = act(src * scale + shift) for `count` values, act ReLU or none.
-using Row = void (*)(const void* src, const float* scale, const float* shift, void* dst, int64_t count, bool relu,
-                     CodeRange codes);
+// How an input's elements are stored.
+enum class Source { f32, bf16, s8, u8 };
+size_t source_bytes(Source s) { return s == Source::f32 ? 4 : s == Source::bf16 ? 2 : 1; }
+
+// One input's channels for `pixels` pixels: dst = act(src * scale + shift) for `count` values a pixel,
+// act ReLU or none; pixel p's values at src + p * src_stride and dst + p * dst_stride (in elements). A
+// call per pixel and input cost more than the work for DenseNet's 32-channel parts.
+using Row = void (*)(const void* src, int64_t src_stride, const float* scale, const float* shift, void* dst,
+                     int64_t dst_stride, int64_t pixels, int64_t count, bool relu, CodeRange codes);
 
 #define KILN_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,fma")))
 
 KILN_AVX512 inline __m512 load16(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
 KILN_AVX512 inline __m512 load16(const uint16_t* p, __mmask16 m) {  // bfloat16: the high half of a float32
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+KILN_AVX512 inline __m512 load16(const int8_t* p, __mmask16 m) {  // s8 codes (their scale is in `scale`)
+  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, p)));
+}
+KILN_AVX512 inline __m512 load16(const uint8_t* p, __mmask16 m) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(m, p)));
 }
 
 // float32 -> bfloat16, rounded to nearest even (as oneDNN's reorder and BFloat16::from_float); a NaN
@@ -63,23 +77,26 @@ KILN_AVX512 inline __m256i to_bf16(__m512 y) {
 }
 
 template <typename In, Sink kOut>
-KILN_AVX512 void row_avx512(const void* src_v, const float* scale, const float* shift, void* dst, int64_t count,
-                            bool relu, CodeRange codes) {
-  const In* src = static_cast<const In*>(src_v);
+KILN_AVX512 void row_avx512(const void* src_v, int64_t src_stride, const float* scale, const float* shift, void* dst_v,
+                            int64_t dst_stride, int64_t pixels, int64_t count, bool relu, CodeRange codes) {
   const __m512 zero = _mm512_setzero_ps(), inv = _mm512_set1_ps(codes.inv_scale);
   const __m512i lo = _mm512_set1_epi32(codes.bounds.lo), hi = _mm512_set1_epi32(codes.bounds.hi);
-  for (int64_t i = 0; i < count; i += 16) {
-    const int left = static_cast<int>(std::min<int64_t>(16, count - i));
-    const __mmask16 mask = static_cast<__mmask16>(left == 16 ? 0xFFFF : (1u << left) - 1);
-    __m512 y = _mm512_fmadd_ps(load16(src + i, mask), _mm512_maskz_loadu_ps(mask, scale + i),
-                               _mm512_maskz_loadu_ps(mask, shift + i));
-    if (relu) y = _mm512_max_ps(y, zero);
-    if constexpr (kOut == Sink::f32) {
-      _mm512_mask_storeu_ps(static_cast<float*>(dst) + i, mask, y);
-    } else if constexpr (kOut == Sink::bf16) {
-      _mm256_mask_storeu_epi16(static_cast<uint16_t*>(dst) + i, mask, to_bf16(y));
-    } else {
-      cpu::quantize16_avx512(y, inv, lo, hi, static_cast<uint8_t*>(dst) + i, mask);
+  for (int64_t p = 0; p < pixels; ++p) {
+    const In* src = static_cast<const In*>(src_v) + p * src_stride;
+    const int64_t dst_offset = p * dst_stride;
+    for (int64_t i = 0; i < count; i += 16) {
+      const int left = static_cast<int>(std::min<int64_t>(16, count - i));
+      const __mmask16 mask = static_cast<__mmask16>(left == 16 ? 0xFFFF : (1u << left) - 1);
+      __m512 y = _mm512_fmadd_ps(load16(src + i, mask), _mm512_maskz_loadu_ps(mask, scale + i),
+                                 _mm512_maskz_loadu_ps(mask, shift + i));
+      if (relu) y = _mm512_max_ps(y, zero);
+      if constexpr (kOut == Sink::f32) {
+        _mm512_mask_storeu_ps(static_cast<float*>(dst_v) + dst_offset + i, mask, y);
+      } else if constexpr (kOut == Sink::bf16) {
+        _mm256_mask_storeu_epi16(static_cast<uint16_t*>(dst_v) + dst_offset + i, mask, to_bf16(y));
+      } else {
+        cpu::quantize16_avx512(y, inv, lo, hi, static_cast<uint8_t*>(dst_v) + dst_offset + i, mask);
+      }
     }
   }
 }
@@ -90,20 +107,25 @@ inline float load1(const uint16_t* p) {
   h.bits = *p;
   return static_cast<float>(h);
 }
+inline float load1(const int8_t* p) { return static_cast<float>(*p); }
+inline float load1(const uint8_t* p) { return static_cast<float>(*p); }
 
 template <typename In, Sink kOut>
-void row_portable(const void* src_v, const float* scale, const float* shift, void* dst, int64_t count, bool relu,
-                  CodeRange codes) {
-  const In* src = static_cast<const In*>(src_v);
-  for (int64_t i = 0; i < count; ++i) {
-    float y = load1(src + i) * scale[i] + shift[i];
-    if (relu && y < 0.0f) y = 0.0f;
-    if constexpr (kOut == Sink::f32) {
-      static_cast<float*>(dst)[i] = y;
-    } else if constexpr (kOut == Sink::bf16) {
-      static_cast<uint16_t*>(dst)[i] = BFloat16::from_float(y);
-    } else {
-      static_cast<uint8_t*>(dst)[i] = cpu::quantize_one(y, codes.inv_scale, codes.bounds);
+void row_portable(const void* src_v, int64_t src_stride, const float* scale, const float* shift, void* dst_v,
+                  int64_t dst_stride, int64_t pixels, int64_t count, bool relu, CodeRange codes) {
+  for (int64_t p = 0; p < pixels; ++p) {
+    const In* src = static_cast<const In*>(src_v) + p * src_stride;
+    const int64_t d = p * dst_stride;
+    for (int64_t i = 0; i < count; ++i) {
+      float y = load1(src + i) * scale[i] + shift[i];
+      if (relu && y < 0.0f) y = 0.0f;
+      if constexpr (kOut == Sink::f32) {
+        static_cast<float*>(dst_v)[d + i] = y;
+      } else if constexpr (kOut == Sink::bf16) {
+        static_cast<uint16_t*>(dst_v)[d + i] = BFloat16::from_float(y);
+      } else {
+        static_cast<uint8_t*>(dst_v)[d + i] = cpu::quantize_one(y, codes.inv_scale, codes.bounds);
+      }
     }
   }
 }
@@ -125,8 +147,14 @@ Row pick_row(CpuIsa isa, Sink out) {
   return nullptr;
 }
 
-Row pick_row(CpuIsa isa, bool bf16_in, Sink out) {
-  return bf16_in ? pick_row<uint16_t>(isa, out) : pick_row<float>(isa, out);
+Row pick_row(CpuIsa isa, Source in, Sink out) {
+  switch (in) {
+    case Source::f32: return pick_row<float>(isa, out);
+    case Source::bf16: return pick_row<uint16_t>(isa, out);
+    case Source::s8: return pick_row<int8_t>(isa, out);
+    case Source::u8: return pick_row<uint8_t>(isa, out);
+  }
+  return nullptr;
 }
 
 // dst[i] = src[i] * scale + shift (then max(., 0) when relu): one NCHW channel plane.
@@ -148,17 +176,26 @@ void affine_plane_portable(const float* src, float scale, float shift, float* ds
   }
 }
 
-// How the kernel reads an input: NHWC float32 or bfloat16, plain NCHW float32, or not at all.
-enum class Read { nhwc_f32, nhwc_bf16, nchw, other };
+// How the kernel reads an input: NHWC float32, bfloat16 or codes, plain NCHW float32, or not at all.
+enum class Read { nhwc_f32, nhwc_bf16, nhwc_codes, nchw, other };
 
 Read read_of(const ValueDesc& v) {
   if (!v.present) return Read::other;
   switch (cpu::pixel_order(v)) {
     case PixelOrder::nhwc: return Read::nhwc_f32;
     case PixelOrder::nchw: return Read::nchw;
-    case PixelOrder::other: return cpu::is_nhwc_bf16(v) ? Read::nhwc_bf16 : Read::other;
+    case PixelOrder::other:
+      return cpu::is_nhwc_bf16(v) ? Read::nhwc_bf16 : cpu::nhwc_codes_of(v) ? Read::nhwc_codes : Read::other;
   }
   return Read::other;
+}
+
+Source source_of(const ValueDesc& v) {
+  switch (read_of(v)) {
+    case Read::nhwc_bf16: return Source::bf16;
+    case Read::nhwc_codes: return cpu::nhwc_codes_of(v)->type == QuantType::u8 ? Source::u8 : Source::s8;
+    default: return Source::f32;
+  }
 }
 
 std::optional<std::string> supports_on(const KernelBuild& b, CpuIsa isa) {
@@ -171,7 +208,7 @@ std::optional<std::string> supports_on(const KernelBuild& b, CpuIsa isa) {
   const bool nchw = read_of(b.inputs[kFirstX]) == Read::nchw;
   for (size_t i = kFirstX; i < b.inputs.size(); ++i) {
     const Read r = read_of(b.inputs[i]);
-    if (r == Read::other) return "inputs must be 4-D NHWC (float32 or bfloat16) or plain float32 NCHW (input " +
+    if (r == Read::other) return "inputs must be 4-D NHWC (float32, bfloat16 or u8/s8 codes) or plain float32 NCHW (input " +
                                  std::to_string(i) + " has " + b.inputs[i].layout.describe() + ")";
     if ((r == Read::nchw) != nchw) return "inputs must all be NHWC or all plain NCHW (input " + std::to_string(i) +
                                           " has " + b.inputs[i].layout.describe() + ")";
@@ -198,7 +235,7 @@ class ConcatAffineKernel final : public Kernel {
     for (size_t i = kFirstX; i < b.inputs.size(); ++i) {
       k->offsets_.push_back(offset);
       k->channels_.push_back(b.inputs[i].shape[1]);
-      k->bf16_in_.push_back(read_of(b.inputs[i]) == Read::nhwc_bf16);
+      k->sources_.push_back(source_of(b.inputs[i]));
       offset += b.inputs[i].shape[1];
     }
     KILN_REQUIRE(offset == k->c_ && b.inputs[kScale].constant->numel() == k->c_ &&
@@ -208,6 +245,10 @@ class ConcatAffineKernel final : public Kernel {
     const float* shift = b.inputs[kShift].constant->data<float>();
     k->scale_.assign(scale, scale + k->c_);
     k->shift_.assign(shift, shift + k->c_);
+    // A code's real value is scale * code: that scale multiplies its channels' affine scale.
+    for (size_t i = 0; i < k->sources_.size(); ++i)
+      if (const std::optional<QuantParams> q = cpu::nhwc_codes_of(b.inputs[kFirstX + i]))
+        for (int64_t c = k->offsets_[i]; c < k->offsets_[i] + k->channels_[i]; ++c) k->scale_[static_cast<size_t>(c)] *= q->scale;
     // Plain NCHW stays float32: its readers convert.
     KILN_ASSIGN(codes, quant_params_from_attrs(*b.attrs, "output"));
     KILN_ASSIGN(bf16_flag, b.attrs->get_int(std::string(kBf16OutputAttr), 0));
@@ -226,9 +267,7 @@ class ConcatAffineKernel final : public Kernel {
     // Straight into the output where the activation is ReLU or none; other activations (and float32,
     // activated in place) need the block in float32 first.
     k->direct_ = k->sink_ != Sink::f32 && (k->relu_inline_ || post.empty());
-    for (bool bf16 : k->bf16_in_) {
-      k->to_sink_.push_back(pick_row(isa, bf16, k->direct_ ? k->sink_ : Sink::f32));
-    }
+    for (Source source : k->sources_) k->to_sink_.push_back(pick_row(isa, source, k->direct_ ? k->sink_ : Sink::f32));
     return std::unique_ptr<Kernel>(std::move(k));
   }
 
@@ -261,13 +300,14 @@ class ConcatAffineKernel final : public Kernel {
       // Where the rows write: the output itself, or (activation after, then conversion) a float32 block.
       const bool via_block = sink_ != Sink::f32 && !direct_;
       float* block = via_block ? scratch + static_cast<int64_t>(omp_get_thread_num()) * kBlockPixels * c_ : nullptr;
-      for (int64_t p = p0; p < p1; ++p)
-        for (size_t i = 0; i < channels_.size(); ++i) {
-          const char* x = static_cast<const char*>(args.inputs[kFirstX + i]) + p * channels_[i] * (bf16_in_[i] ? 2 : 4);
-          void* dst = via_block ? static_cast<void*>(block + (p - p0) * c_ + offsets_[i])
-                                : static_cast<void*>(out + (p * c_ + offsets_[i]) * static_cast<int64_t>(ob));
-          to_sink_[i](x, scale_.data() + offsets_[i], shift_.data() + offsets_[i], dst, channels_[i], relu_inline_, range_);
-        }
+      for (size_t i = 0; i < channels_.size(); ++i) {
+        const char* x = static_cast<const char*>(args.inputs[kFirstX + i]) +
+                        p0 * channels_[i] * static_cast<int64_t>(source_bytes(sources_[i]));
+        void* dst = via_block ? static_cast<void*>(block + offsets_[i])
+                              : static_cast<void*>(out + (p0 * c_ + offsets_[i]) * static_cast<int64_t>(ob));
+        to_sink_[i](x, channels_[i], scale_.data() + offsets_[i], shift_.data() + offsets_[i], dst, c_, p1 - p0,
+                    channels_[i], relu_inline_, range_);
+      }
       const int64_t count = (p1 - p0) * c_;
       if (sink_ == Sink::f32) {
         if (!relu_inline_) cpu::apply_activation(isa_, post_, reinterpret_cast<float*>(out) + p0 * c_, count);
@@ -309,7 +349,7 @@ class ConcatAffineKernel final : public Kernel {
   int threads_ = 1;
   int64_t n_ = 0, c_ = 0, plane_ = 0;
   std::vector<int64_t> channels_, offsets_;  // per input: its channels and where they start in Y
-  std::vector<bool> bf16_in_;                // per input: read as bfloat16
+  std::vector<Source> sources_;              // per input: how its elements are stored
   std::vector<Row> to_sink_;                 // per input: the row function
   std::vector<float> scale_, shift_;
   Layout out_layout_;

@@ -50,6 +50,13 @@ bool is_nhwc_bf16(const ValueDesc& v) {
   return onednn::value_desc(v) == onednn::retyped(nhwc_desc(v.shape), dnnl::memory::data_type::bf16);
 }
 
+std::optional<QuantParams> nhwc_codes_of(const ValueDesc& v) {
+  if (v.shape.size() != 4 || !onednn::is_onednn(v) || onednn::check_value(v, "value", onednn::Quantized::accept)) return std::nullopt;
+  const std::optional<QuantParams> q = onednn::quant_of(v);
+  if (!q || onednn::value_desc(v) != onednn::retyped(nhwc_desc(v.shape), onednn::quant_data_type(q->type))) return std::nullopt;
+  return q;
+}
+
 Layout nhwc_codes_layout(const Shape& shape, int threads, const QuantParams& q) {
   const auto type = q.type == QuantType::u8 ? dnnl::memory::data_type::u8 : dnnl::memory::data_type::s8;
   return onednn::layout_of(onednn::retyped(nhwc_desc(shape), type), shape, threads, q.scale);

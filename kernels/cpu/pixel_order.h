@@ -3,6 +3,8 @@
 // either ask pixel_order() and write NHWC with nhwc_layout().
 #pragma once
 
+#include <optional>
+
 #include "kernels/kernel.h"
 #include "kernels/quantization.h"
 
@@ -28,5 +30,7 @@ Layout nhwc_codes_layout(const Shape& shape, int threads, const QuantParams& q);
 Layout nhwc_bf16_layout(const Shape& shape, int threads);
 // Whether a 4-D value is in that bfloat16 NHWC layout.
 bool is_nhwc_bf16(const ValueDesc& v);
+// The codes' type and scale of a 4-D value in nhwc_codes_layout; nullopt for any other value.
+std::optional<QuantParams> nhwc_codes_of(const ValueDesc& v);
 
 }  // namespace kiln::cpu

@@ -43,4 +43,11 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline void quantize16_avx5
 // Writes `count` codes of `type` (uint8_t or int8_t) to `codes`, on up to `threads` threads.
 void quantize_to_codes(const float* x, void* codes, int64_t count, float inv_scale, QuantType type, int threads);
 
+// s8 codes moved to u8 (code + 128), the form an int8 product reads a signed input in (kernels/onednn/
+// matmul.cpp): from float32 (round(x * inv_scale + 128) saturated to [0, 255], what oneDNN's reorder
+// with zero point 128 writes) or from stored s8 codes (an int8 MatMul's output read by the next one,
+// ConvNeXt's Linears).
+void quantize_to_shifted_codes(const float* x, uint8_t* codes, int64_t count, float inv_scale, int threads);
+void shift_s8_codes(const int8_t* s8, uint8_t* u8, int64_t count, int threads);
+
 }  // namespace kiln::cpu

@@ -4,30 +4,15 @@
 // [N, H, W, C]. ConvNeXt transposes to NHWC and back around every LayerNorm and MLP: with the
 // layout carrying the order, what reads NHWC (oneDNN's convs, the elementwise chain of the layer
 // scale and residual, the next Transpose) reads it without a transposing copy. Like the views of
-// kernels/cpu/view.cpp it runs in place where the input dies here, else copies the bytes; a
-// reader that needs plain NCHW gets the engine's one conversion, which is the transpose itself.
-#include <cstring>
-
+// kernels/cpu/view.cpp it runs in place where the input dies here, else copies the bytes
+// (cpu::ByteViewKernel); a reader that needs plain NCHW gets the engine's one conversion, which is
+// the transpose itself.
+#include "kernels/cpu/byte_view.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/pixel_order.h"
 
 namespace kiln {
 namespace {
-
-class TransposeViewKernel final : public Kernel {
- public:
-  TransposeViewKernel(size_t bytes, Layout out) : bytes_(bytes), out_(std::move(out)) {}
-  std::vector<Layout> output_layouts() const override { return {out_}; }
-  int in_place_input() const override { return 0; }
-  Status run(const KernelArgs& args) override {
-    if (args.outputs[0] != args.inputs[0]) std::memcpy(args.outputs[0], args.inputs[0], bytes_);
-    return Status::ok();
-  }
-
- private:
-  size_t bytes_;
-  Layout out_;
-};
 
 enum class Direction { to_nchw, to_nhwc };
 
@@ -60,7 +45,7 @@ Result<std::unique_ptr<Kernel>> transpose_view_create(const KernelBuild& b) {
   Direction dir;
   if (auto why = view_direction(b, dir)) return make_error(ErrorCode::unsupported, *why);
   const Layout out = dir == Direction::to_nchw ? cpu::nhwc_layout(b.outputs[0].shape, b.threads) : Layout{};
-  return std::unique_ptr<Kernel>(std::make_unique<TransposeViewKernel>(b.inputs[0].bytes(), out));
+  return std::unique_ptr<Kernel>(std::make_unique<cpu::ByteViewKernel>(b.inputs[0].bytes(), out));
 }
 
 }  // namespace

@@ -1,9 +1,7 @@
 // Reshape, Flatten, Squeeze, Unsqueeze, Identity and inference Dropout on a plain value: the
-// output holds the input's bytes unchanged. The kernel offers to run in place, so the engine
-// gives the output the input's buffer wherever the input dies here and the step costs nothing;
-// otherwise (the input is read later, or is a graph input or a weight) it is one memcpy.
-#include <cstring>
-
+// output holds the input's bytes unchanged (cpu::ByteViewKernel: in place where the input dies
+// here, else one memcpy).
+#include "kernels/cpu/byte_view.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 namespace kiln {
@@ -13,20 +11,6 @@ bool is_view_op(OpKind op) {
   return op == OpKind::Reshape || op == OpKind::Flatten || op == OpKind::Squeeze || op == OpKind::Unsqueeze ||
          op == OpKind::Identity || op == OpKind::Dropout;
 }
-
-class ViewKernel final : public Kernel {
- public:
-  explicit ViewKernel(size_t bytes) : bytes_(bytes) {}
-  std::vector<Layout> output_layouts() const override { return {Layout{}}; }
-  int in_place_input() const override { return 0; }
-  Status run(const KernelArgs& args) override {
-    if (bytes_ && args.outputs[0] != args.inputs[0]) std::memcpy(args.outputs[0], args.inputs[0], bytes_);
-    return Status::ok();
-  }
-
- private:
-  size_t bytes_;
-};
 
 std::optional<std::string> view_supports(const KernelBuild& b) {
   if (!is_view_op(b.op)) return "handles Reshape, Flatten, Squeeze, Unsqueeze, Identity and Dropout only";
@@ -46,7 +30,7 @@ std::optional<std::string> view_supports(const KernelBuild& b) {
 
 Result<std::unique_ptr<Kernel>> view_create(const KernelBuild& b) {
   if (auto why = view_supports(b)) return make_error(ErrorCode::unsupported, *why);
-  return std::unique_ptr<Kernel>(std::make_unique<ViewKernel>(b.inputs[0].bytes()));
+  return std::unique_ptr<Kernel>(std::make_unique<cpu::ByteViewKernel>(b.inputs[0].bytes(), Layout{}));
 }
 
 }  // namespace

@@ -313,6 +313,7 @@ Measurement sweep_record(const SweepShape& shape, const std::string& dtype, int 
   if (dtype == "int8" && shape.float_input) m.key = kQuantizedFloatInputKeyPrefix + m.key;
   if (dtype == "int8" && shape.op == SweepOp::gemm && int8_matmul_packs_weights_per_call()) m.key = kGemmAsConvKeyPrefix + m.key;
   if (shape.op == SweepOp::maxpool) m.key = std::string(current_key_prefix("maxpool", dtype)) + m.key;
+  if (shape.op == SweepOp::concat_affine) m.key = std::string(current_key_prefix("concat_affine", dtype)) + m.key;
   m.dtype = dtype;
   m.threads = threads;
   m.batch = shape.op == SweepOp::gemm ? shape.m : shape.batch;

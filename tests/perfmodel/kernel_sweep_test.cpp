@@ -6,6 +6,7 @@
 
 #include "compilers/lower/to_plan.h"
 #include "compilers/passes/pass_runner.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/engine.h"
 #include "kernels/onednn/onednn_kernels.h"
 #include "perfmodel/microbench/kernel_sweep.h"
@@ -174,6 +175,33 @@ TEST_CASE("int8 gemm points are keyed by how kiln runs the product here", "[perf
   CHECK(current_key_prefix("maxpool", "int8") == kPoolInt8CodesKeyPrefix);
   CHECK(current_key_prefix("maxpool", "f32") == kPoolCodesKeyPrefix);
   CHECK(current_key_prefix("avgpool", "f32").empty());
+}
+
+// DenseNet's BatchNorm+ReLU over the joined features reads its int8 producers' codes (quantize_int8 gives
+// a conv read only by ConcatAffines an output scale): the sweep's int8 ConcatAffine points time that, with
+// no conversion before the timed step, and say so in their key; bf16 and float32 points keep theirs.
+TEST_CASE("an int8 sweep ConcatAffine reads its producers' codes and is keyed so", "[perfmodel][sweep]") {
+  const SweepShape joined{SweepOp::concat_affine, 2, 16, 64, 14, 14, 4};
+  const auto engine = compiled_sweep_engine(joined, "int8");
+  int timed = 0, conversions = 0;
+  for (const EngineStep& s : engine->steps()) {
+    conversions += s.op == "ToPlain" && s.node.rfind(kSweepReaderNode, 0) != 0;
+    if (sweep_is_op_step(s)) {
+      ++timed;
+      CHECK(s.op == "ConcatAffine");
+    }
+    if (s.op == "Conv" && s.node.rfind(kSweepProducerNode, 0) == 0 && cpu_isa_available(CpuIsa::avx512)) {
+      INFO(s.node << " writes " << s.output_layout);
+      CHECK((s.output_layout.find(":u8*") != std::string::npos || s.output_layout.find(":s8*") != std::string::npos));
+    }
+  }
+  CHECK(timed == 1);
+  // Where oneDNN's convs write NHWC (AVX-512; AVX2 picks channel blocks, read through plain floats).
+  if (cpu_isa_available(CpuIsa::avx512)) CHECK(conversions == 0);
+  CHECK(sweep_record(joined, "int8", 1, 1).key == kConcatAffineCodesKeyPrefix + sweep_key(joined));
+  CHECK(sweep_record(joined, "bf16", 1, 2).key == sweep_key(joined));
+  CHECK(current_key_prefix("concat_affine", "int8") == kConcatAffineCodesKeyPrefix);
+  CHECK(current_key_prefix("concat_affine", "f32").empty());
 }
 
 TEST_CASE("a measured sweep point has its timing and features", "[perfmodel][sweep]") {

@@ -137,6 +137,79 @@ TEST_CASE("ConcatAffine writes int8 codes where its output has an int8_output sc
   }
 }
 
+// int8 convs write u8 (after a ReLU) or s8 NHWC codes for a ConcatAffine (quantize_int8: DenseNet's layer
+// outputs, read by every later layer of the block): the kernel reads them as they are, each part's code
+// scale folded into its channels' scale, beside a float32 part. The two code parts have scales far
+// apart, so a scale applied to the wrong part, or not at all, is off by far more than the tolerance
+// (the producers' int8 error: a few quantization steps, as in onednn_int8_test.cpp).
+TEST_CASE("ConcatAffine reads u8 and s8 NHWC codes of int8 convs with their scales", "[cpu][concat_affine][int8]") {
+  for (CpuIsa isa : {CpuIsa::avx512, CpuIsa::portable}) {
+    if (!cpu_isa_available(isa)) continue;
+    INFO(cpu_isa_name(isa));
+    Builder b;
+    std::vector<int> in = {b.weight({112}, 1.5f), b.weight({112}, 0.5f)};
+    const int x = b.input({2, 16, 7, 9});
+    Attrs relu;
+    relu.set("activation", std::string("relu"));
+    const int u8_part = b.op(OpKind::Conv, relu, {x, b.weight({64, 16, 1, 1}, 0.3f), b.weight({64})});
+    const int s8_part = b.op(OpKind::Conv, {}, {x, b.weight({32, 16, 1, 1}, 3.0f), b.weight({32})});
+    const int f32_part = b.op(OpKind::Conv, {}, {x, b.weight({16, 16, 1, 1}, 0.3f), b.weight({16})});
+    in.insert(in.end(), {u8_part, s8_part, f32_part});
+    Attrs a;
+    a.set("activation", std::string("relu"));
+    b.output(b.op(OpKind::ConcatAffine, a, in));
+    const auto range_of = [&](int slot) {
+      Plan p = b.plan;
+      p.outputs = {{slot, "calibrated"}};
+      auto r = execute_reference(p, b.inputs);
+      REQUIRE(r);
+      float lo = 0, hi = 0;
+      for (int64_t i = 0; i < r->outputs[0].numel(); ++i)
+        lo = std::min(lo, r->outputs[0].data<float>()[i]), hi = std::max(hi, r->outputs[0].data<float>()[i]);
+      return quant_params_for_range(lo, hi);
+    };
+    const QuantParams in_q = range_of(x), u8_q = range_of(u8_part), s8_q = range_of(s8_part);
+    REQUIRE(u8_q.type == QuantType::u8);
+    REQUIRE(s8_q.type == QuantType::s8);
+    INFO("code scales " << u8_q.scale << " and " << s8_q.scale);
+    REQUIRE(s8_q.scale > 4 * u8_q.scale);
+    for (PlanStep& step : b.plan.steps) {
+      if (step.op != OpKind::Conv) continue;
+      precision_to_attrs(Precision::int8, step.attrs);
+      quant_params_to_attrs(in_q, "input", step.attrs);
+      if (step.outputs[0] == u8_part) quant_params_to_attrs(u8_q, "output", step.attrs);
+      if (step.outputs[0] == s8_part) quant_params_to_attrs(s8_q, "output", step.attrs);
+    }
+    auto ref = execute_reference(b.plan, b.inputs);
+    REQUIRE(ref);
+    const IsaCap cap(isa);
+    auto engine = Engine::create(b.plan, {2, nullptr});
+    REQUIRE(engine);
+    INFO(describe_steps(**engine));
+    REQUIRE(count_kernel(**engine, "cpu.concat_affine." + std::string(cpu_isa_name(isa))) == 1);
+    std::vector<std::string> layouts;
+    int conversions = 0;
+    for (const EngineStep& st : (*engine)->steps()) {
+      if (st.op == "Conv") layouts.push_back(st.output_layout);
+      conversions += st.op == "ToPlain" && st.node.rfind("ConcatAffine", 0) != 0;
+    }
+    CHECK(conversions == 0);  // the codes are read as they are
+    REQUIRE(layouts.size() == 3);
+    CHECK(layouts[0].find("acdb:u8*") != std::string::npos);
+    CHECK(layouts[1].find("acdb:s8*") != std::string::npos);
+    for (int repeat = 0; repeat < 2; ++repeat) {
+      auto got = (*engine)->run(b.inputs);
+      REQUIRE(got);
+      const Tensor& want = ref->outputs[0];
+      double diff = 0;
+      for (int64_t i = 0; i < want.numel(); ++i)
+        diff = std::max(diff, std::fabs(static_cast<double>(got->at(0).data<float>()[i]) - want.data<float>()[i]));
+      INFO("max|diff| " << diff << " of max|ref| " << max_abs(want));
+      CHECK(diff <= (cpu_has_int8_dot_product() ? 0.03 : 0.06) * max_abs(want));
+    }
+  }
+}
+
 // bf16 convs (AMX/AVX512_BF16) write bfloat16 NHWC: the kernel reads it as it is (before, each input was
 // converted to plain float32 and the kernel ran on NCHW), and with bf16_output (mixed_precision_bf16:
 // its readers are bf16 convs) writes bfloat16 NHWC, rounded to nearest even from the float32 result.

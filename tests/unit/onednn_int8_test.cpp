@@ -432,6 +432,33 @@ TEST_CASE("int8 MatMul with its bias (input 2), a GELU and a float32 output", "[
   REQUIRE(count_kernel(*e, "onednn.matmul") == 1);
 }
 
+// ConvNeXt's Linear+GELU -> Linear in int8: the first writes row-major codes for the second, which
+// reads them as they are, with the codes' own scale (its int8_input_scale, set to twice that here, must
+// not be used on codes), s8 shifted to u8 by kiln's loop; nothing converts them to float32 between.
+TEST_CASE("int8 MatMul reads an int8 MatMul's row codes as they are, with their scale", "[onednn][int8]") {
+  for (const char* activation : {"gelu_erf", "relu"}) {
+    DYNAMIC_SECTION(activation) {
+      Builder b;
+      const int x = b.input({2, 50, 48});
+      Attrs first;
+      post_ops_to_attrs({*activation_from_name(activation), 0, 0}, first);
+      const int h = b.op_shaped(OpKind::MatMul, first, {x, b.weight({48, 64}, 0.5f), b.weight({64}, 0.5f)}, {2, 50, 64});
+      const int y = b.op_shaped(OpKind::MatMul, Attrs{}, {h, b.weight({64, 24}, 0.5f), b.weight({24}, 2.0f)}, {2, 50, 24});
+      b.output(y);
+      make_int8(b, h, true);
+      make_int8(b, y, false);
+      QuantParams doubled = *quant_params_from_attrs(b.plan.steps[1].attrs, "input").value();
+      doubled.scale *= 2.0f;
+      quant_params_to_attrs(doubled, "input", b.plan.steps[1].attrs);
+      auto e = check_int8(b);
+      REQUIRE(count_kernel(*e, "onednn.matmul") == 2);
+      CHECK(quantized(layout_of_step(*e, "MatMul0"), std::string(activation) == "relu" ? "u8" : "s8"));
+      CHECK(conversions_of(*e, "MatMul0") == 0);
+      CHECK(e->steps().size() == 2);
+    }
+  }
+}
+
 TEST_CASE("an int8 node with a float32 input and no input scale says why", "[onednn][int8]") {
   Builder b;
   const int x = b.input({1, 4, 6, 6});
