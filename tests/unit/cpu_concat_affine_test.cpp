@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/cpu/isa.h"
@@ -71,6 +72,15 @@ void run_case(const Case& t, bool from_conv, CpuIsa isa) {
   }
 }
 
+// The largest |got - want| over two float32 tensors of one shape.
+double max_diff(const Tensor& got, const Tensor& want) {
+  REQUIRE(got.shape() == want.shape());
+  double diff = 0;
+  for (int64_t i = 0; i < want.numel(); ++i)
+    diff = std::max(diff, std::fabs(static_cast<double>(got.data<float>()[i]) - want.data<float>()[i]));
+  return diff;
+}
+
 }  // namespace
 
 TEST_CASE("the ConcatAffine kernel matches the reference on every ISA path", "[cpu][concat_affine]") {
@@ -126,9 +136,7 @@ TEST_CASE("ConcatAffine writes int8 codes where its output has an int8_output sc
       for (int repeat = 0; repeat < 2; ++repeat) {
         auto got = (*engine)->run(b.inputs);
         REQUIRE(got);
-        double diff = 0;
-        for (int64_t i = 0; i < want.numel(); ++i)
-          diff = std::max(diff, std::fabs(static_cast<double>(got->at(0).data<float>()[i]) - want.data<float>()[i]));
+        const double diff = max_diff(got->at(0), want);
         INFO("max|diff| " << diff << ", scale " << q.scale);
         CHECK(diff <= 0.5 * q.scale * (1 + 1e-4));
         CHECK(diff > 0);  // codes, not floats
@@ -201,9 +209,7 @@ TEST_CASE("ConcatAffine reads u8 and s8 NHWC codes of int8 convs with their scal
       auto got = (*engine)->run(b.inputs);
       REQUIRE(got);
       const Tensor& want = ref->outputs[0];
-      double diff = 0;
-      for (int64_t i = 0; i < want.numel(); ++i)
-        diff = std::max(diff, std::fabs(static_cast<double>(got->at(0).data<float>()[i]) - want.data<float>()[i]));
+      const double diff = max_diff(got->at(0), want);
       INFO("max|diff| " << diff << " of max|ref| " << max_abs(want));
       CHECK(diff <= (cpu_has_int8_dot_product() ? 0.03 : 0.06) * max_abs(want));
     }
@@ -254,9 +260,7 @@ TEST_CASE("ConcatAffine reads bfloat16 NHWC inputs and writes bfloat16 where ask
         auto got = (*engine)->run(b.inputs);
         REQUIRE(got);
         const Tensor& want = ref->outputs[0];
-        double diff = 0;
-        for (int64_t i = 0; i < want.numel(); ++i)
-          diff = std::max(diff, std::fabs(static_cast<double>(got->at(0).data<float>()[i]) - want.data<float>()[i]));
+        const double diff = max_diff(got->at(0), want);
         INFO("max|diff| " << diff << " of max|ref| " << max_abs(want));
         CHECK(diff <= 0.02 * max_abs(want));
       }
