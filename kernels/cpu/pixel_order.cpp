@@ -50,6 +50,10 @@ bool is_nhwc_bf16(const ValueDesc& v) {
   return onednn::value_desc(v) == onednn::retyped(nhwc_desc(v.shape), dnnl::memory::data_type::bf16);
 }
 
+Layout bf16_rows_layout(const Shape& shape, int threads) {
+  return onednn::layout_of(onednn::retyped(onednn::plain_desc(shape), dnnl::memory::data_type::bf16), shape, threads);
+}
+
 std::optional<QuantParams> nhwc_codes_of(const ValueDesc& v) {
   if (v.shape.size() != 4 || !onednn::is_onednn(v) || onednn::check_value(v, "value", onednn::Quantized::accept)) return std::nullopt;
   const std::optional<QuantParams> q = onednn::quant_of(v);

@@ -30,6 +30,9 @@ Layout nhwc_codes_layout(const Shape& shape, int threads, const QuantParams& q);
 Layout nhwc_bf16_layout(const Shape& shape, int threads);
 // Whether a 4-D value is in that bfloat16 NHWC layout.
 bool is_nhwc_bf16(const ValueDesc& v);
+// Bfloat16 in plain row-major order (what a bf16 MatMul with bf16_output writes and a bf16 MatMul or
+// LayerNormalization reads).
+Layout bf16_rows_layout(const Shape& shape, int threads);
 // The codes' type and scale of a 4-D value in nhwc_codes_layout; nullopt for any other value.
 std::optional<QuantParams> nhwc_codes_of(const ValueDesc& v);
 

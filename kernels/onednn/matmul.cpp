@@ -92,11 +92,6 @@ std::optional<std::string> check_residual(const KernelBuild& b, size_t i) {
 
 bool has_matmul_bias(const KernelBuild& b) { return b.inputs.size() > 2 && b.inputs[2].present; }
 
-// A value in bfloat16, row-major (what a MatMul with bf16_output writes).
-bool is_bf16_rows(const ValueDesc& v) {
-  return v.present && is_onednn(v) && !check_value(v, "A") &&
-         value_desc(v) == retyped(plain_desc(v.shape), data_type::bf16);
-}
 
 // A value in u8/s8 codes, row-major (what an int8 MatMul with int8_output_* writes).
 bool is_code_rows(const ValueDesc& v) {

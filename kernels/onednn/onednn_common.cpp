@@ -158,6 +158,10 @@ std::optional<std::string> check_plain_f32(const ValueDesc& v, const char* what)
   return std::nullopt;
 }
 
+bool is_bf16_rows(const ValueDesc& v) {
+  return v.present && is_onednn(v) && !check_value(v, "value") && value_desc(v) == retyped(plain_desc(v.shape), data_type::bf16);
+}
+
 md value_desc(const ValueDesc& v) {
   if (v.layout.plain()) return plain_desc(v.shape);
   return static_cast<const OneDnnLayout*>(v.layout.opaque.get())->desc();

@@ -91,6 +91,8 @@ std::optional<std::string> check_plain_f32(const ValueDesc& v, const char* what)
 // The desc of a value accepted by check_value.
 md value_desc(const ValueDesc& v);
 bool is_onednn(const ValueDesc& v);
+// A value in bfloat16, row-major (what a MatMul or LayerNormalization with bf16_output writes).
+bool is_bf16_rows(const ValueDesc& v);
 
 // Fused activations (kernels/post_ops.h) as oneDNN eltwise steps.
 struct EltwiseStep {

@@ -127,12 +127,53 @@ TEST_CASE("a Transpose reads a bf16 conv's NHWC output without converting it to 
   perm.set("perm", std::vector<int64_t>{0, 2, 3, 1});
   b.output(b.op(OpKind::Transpose, perm, {c}));
   auto e = check_bf16(b);
-  REQUIRE(count_kernel(*e, "onednn.transpose") == 1);
   const std::string conv_layout = e->steps().front().output_layout;
   INFO("conv layout " << conv_layout);
-  // Blocked layouts still go through plain (the permuted blocked reorder is not one of oneDNN's jit ones).
-  const bool unblocked = conv_layout.find("acdb") != std::string::npos || conv_layout == "plain";
-  REQUIRE(count_kernel(*e, "convert.") == (unblocked ? 0 : 1));
+  if (conv_layout.find("acdb") != std::string::npos) {
+    // NHWC: the Transpose is a view of the same bytes (bfloat16 rows for a bf16 NHWC value), and the
+    // graph output's conversion to plain float32 is the only one.
+    REQUIRE(count_kernel(*e, "cpu.transpose_view") == 1);
+    REQUIRE(count_kernel(*e, "convert.") == (conv_layout.find(":bf16") != std::string::npos ? 1 : 0));
+  } else {
+    // Blocked layouts still go through plain (the permuted blocked reorder is not one of oneDNN's jit ones).
+    REQUIRE(count_kernel(*e, "onednn.transpose") == 1);
+    REQUIRE(count_kernel(*e, "convert.") == (conv_layout == "plain" ? 0 : 1));
+  }
+}
+
+// ConvNeXt's block: bf16 depthwise conv (NHWC) -> Transpose to [N, H, W, C] -> LayerNorm -> bf16 Linear.
+// The Transpose is a view giving bfloat16 rows; the LayerNorm with bf16_output (mixed_precision_bf16: its
+// only reader is a bf16 MatMul) normalizes them in bfloat16 and writes bfloat16 rows the MatMul reads as they
+// are: nothing converts. Without bf16_output the LayerNorm reads float32, converted from the rows.
+TEST_CASE("a bf16 LayerNorm reads a bf16 conv's rows through the Transpose view and writes rows for a bf16 MatMul",
+          "[onednn][bf16]") {
+  for (bool bf16_output : {true, false}) {
+    DYNAMIC_SECTION("bf16_output " << bf16_output) {
+      Builder b;
+      const int x = b.input({2, 32, 9, 9});
+      Attrs dw = bf16_conv({3, 3, 3, 3});
+      dw.set("group", int64_t{32});
+      const int c = b.op(OpKind::Conv, dw, {x, b.weight({32, 1, 7, 7}, 0.3f), b.weight({32})});
+      Attrs perm;
+      perm.set("perm", std::vector<int64_t>{0, 2, 3, 1});
+      const int t = b.op_shaped(OpKind::Transpose, perm, {c}, {2, 9, 9, 32});
+      Attrs ln;
+      ln.set("axis", int64_t{-1});
+      ln.set("epsilon", 1e-6f);
+      if (bf16_output) ln.set(std::string(kBf16OutputAttr), int64_t{1});
+      const int n = b.op_shaped(OpKind::LayerNormalization, ln, {t, b.weight({32}, 1.0f), b.weight({32}, 0.5f)}, {2, 9, 9, 32});
+      b.output(b.op_shaped(OpKind::MatMul, bf16(), {n, b.weight({32, 48}, 0.3f), b.weight({48})}, {2, 9, 9, 48}));
+      auto e = check_bf16(b);
+      if (!cpu_has_bf16_compute() || !cpu_isa_available(CpuIsa::avx512)) continue;
+      REQUIRE(count_kernel(*e, "onednn.layernorm") == 1);
+      REQUIRE(count_kernel(*e, "cpu.transpose_view") == 1);
+      std::string ln_layout;
+      for (const EngineStep& st : e->steps())
+        if (st.op == "LayerNormalization") ln_layout = st.output_layout;
+      CHECK(ln_layout == (bf16_output ? "onednn:abcd:bf16" : "plain"));
+      CHECK(count_kernel(*e, "convert.") == (bf16_output ? 0 : 1));
+    }
+  }
 }
 
 TEST_CASE("an fp32 conv after a bf16 one reads float32 again", "[onednn][bf16]") {

@@ -400,6 +400,35 @@ TEST_CASE("mixed_precision_bf16 lets a MatMul read only by bf16 MatMuls write bf
   CHECK_FALSE(node_named(mixed, "h_node").attrs.has(std::string(kBf16OutputAttr)));
 }
 
+// A LayerNorm read only by a bf16 MatMul (ConvNeXt's and transformers' norm before the first Linear) writes
+// bfloat16 rows; one also read by another op, or read by an fp32 MatMul, writes float32.
+TEST_CASE("mixed_precision_bf16 lets a LayerNorm read only by bf16 MatMuls write bfloat16", "[quantize][passes]") {
+  testing::GraphBuilder b;
+  const ValueId x = b.input("x", {2, 5, 5, 24});
+  Attrs ln;
+  ln.set("axis", int64_t{-1});
+  const auto norm = [&](const std::string& name) {
+    return b.node(OpKind::LayerNormalization, name, {x, b.weight(name + "_s", {24}), b.weight(name + "_b", {24})}, ln);
+  };
+  const ValueId only_matmul = norm("a"), shared = norm("s"), to_fp32 = norm("f");
+  b.output(b.node(OpKind::MatMul, "m1", {only_matmul, b.weight("w1", {24, 8}, -0.3f, 0.3f)}));
+  b.output(b.node(OpKind::MatMul, "m2", {shared, b.weight("w2", {24, 8}, -0.3f, 0.3f)}));
+  b.output(b.node(OpKind::Neg, "n", {shared}));
+  b.output(b.node(OpKind::MatMul, "m3", {to_fp32, b.weight("w3", {24, 8}, -0.3f, 0.3f)}));
+  PassRunOptions options;
+  options.keep_fp32 = {"m3_node"};
+  std::ostringstream log;
+  options.log = &log;
+  REQUIRE(run_passes(b.g, {"mixed_precision_bf16"}, options));
+  CHECK_THAT(log.str(), Catch::Contains("1 LayerNorms writing bf16"));
+  auto writes_bf16 = [&](const std::string& name) {
+    return node_named(b.g, name + "_node").attrs.get_int(std::string(kBf16OutputAttr), 0).value() == 1;
+  };
+  CHECK(writes_bf16("a"));
+  CHECK_FALSE(writes_bf16("s"));
+  CHECK_FALSE(writes_bf16("f"));
+}
+
 TEST_CASE("quantize_int8 keeps the named layers in fp32 and refuses unknown ones", "[quantize][passes]") {
   const CalibrationSet set = random_set(2, {3, 8, 8}, 11);
   Int8Options int8;
