@@ -115,17 +115,27 @@ TEST_CASE("bf16 MatMul with its bias (input 2) and GELU as one primitive", "[one
   REQUIRE(e->steps().size() == 1);
 }
 
-// ConvNeXt: a bf16 depthwise conv writes NHWC ("acdb"), and the Transpose to [N, H, W, C] reads it
-// as it is (one converting copy in memory order), with no conversion to plain NCHW before it.
-TEST_CASE("a Transpose reads a bf16 conv's NHWC output without converting it to plain first", "[onednn][bf16]") {
-  Builder b;
+namespace {
+
+// ConvNeXt's block start: a bf16 7x7 depthwise conv over [2, 32, 9, 9], then the Transpose to
+// [N, H, W, C]; returns the Transpose's slot.
+int dw_conv_to_channels_last(Builder& b) {
   const int x = b.input({2, 32, 9, 9});
   Attrs dw = bf16_conv({3, 3, 3, 3});
   dw.set("group", int64_t{32});
   const int c = b.op(OpKind::Conv, dw, {x, b.weight({32, 1, 7, 7}, 0.3f), b.weight({32})});
   Attrs perm;
   perm.set("perm", std::vector<int64_t>{0, 2, 3, 1});
-  b.output(b.op(OpKind::Transpose, perm, {c}));
+  return b.op_shaped(OpKind::Transpose, perm, {c}, {2, 9, 9, 32});
+}
+
+}  // namespace
+
+// ConvNeXt: a bf16 depthwise conv writes NHWC ("acdb"), and the Transpose to [N, H, W, C] reads it
+// as it is (one converting copy in memory order), with no conversion to plain NCHW before it.
+TEST_CASE("a Transpose reads a bf16 conv's NHWC output without converting it to plain first", "[onednn][bf16]") {
+  Builder b;
+  b.output(dw_conv_to_channels_last(b));
   auto e = check_bf16(b);
   const std::string conv_layout = e->steps().front().output_layout;
   INFO("conv layout " << conv_layout);
@@ -150,13 +160,7 @@ TEST_CASE("a bf16 LayerNorm reads a bf16 conv's rows through the Transpose view 
   for (bool bf16_output : {true, false}) {
     DYNAMIC_SECTION("bf16_output " << bf16_output) {
       Builder b;
-      const int x = b.input({2, 32, 9, 9});
-      Attrs dw = bf16_conv({3, 3, 3, 3});
-      dw.set("group", int64_t{32});
-      const int c = b.op(OpKind::Conv, dw, {x, b.weight({32, 1, 7, 7}, 0.3f), b.weight({32})});
-      Attrs perm;
-      perm.set("perm", std::vector<int64_t>{0, 2, 3, 1});
-      const int t = b.op_shaped(OpKind::Transpose, perm, {c}, {2, 9, 9, 32});
+      const int t = dw_conv_to_channels_last(b);
       Attrs ln;
       ln.set("axis", int64_t{-1});
       ln.set("epsilon", 1e-6f);
