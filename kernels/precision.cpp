@@ -19,6 +19,11 @@ Result<Precision> precision_from_attrs(const Attrs& attrs) {
   return make_error(ErrorCode::invalid_argument, "unknown precision '", name, "' (known: fp32, bf16, int8)");
 }
 
+Result<bool> bf16_output_from_attrs(const Attrs& attrs) {
+  KILN_ASSIGN(flag, attrs.get_int(std::string(kBf16OutputAttr), 0));
+  return flag != 0;
+}
+
 void precision_to_attrs(Precision p, Attrs& attrs) {
   if (p == Precision::fp32) attrs.erase(std::string(kPrecisionAttr));
   else attrs.set(std::string(kPrecisionAttr), std::string(precision_name(p)));

@@ -24,5 +24,7 @@ std::string_view precision_name(Precision p);  // "fp32", "bf16", "int8"
 // The node's precision; an unknown name is an error naming it.
 Result<Precision> precision_from_attrs(const Attrs& attrs);
 void precision_to_attrs(Precision p, Attrs& attrs);  // fp32 erases the attribute
+// Whether the node has bf16_output set (nonzero); an attribute of the wrong type is an error.
+Result<bool> bf16_output_from_attrs(const Attrs& attrs);
 
 }  // namespace kiln

@@ -44,7 +44,7 @@ Result<bool> pass_mixed_precision_bf16(Graph& graph, const PassContext& ctx) {
              std::count(reader.inputs.begin(), reader.inputs.end(), node.outputs[0]) == 1;
     });
     if (!all_bf16) continue;
-    if (auto already = node.attrs.get_int(std::string(kBf16OutputAttr), 0); already && *already != 0) continue;
+    if (auto already = bf16_output_from_attrs(node.attrs); already && *already) continue;
     node.attrs.set(std::string(kBf16OutputAttr), int64_t{1});
     ++(concat_affine ? bf16_affines : layer_norm ? bf16_norms : bf16_matmuls);
   }

@@ -251,8 +251,7 @@ class ConcatAffineKernel final : public Kernel {
         for (int64_t c = k->offsets_[i]; c < k->offsets_[i] + k->channels_[i]; ++c) k->scale_[static_cast<size_t>(c)] *= q->scale;
     // Plain NCHW stays float32: its readers convert.
     KILN_ASSIGN(codes, quant_params_from_attrs(*b.attrs, "output"));
-    KILN_ASSIGN(bf16_flag, b.attrs->get_int(std::string(kBf16OutputAttr), 0));
-    const bool bf16_output = bf16_flag != 0;
+    KILN_ASSIGN(bf16_output, bf16_output_from_attrs(*b.attrs));
     if (k->nhwc_ && codes) {
       k->sink_ = Sink::codes;
       k->codes_ = *codes;

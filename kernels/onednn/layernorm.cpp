@@ -21,8 +21,8 @@ std::optional<std::string> layernorm_supports(const KernelBuild& b) {
   if (b.op != OpKind::LayerNormalization) return "handles LayerNormalization only";
   if (b.inputs.size() < 2 || b.inputs.size() > 3) return "needs X, Scale and maybe B";
   if (is_bf16_rows(b.inputs[0])) {
-    auto flag = b.attrs->get_int(std::string(kBf16OutputAttr), 0);
-    if (!flag || *flag == 0) return "X is bfloat16: read only with bf16_output (oneDNN 2.6 writes src's type)";
+    const auto flag = bf16_output_from_attrs(*b.attrs);
+    if (!flag || !*flag) return "X is bfloat16: read only with bf16_output (oneDNN 2.6 writes src's type)";
   } else if (auto why = check_plain_f32(b.inputs[0], "X")) {
     return why;
   }

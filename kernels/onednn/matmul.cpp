@@ -100,8 +100,8 @@ bool is_code_rows(const ValueDesc& v) {
 }
 
 bool writes_bf16(const KernelBuild& b) {
-  auto flag = b.attrs->get_int(std::string(kBf16OutputAttr), 0);
-  return flag && *flag != 0;
+  const auto flag = bf16_output_from_attrs(*b.attrs);
+  return flag && *flag;
 }
 
 bool uses_c(const KernelBuild& b, const GemmParams& g) {
