@@ -58,12 +58,21 @@ inline constexpr const char* kQuantizedFloatInputKeyPrefix = "quantized ";
 // session 10: a conv read only by ConcatAffines writes codes, which the ConcatAffine reads with their scale).
 // Before, the parts were float32: 4x the bytes read (DenseNet-121 int8 b8, 1 thread: 21.9 vs 15.9 ms).
 inline constexpr const char* kConcatAffineCodesKeyPrefix = "codes in ";
+// The key prefix of bf16/int8 gemm points whose A is a producer MatMul's output in the gemm's own precision
+// (bfloat16 rows, s8 codes), as a transformer's or ConvNeXt's second Linear reads its first's (since
+// 2026-12-06, session 11). Before, A was a float32 graph input converted inside the timed step (ConvNeXt-T
+// bf16 b8, a stage-1 second Linear: 7.55 ms priced from those, 3.44 measured); such points are now the
+// border points "gemm_from_f32" (a classifier after its pooling), keyed "f32in ".
+inline constexpr const char* kGemmRowsInputKeyPrefix = "rows in ";
+// The group a gemm's float32 A costs beyond the interior gemm when a bf16/int8 Gemm/MatMul converts it in
+// its own step (fitted from the "gemm_from_f32" border points; features: M x K elements).
+inline constexpr const char* kRowConversionOp = "convert_rows";
 // The prefix that marks a point of `op` in `dtype` measured the way this kiln runs it, where points
 // of that op and dtype measured otherwise before may be in a store ("" when none: nothing is
 // superseded).
 inline std::string_view current_key_prefix(std::string_view op, std::string_view dtype) {
   if (dtype == "int8" && (op == "conv" || op == "depthwise_conv")) return kUnsignedInputKeyPrefix;
-  if (dtype == "int8" && op == "gemm") return kGemmAsConvKeyPrefix;
+  if ((dtype == "int8" || dtype == "bf16") && op == "gemm") return kGemmRowsInputKeyPrefix;
   if (dtype == "int8" && op.ends_with(kFromFloatSuffix)) return kQuantizedFloatInputKeyPrefix;
   if (op == "maxpool") return dtype == "int8" ? kPoolInt8CodesKeyPrefix : kPoolCodesKeyPrefix;
   if (dtype == "int8" && op == "concat_affine") return kConcatAffineCodesKeyPrefix;

@@ -72,8 +72,10 @@ bool conv_features(const PlanView& v, const PlanStep& s, Measurement& m, double&
   return true;
 }
 
-// Gemm [M,K] x [K,N]; MatMul with leading dims folded into M.
-bool gemm_features(const PlanView& v, const PlanStep& s, Measurement& m, double& weight_bytes) {
+// Gemm [M,K] x [K,N]; MatMul with leading dims folded into M. A and B at the compute dtype's size (a float32
+// A converted in the step is priced apart), the output at `out_bytes` (bf16 rows or codes for a reader in
+// the same precision, else float32).
+bool gemm_features(const PlanView& v, const PlanStep& s, Measurement& m, double& weight_bytes, double out_bytes) {
   const Shape a = v.shape(input(s, 0)), y = v.shape(output(s));
   if (a.empty() || y.empty()) return false;
   int64_t k = a.back();
@@ -85,7 +87,7 @@ bool gemm_features(const PlanView& v, const PlanStep& s, Measurement& m, double&
   m.batch = m.m;
   const double e = dtype_element_bytes(m.dtype);
   m.macs = static_cast<double>(m.m) * static_cast<double>(m.k) * static_cast<double>(m.n);
-  m.bytes = e * static_cast<double>(m.m * m.k + m.k * m.n + m.m * m.n) + 4.0 * static_cast<double>(m.n);
+  m.bytes = e * static_cast<double>(m.m * m.k + m.k * m.n) + out_bytes * static_cast<double>(m.m * m.n) + 4.0 * static_cast<double>(m.n);
   if (v.is_constant(input(s, 1))) weight_bytes = e * static_cast<double>(m.k * m.n) + 4.0 * static_cast<double>(m.n);
   return true;
 }
@@ -242,6 +244,25 @@ bool concat_affine_features(const PlanView& v, const PlanStep& s, Measurement& m
   return true;
 }
 
+// LayerNormalization over the last axis (the sweep's layernorm): batch, channels (the last axis) and the
+// positions per sample between; its elements as MACs; bytes read at the layout it reads (bfloat16 rows from
+// a bf16 producer, else float32) and written at `out_bytes`, with its scale and bias.
+bool layernorm_features(const PlanView& v, const PlanStep& s, Measurement& m, const std::vector<std::string>& slot_layout,
+                        double out_bytes) {
+  const Shape x = v.shape(input(s, 0));
+  const int64_t axis = attr_int(s.attrs, "axis", -1);
+  if (x.size() < 2 || (axis != -1 && axis != static_cast<int64_t>(x.size()) - 1)) return false;
+  m.op = "layernorm";
+  m.batch = x[0];
+  m.in_c = m.out_c = x.back();
+  m.in_h = m.out_h = shape_numel(x) / std::max<int64_t>(x[0] * x.back(), 1);
+  m.in_w = m.out_w = 1;
+  const double elements = static_cast<double>(shape_numel(x));
+  m.macs = elements;
+  m.bytes = elements * (layout_element_bytes(slot_layout[static_cast<size_t>(input(s, 0))]) + out_bytes) + 8.0 * static_cast<double>(x.back());
+  return true;
+}
+
 // ElementwiseChain (the sweep's eltwise): elements x ops of its program; reads its non-constant
 // inputs and writes its output.
 bool chain_features(const PlanView& v, const PlanStep& s, Measurement& m, double element_bytes) {
@@ -358,7 +379,7 @@ std::vector<StepFeatures> plan_features(const Plan& plan, const std::vector<Engi
     switch (s.op) {
       case OpKind::Conv: mapped = conv_features(v, s, m, f.weight_bytes); break;
       case OpKind::Gemm:
-      case OpKind::MatMul: mapped = gemm_features(v, s, m, f.weight_bytes); break;
+      case OpKind::MatMul: mapped = gemm_features(v, s, m, f.weight_bytes, out_bytes); break;
       case OpKind::MaxPool:
       case OpKind::AveragePool:
       case OpKind::GlobalAveragePool:
@@ -377,10 +398,21 @@ std::vector<StepFeatures> plan_features(const Plan& plan, const std::vector<Engi
         mapped = concat_affine_features(v, s, m, slot_layout, out_bytes);
         break;
       case OpKind::ElementwiseChain: mapped = chain_features(v, s, m, out_bytes); break;
+      case OpKind::LayerNormalization:
+        // Float32 arithmetic on what it reads and writes: bfloat16 rows for bf16 MatMuls, else float32.
+        m.dtype = layout_dtype(e.output_layout);
+        mapped = layernorm_features(v, s, m, slot_layout, out_bytes);
+        break;
       default: break;
     }
     if (mapped && (s.op == OpKind::Conv || s.op == OpKind::Gemm || s.op == OpKind::MatMul))
       f.epilogue_ops = epilogue_op_count(s.attrs) * static_cast<double>(v.numel(output(s)));
+    // A bf16/int8 Gemm/MatMul reading float32 A (a classifier after its pooling, ConvNeXt int8's first Linear
+    // after its float32 LayerNorm) converts it in its own step; one reading a producer's bfloat16 rows or
+    // codes converts nothing (the sweep's interior gemm points).
+    if (mapped && m.op == "gemm" && m.dtype != "f32" && input(s, 0) >= 0 &&
+        layout_dtype(slot_layout[static_cast<size_t>(input(s, 0))]) == "f32")
+      f.input_conversion = "precision";
     if (mapped && s.op == OpKind::Conv && input(s, 3) >= 0) f.residual_elements = static_cast<double>(v.numel(input(s, 3)));
     if (mapped && s.op == OpKind::Conv && m.backend == "onednn" && e.output_layout != "plain" && input(s, 0) >= 0) {
       // oneDNN reorders an input in another format or precision inside the convolution's step.

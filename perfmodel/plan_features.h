@@ -37,6 +37,7 @@ struct StepFeatures {
   // own step. "" when it reads what it computes in, as the sweep's interior points do. A ToPlain
   // of a 4-D value in a oneDNN format: "from layout"; a 4-D Transpose that moves the innermost axis:
   // "transpose" (both: m.in_c/in_h/in_w as NCHW and m.dtype, what it reads; priced as a conversion).
+  // A bf16/int8 gemm reading float32 A: "precision" too (its m.m x m.k elements; the "convert_rows" group).
   std::string input_conversion;
   // An int8 Conv reading s8 from its producer (no ReLU before it: a linear bottleneck, SiLU,
   // LayerNorm); one reading u8 is what the sweep's interior int8 points time.

@@ -157,6 +157,10 @@ class LatencyPredictor {
 Measurement conversion_features(const std::string& dtype, int threads, int64_t batch, int64_t channels, int64_t h,
                                 int64_t w, double median_ms = 0);
 
+// The record a bf16/int8 gemm's float32 A converted in its own step is predicted from (group
+// kRowConversionOp): rows x columns elements, as conversion_features counts them.
+Measurement row_conversion_features(const std::string& dtype, int threads, int64_t rows, int64_t columns, double median_ms = 0);
+
 // The record an activation fused into a kernel is predicted from (group "epilogue"): batch x
 // channels x h x w output elements, `ops_per_element` element-ops each (SiLU 2, GELU 5).
 Measurement epilogue_features(const std::string& dtype, int threads, int64_t batch, int64_t channels, int64_t h,

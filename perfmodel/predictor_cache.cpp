@@ -9,7 +9,7 @@
 namespace kiln::perf {
 namespace {
 
-constexpr int kFitCacheVersion = 11;  // 2: the "convert" groups; 3: groups_only_loaded; 4: channel-waste features; 5: u8-keyed int8 convs, "_signed" groups; 6: 1x1conv-keyed int8 gemm; 7: weight_reuse tables; 8: bf16/int8 max pools keyed "codes "; 9: f32 ones too; 10: thread pairs repaired; 11: int8 ConcatAffine points on codes  // bumped when the fit or its JSON changes meaning
+constexpr int kFitCacheVersion = 12;  // 2: the "convert" groups; 3: groups_only_loaded; 4: channel-waste features; 5: u8-keyed int8 convs, "_signed" groups; 6: 1x1conv-keyed int8 gemm; 7: weight_reuse tables; 8: bf16/int8 max pools keyed "codes "; 9: f32 ones too; 10: thread pairs repaired; 11: int8 ConcatAffine points on codes; 12: bf16/int8 gemm points on rows, "convert_rows"  // bumped when the fit or its JSON changes meaning
 
 // FNV-1a, 64 bits: a cache key, not a security boundary (a collision costs a wrong prediction of
 // one's own profile, and needs two profiles differing in timing only).

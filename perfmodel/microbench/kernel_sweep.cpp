@@ -219,6 +219,21 @@ Graph sweep_graph(const SweepShape& s) {
       break;
     }
     case SweepOp::gemm: {
+      if (s.rows_input) {
+        // The producer: a MatMul over a narrow input (kRowsProducerWidth columns: cheap beside the op, not
+        // timed) read only by the timed MatMul, so in bf16 it writes bfloat16 rows and in int8 s8 codes
+        // (mixed_precision_bf16, quantize_int8), which the op reads as they are.
+        const ValueId x = b.input("x", {s.m, kRowsProducerWidth});
+        const ValueId pw = b.weight(std::string(kSweepProducerNode) + "_w", {kRowsProducerWidth, s.k}, 0.5f);
+        const ValueId rows = b.node(OpKind::MatMul, kSweepProducerNode, {x, pw});
+        const ValueId w = b.weight("w", {s.k, s.n}, 1.0f / std::sqrt(static_cast<float>(s.k)));
+        const ValueId y = b.node(OpKind::Add, "gemm_bias", {b.node(OpKind::MatMul, "gemm", {rows, w}), b.weight("bias", {s.n}, 0.1f)});
+        // Read by another narrow MatMul (not timed), so the op writes bfloat16 rows or codes too, as an MLP's
+        // first Linear does (where the second writes float32, plan features count its output's bytes so).
+        const ValueId rw = b.weight(std::string(kSweepReaderNode) + "_w", {s.n, kRowsProducerWidth}, 1.0f / std::sqrt(static_cast<float>(s.n)));
+        b.g.outputs.push_back(b.node(OpKind::MatMul, kSweepReaderNode, {y, rw}));
+        break;
+      }
       const ValueId x = b.input("x", {s.m, s.k});
       const ValueId w = b.weight("w", {s.n, s.k}, 1.0f / std::sqrt(static_cast<float>(s.k)));
       const ValueId bias = b.weight("bias", {s.n}, 0.1f);
@@ -294,6 +309,22 @@ Graph sweep_graph(const SweepShape& s) {
       b.g.outputs.push_back(depthwise(b, read, concat_norm_relu(b, "", parts, s.out_c), kSweepReaderNode));
       break;
     }
+    case SweepOp::layernorm: {
+      // ConvNeXt's norm: the producer's output viewed as NHWC rows (a Transpose: a view of what the producer
+      // writes in NHWC), normalized over the channels and read by a narrow MatMul (not timed) as by the next
+      // Linear, so that in bf16 it reads and writes bfloat16 rows (mixed_precision_bf16), as in the model.
+      Attrs perm;
+      perm.set("perm", std::vector<int64_t>{0, 2, 3, 1});
+      const ValueId rows = b.node(OpKind::Transpose, std::string(kSweepProducerNode) + "_transpose", {producer(b, s)}, perm);
+      Attrs norm;
+      norm.set("axis", int64_t{-1});
+      norm.set("epsilon", 1e-6f);
+      const ValueId y = b.node(OpKind::LayerNormalization, "layernorm",
+                               {rows, b.weight("ln_scale", {s.in_c}, 1.0f), b.weight("ln_bias", {s.in_c}, 0.1f)}, norm);
+      const ValueId rw = b.weight(std::string(kSweepReaderNode) + "_w", {s.in_c, kRowsProducerWidth}, 1.0f / std::sqrt(static_cast<float>(s.in_c)));
+      b.g.outputs.push_back(b.node(OpKind::MatMul, kSweepReaderNode, {y, rw}));
+      break;
+    }
     case SweepOp::concat: {
       Attrs a;
       a.set("axis", int64_t{1});
@@ -309,9 +340,10 @@ Measurement sweep_record(const SweepShape& shape, const std::string& dtype, int 
   m.kind = kKindKernel;
   m.op = sweep_record_op(shape);
   m.key = sweep_key(shape);
+  if (dtype == "int8" && shape.op == SweepOp::gemm && int8_matmul_packs_weights_per_call()) m.key = kGemmAsConvKeyPrefix + m.key;
   if (dtype == "int8" && sweep_reads_u8(shape)) m.key = kUnsignedInputKeyPrefix + m.key;
   if (dtype == "int8" && shape.float_input) m.key = kQuantizedFloatInputKeyPrefix + m.key;
-  if (dtype == "int8" && shape.op == SweepOp::gemm && int8_matmul_packs_weights_per_call()) m.key = kGemmAsConvKeyPrefix + m.key;
+  if (shape.rows_input) m.key = kGemmRowsInputKeyPrefix + m.key;
   if (shape.op == SweepOp::maxpool) m.key = std::string(current_key_prefix("maxpool", dtype)) + m.key;
   if (shape.op == SweepOp::concat_affine) m.key = std::string(current_key_prefix("concat_affine", dtype)) + m.key;
   m.dtype = dtype;
@@ -382,7 +414,11 @@ std::vector<BenchPoint> sweep_points(const TargetFingerprint& fp, const BenchPla
       if (dtype != "f32" && !sweep_op_has_precisions(shape.op)) continue;
       if (dtype == "f32" && reduced_only) continue;
       if (dtype != "int8" && shape.signed_input) continue;  // signedness is int8's alone
-      for (int threads : options.threads) points.push_back(sweep_point(shape, dtype, threads, timing));
+      // An int8 pipeline keeps LayerNorm in float32, as the f32 points time it.
+      if (dtype == "int8" && shape.op == SweepOp::layernorm) continue;
+      SweepShape as_run = shape;
+      as_run.rows_input = shape.op == SweepOp::gemm && dtype != "f32" && !shape.float_input;
+      for (int threads : options.threads) points.push_back(sweep_point(as_run, dtype, threads, timing));
     }
   }
   return points;

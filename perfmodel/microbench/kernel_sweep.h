@@ -1,5 +1,6 @@
 // The kernel sweep: each grid shape (sweep_grid.h) becomes a one-op graph built in-process
-// (Conv + bias + ReLU, depthwise Conv + bias + ReLU, Gemm + bias, MaxPool read by a depthwise conv, AveragePool,
+// (Conv + bias + ReLU, depthwise Conv + bias + ReLU, Gemm + bias (bf16/int8: a MatMul + bias reading a
+// producer MatMul's rows), MaxPool read by a depthwise conv, AveragePool,
 // GlobalAveragePool, Add), compiled with kiln's own pipeline for the dtype (f32: the default
 // pipeline; bf16: default+mixed_precision_bf16; int8: default+quantize_int8 calibrated on random
 // data; all without fuse_depth_first) and timed on the compiled Engine. Convolutions and pooling
@@ -25,7 +26,11 @@ Graph sweep_graph(const SweepShape& shape);
 
 // The producers' node names start with this ("producer", "producer_b").
 inline constexpr const char* kSweepProducerNode = "producer";
-// The node that reads a max pool's output (a depthwise conv), so that the pool runs as in a model.
+// The columns of a rows_input gemm's producer MatMul ([M, this] x [this, K]): a sixth or less of the op's
+// MACs at the narrowest N the sweep times.
+inline constexpr int64_t kRowsProducerWidth = 16;
+// The node that reads a max pool's output (a depthwise conv) or a rows_input gemm's (a narrow MatMul), so
+// that the op runs and writes as in a model.
 inline constexpr const char* kSweepReaderNode = "reader";
 
 // The steps a point's latency counts: the op's own, neither its producers, its reader nor the engine's

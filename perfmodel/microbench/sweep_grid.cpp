@@ -29,6 +29,7 @@ const std::vector<int64_t> kChannels = {16, 32, 64, 128, 256, 512, 1024, 2048};
 const std::vector<int64_t> kSpatial = {7, 14, 28, 56, 112};
 const std::vector<int64_t> kBatches = {1, 8, 32};
 constexpr size_t kZooGemmPoints = 48;  // as many as the gemm grid's
+constexpr size_t kLayerNormPoints = 30;
 
 // Takes `count` shapes from `all`, round-robin over the strata `stratum` names (each shuffled
 // with the grid seed), so every kernel/stride/batch combination appears before any repeats.
@@ -244,6 +245,20 @@ std::vector<SweepShape> eltwise_candidates() {
   return out;
 }
 
+// LayerNorm over the channels of NHWC pixels: transformer and ConvNeXt widths (64..1024, 96..768) at 7..56
+// pixels a side, up to 2e7 elements (a point takes milliseconds).
+std::vector<SweepShape> layernorm_candidates() {
+  std::vector<SweepShape> out;
+  for (int64_t b : kBatches)
+    for (int64_t c : {64, 96, 128, 192, 256, 384, 512, 768, 1024})
+      for (int64_t hw : {7, 14, 28, 56}) {
+        SweepShape s{SweepOp::layernorm, b, c, c, hw, hw};
+        const double elems = static_cast<double>(b * c * hw * hw);
+        if (elems >= 1e4 && elems <= 2e7) out.push_back(s);
+      }
+  return out;
+}
+
 // A border point's input, which a conversion streams: past ~50 MB of float32 a point would take seconds.
 bool border_input_in_budget(const SweepShape& s) { return static_cast<double>(s.batch * s.in_c * s.h * s.w) <= 1.3e7; }
 
@@ -396,26 +411,31 @@ std::string sweep_op_name(SweepOp op) {
     case SweepOp::eltwise: return "eltwise";
     case SweepOp::depth_first: return "depth_first";
     case SweepOp::concat_affine: return "concat_affine";
+    case SweepOp::layernorm: return "layernorm";
   }
   return "?";
 }
 
 bool sweep_op_has_precisions(SweepOp op) {
   return op == SweepOp::conv || op == SweepOp::depthwise_conv || op == SweepOp::gemm || op == SweepOp::maxpool ||
-         op == SweepOp::concat_affine;
+         op == SweepOp::concat_affine || op == SweepOp::layernorm;
 }
 
 int64_t sweep_out_h(const SweepShape& s) {
   if (s.op == SweepOp::gemm) return 0;
   if (s.op == SweepOp::global_avgpool) return 1;
-  if (s.op == SweepOp::add || s.op == SweepOp::concat || s.op == SweepOp::eltwise || s.op == SweepOp::concat_affine) return s.h;
+  if (s.op == SweepOp::add || s.op == SweepOp::concat || s.op == SweepOp::eltwise || s.op == SweepOp::concat_affine ||
+      s.op == SweepOp::layernorm)
+    return s.h;
   return (s.h + 2 * s.pad - s.kernel) / s.stride + 1;
 }
 
 int64_t sweep_out_w(const SweepShape& s) {
   if (s.op == SweepOp::gemm) return 0;
   if (s.op == SweepOp::global_avgpool) return 1;
-  if (s.op == SweepOp::add || s.op == SweepOp::concat || s.op == SweepOp::eltwise || s.op == SweepOp::concat_affine) return s.w;
+  if (s.op == SweepOp::add || s.op == SweepOp::concat || s.op == SweepOp::eltwise || s.op == SweepOp::concat_affine ||
+      s.op == SweepOp::layernorm)
+    return s.w;
   return (s.w + 2 * s.pad - s.kernel) / s.stride + 1;
 }
 
@@ -429,6 +449,7 @@ double sweep_macs(const SweepShape& s) {
     case SweepOp::maxpool:
     case SweepOp::avgpool: return b * out_hw * static_cast<double>(s.out_c * s.kernel * s.kernel);
     case SweepOp::global_avgpool:
+    case SweepOp::layernorm:  // its elements: a mean, a variance and the normalization over each
     case SweepOp::add: return b * static_cast<double>(s.in_c * s.h * s.w);
     case SweepOp::concat:
     case SweepOp::concat_affine: return b * static_cast<double>(s.out_c * s.h * s.w);
@@ -449,12 +470,14 @@ double sweep_bytes(const SweepShape& s, double element_bytes) {
       return element_bytes * (in + out + static_cast<double>(s.out_c * s.in_c * s.kernel * s.kernel)) + 4.0 * static_cast<double>(s.out_c);
     case SweepOp::depthwise_conv:
       return element_bytes * (in + out + static_cast<double>(s.out_c * s.kernel * s.kernel)) + 4.0 * static_cast<double>(s.out_c);
-    case SweepOp::gemm:
-      return element_bytes * static_cast<double>(s.m * s.k + s.k * s.n + s.m * s.n) + 4.0 * static_cast<double>(s.n);
+    case SweepOp::gemm:  // a float_input gemm writes float32 (its output leaves the graph); the others, in their dtype
+      return element_bytes * static_cast<double>(s.m * s.k + s.k * s.n) +
+             (s.float_input ? 4.0 : element_bytes) * static_cast<double>(s.m * s.n) + 4.0 * static_cast<double>(s.n);
     case SweepOp::add: return element_bytes * 3 * in;
     case SweepOp::concat:
     case SweepOp::concat_affine: return element_bytes * 2 * out;
     case SweepOp::eltwise: return element_bytes * 2 * in;
+    case SweepOp::layernorm: return element_bytes * 2 * in + 8.0 * static_cast<double>(s.in_c);  // + scale and bias
     case SweepOp::depth_first:  // its border and its weights and biases: the intermediates stay in cache
       return element_bytes * (in + out + static_cast<double>(s.mid_c * s.kernel * s.kernel + s.mid_c) +
                               (s.expand ? static_cast<double>(s.mid_c * s.in_c + s.mid_c) : 0.0) +
@@ -499,6 +522,7 @@ std::string sweep_key(const SweepShape& s) {
     case SweepOp::add: return "add " + std::to_string(s.in_c) + " " + hw + b;
     case SweepOp::concat: return "concat 2x" + std::to_string(s.in_c) + " " + hw + b;
     case SweepOp::concat_affine: return "concat_affine " + std::to_string(s.kernel) + "x" + std::to_string(s.in_c) + " " + hw + b;
+    case SweepOp::layernorm: return "layernorm " + std::to_string(s.in_c) + " " + hw + b;
     case SweepOp::eltwise: return std::string(s.kernel == 5 ? "gelu " : "silu ") + std::to_string(s.in_c) + " " + hw + b;
     case SweepOp::depth_first:
       return "dfconv" + window + " " + (s.expand ? std::to_string(s.in_c) + "->" : "") + std::to_string(s.mid_c) +
@@ -560,6 +584,8 @@ std::vector<SweepShape> sweep_grid(bool quick) {
   // batch 1; then each factor of 8).
   append_unseen(zoo_gemm_candidates(), kZooGemmPoints,
                 [](const SweepShape& s) { return std::to_string(static_cast<int>(std::log2(static_cast<double>(s.m)) / 3)); });
+  // And after those, LayerNorms (since 2026-12-06, session 11: priced as a stream before, about half their time).
+  append(sample(layernorm_candidates(), kLayerNormPoints, [](const SweepShape& s) { return std::to_string(s.batch); }));
   return grid;
 }
 
@@ -599,6 +625,14 @@ std::vector<SweepShape> sweep_border_grid(bool quick) {
     return sweep_op_name(s.op) + std::to_string(s.kernel) + "/" + std::to_string(s.batch);
   });
   grid.insert(grid.end(), signed_input.begin(), signed_input.end());
+  // And last, bf16/int8 gemms converting a float32 A in their own step (a classifier after its pooling; the
+  // interior gemm points read a producer's rows), among the grid's and the zoo's shapes, by rows.
+  std::vector<SweepShape> gemms = gemm_candidates();
+  for (const SweepShape& s : zoo_gemm_candidates()) gemms.push_back(s);
+  for (SweepShape& s : gemms) s.float_input = true;
+  const std::vector<SweepShape> float_gemms =
+      sample(std::move(gemms), 32, [](const SweepShape& s) { return std::to_string(static_cast<int>(std::log2(static_cast<double>(s.m)) / 3)); });
+  grid.insert(grid.end(), float_gemms.begin(), float_gemms.end());
   return grid;
 }
 

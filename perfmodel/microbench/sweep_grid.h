@@ -16,7 +16,9 @@ namespace kiln::perf {
 // and ConvNeXt. concat_affine: `kernel` inputs of in_c channels each, joined on channels and
 // normalized (Concat -> BatchNormalization -> ReLU, fused into one ConcatAffine: DenseNet's
 // layers). depth_first: see SweepShape::mid_c; float32 on AVX-512 only (where fuse_depth_first runs).
-enum class SweepOp { conv, depthwise_conv, gemm, maxpool, avgpool, global_avgpool, add, concat, eltwise, depth_first, concat_affine };
+// layernorm: LayerNormalization over the channels of an NHWC view (in_c channels, h x w pixels), as
+// ConvNeXt's and transformers' norms run.
+enum class SweepOp { conv, depthwise_conv, gemm, maxpool, avgpool, global_avgpool, add, concat, eltwise, depth_first, concat_affine, layernorm };
 
 struct SweepShape {
   SweepOp op = SweepOp::conv;
@@ -43,6 +45,12 @@ struct SweepShape {
   // with ReLU, as in ReLU networks): without VNNI oneDNN runs s8 inputs 4-25% slower (a 512->512 7x7
   // conv at batch 8 on a Zen 3: 10.7 ms, 8.0 on u8). int8 points only.
   bool signed_input = false;
+  // bf16/int8 gemm whose A is a producer MatMul's output in its own precision (bfloat16 rows, s8 codes), as
+  // a transformer's or ConvNeXt's second Linear reads its first's; the op is then a MatMul with a bias, as
+  // those are. Set by sweep_points for bf16/int8 (float32 A needs nothing converted). With float_input
+  // instead, a gemm reads float32 (a graph input) and converts it in its own step, as a classifier after
+  // a pooling does.
+  bool rows_input = false;
   // depth_first: a MobileNet block run tile by tile (DepthFirstConv): 1x1 expansion in_c -> mid_c
   // + ReLU, depthwise kernel x kernel (stride, pad) + ReLU, 1x1 projection mid_c -> out_c.
   // Its two other forms: without the expansion (in_c == mid_c: depthwise + projection) or

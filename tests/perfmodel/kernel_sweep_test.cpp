@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <set>
 
 #include "compilers/lower/to_plan.h"
 #include "compilers/passes/pass_runner.h"
@@ -160,7 +161,10 @@ TEST_CASE("int8 gemm points are keyed by how kiln runs the product here", "[perf
   const std::string as_conv = int8_matmul_packs_weights_per_call() ? kGemmAsConvKeyPrefix : "";
   CHECK(sweep_record(gemm, "int8", 1, 1).key == as_conv + sweep_key(gemm));
   CHECK(sweep_record(gemm, "f32", 1, 4).key == sweep_key(gemm));
-  CHECK(current_key_prefix("gemm", "int8") == kGemmAsConvKeyPrefix);
+  SweepShape rows = gemm;
+  rows.rows_input = true;
+  CHECK(sweep_record(rows, "int8", 1, 1).key == kGemmRowsInputKeyPrefix + as_conv + sweep_key(gemm));
+  CHECK(current_key_prefix("gemm", "int8") == kGemmRowsInputKeyPrefix);
   CHECK(current_key_prefix("conv", "int8") == kUnsignedInputKeyPrefix);
   CHECK(current_key_prefix("conv", "f32").empty());
   // Max pools run on kiln's own pool over codes in every precision, and say so.
@@ -238,4 +242,99 @@ TEST_CASE("a measured sweep point has its timing and features", "[perfmodel][swe
     const bool said_why = std::any_of(skipped.begin(), skipped.end(), [&](const SkippedBenchmark& s) { return s.dtype == d; });
     CHECK(planned != said_why);
   }
+}
+
+// A bf16/int8 Linear inside an MLP reads the previous one's output in its own precision (bfloat16 rows,
+// s8 codes): the sweep's interior bf16/int8 gemm points time a MatMul + bias reading a producer MatMul's
+// output with nothing converted between (keyed "rows in "); a gemm reading float32 is a border point
+// ("gemm_from_f32", keyed "f32in "), in bf16 and int8 only, whose A is converted inside the timed step.
+TEST_CASE("bf16/int8 sweep gemms read a producer's rows or codes, float32 A is a border point", "[perfmodel][sweep]") {
+  SweepShape gemm{SweepOp::gemm, 64};
+  gemm.m = 64;
+  gemm.k = 96;
+  gemm.n = 128;
+  SweepShape rows = gemm;
+  rows.rows_input = true;
+  for (const char* dtype : {"bf16", "int8"}) {
+    INFO(dtype);
+    const auto engine = compiled_sweep_engine(rows, dtype);
+    int timed = 0, conversions = 0;
+    std::string read_layout;
+    for (const EngineStep& s : engine->steps()) {
+      if (s.node.rfind(kSweepProducerNode, 0) == 0) read_layout = s.output_layout;
+      if (s.op == "ToPlain" && timed == 0) ++conversions;  // before the timed step: between producer and op
+      if (!sweep_is_op_step(s)) continue;
+      ++timed;
+      CHECK(s.op == "MatMul");
+      CHECK(s.kernel == "onednn.matmul");
+      INFO("the op writes " << s.output_layout);  // for its reader MatMul, as an MLP's first Linear does
+      CHECK(s.output_layout.find(std::string(dtype) == "bf16" ? ":bf16" : ":s8*") != std::string::npos);
+    }
+    CHECK(timed == 1);  // the bias is fused into the MatMul
+    CHECK(conversions == 0);
+    INFO("the producer writes " << read_layout);
+    CHECK(read_layout.find(std::string(dtype) == "bf16" ? ":bf16" : ":s8*") != std::string::npos);
+    CHECK(sweep_record(rows, dtype, 1, 1).key.starts_with(kGemmRowsInputKeyPrefix));
+    CHECK(sweep_record(rows, dtype, 1, 1).op == "gemm");
+  }
+  SweepShape from_float = gemm;
+  from_float.float_input = true;
+  CHECK(sweep_graph(from_float).nodes.size() == 1);  // a Gemm on the graph input, writing float32
+  CHECK(sweep_record(from_float, "bf16", 1, 2).bytes ==
+        2.0 * (64 * 96 + 96 * 128) + 4.0 * 64 * 128 + 4.0 * 128);
+  CHECK(sweep_record(rows, "bf16", 1, 2).bytes == 2.0 * (64 * 96 + 96 * 128 + 64 * 128) + 4.0 * 128);
+  CHECK(sweep_record(from_float, "bf16", 1, 2).op == std::string("gemm") + kFromFloatSuffix);
+  CHECK(sweep_record(from_float, "bf16", 1, 2).key == "f32in " + sweep_key(gemm));
+  CHECK(sweep_record(from_float, "int8", 1, 1).key.starts_with(kQuantizedFloatInputKeyPrefix));
+  // sweep_points times every gemm shape in bf16/int8 on rows, in float32 as it is.
+  const TargetFingerprint fp = fingerprint_local();
+  BenchPlanOptions options;
+  options.quick = true;
+  options.threads = {1};
+  int rows_points = 0, f32_points = 0;
+  for (const BenchPoint& p : sweep_points(fp, options, nullptr)) {
+    if (p.record.op != "gemm") continue;
+    const bool on_rows = p.record.key.starts_with(kGemmRowsInputKeyPrefix);
+    CHECK(on_rows == (p.record.dtype != "f32"));
+    ++(on_rows ? rows_points : f32_points);
+  }
+  int reduced_dtypes = 0;
+  for (const char* d : {"bf16", "int8"}) reduced_dtypes += fingerprint_dtype_unsupported(fp, d).empty();
+  CHECK(f32_points > 0);
+  CHECK(rows_points == f32_points * reduced_dtypes);
+}
+
+// ConvNeXt's norm: a Transpose to NHWC rows (a view of the producer's NHWC output), LayerNorm over the
+// channels, the next Linear reading it. The sweep times the LayerNorm alone; in bf16 it reads and writes
+// bfloat16 rows as in the model, in float32 floats; int8 pipelines keep it in float32 (no int8 points).
+TEST_CASE("a sweep LayerNorm reads NHWC rows through a view and writes what its MatMul reads", "[perfmodel][sweep]") {
+  const SweepShape norm{SweepOp::layernorm, 2, 96, 96, 14, 14};
+  CHECK(sweep_key(norm) == "layernorm 96 14x14 b2");
+  CHECK(sweep_record(norm, "bf16", 1, 2).bytes == 2.0 * 2 * (2 * 96 * 14 * 14) + 8.0 * 96);
+  for (const char* dtype : {"bf16", "f32"}) {
+    INFO(dtype);
+    const auto engine = compiled_sweep_engine(norm, dtype);
+    int timed = 0;
+    std::string read_layout;
+    for (const EngineStep& s : engine->steps()) {
+      if (s.node.rfind(kSweepProducerNode, 0) == 0) read_layout = s.output_layout;
+      if (!sweep_is_op_step(s)) continue;
+      ++timed;
+      CHECK(s.op == "LayerNormalization");
+      if (std::string(dtype) == "bf16" && cpu_isa_available(CpuIsa::avx512)) {
+        INFO("reads " << read_layout << ", writes " << s.output_layout);
+        CHECK(read_layout.find(":bf16") != std::string::npos);
+        CHECK(s.output_layout.find(":bf16") != std::string::npos);
+      }
+    }
+    CHECK(timed == 1);
+  }
+  const TargetFingerprint fp = fingerprint_local();
+  BenchPlanOptions options;
+  options.threads = {1};
+  std::set<std::string> dtypes;
+  for (const BenchPoint& p : sweep_points(fp, options, nullptr))
+    if (p.record.op == "layernorm") dtypes.insert(p.record.dtype);
+  CHECK(dtypes.count("f32") == 1);
+  CHECK(dtypes.count("int8") == 0);
 }

@@ -162,6 +162,59 @@ TEST_CASE("a conv's input conversion: plain float32 from the graph input, nothin
   CHECK(convs == 1);
 }
 
+TEST_CASE("a bf16/int8 gemm converts float32 A in its step, not a producer MatMul's rows or codes", "[perfmodel][predictor]") {
+  SweepShape gemm{SweepOp::gemm, 32};
+  gemm.m = 32, gemm.k = 64, gemm.n = 48;
+  SweepShape rows = gemm;
+  rows.rows_input = true;
+  for (const char* dtype : {"bf16", "int8", "f32"}) {
+    INFO(dtype);
+    const auto timed = [](const std::vector<StepFeatures>& steps) {
+      std::vector<StepFeatures> out;
+      for (const StepFeatures& s : steps)
+        if (s.m.op == "gemm" && s.node.rfind(kSweepProducerNode, 0) != 0 && s.node.rfind(kSweepReaderNode, 0) != 0)
+          out.push_back(s);
+      REQUIRE(out.size() == 1);
+      return out[0];
+    };
+    const StepFeatures from_float = timed(features_of(compiled_sweep(gemm, dtype)));
+    CHECK(from_float.m.dtype == dtype);
+    CHECK(from_float.input_conversion == (std::string(dtype) == "f32" ? "" : "precision"));
+    const StepFeatures from_rows = timed(features_of(compiled_sweep(rows, dtype)));
+    CHECK(from_rows.input_conversion.empty());
+    CHECK(from_rows.m.m == 32);
+    CHECK(from_rows.m.k == 64);
+    // Its bytes as the sweep records them: the output in the dtype it writes for the reader MatMul; the
+    // float-input one writes float32, as its record counts it.
+    CHECK(from_rows.m.bytes == Approx(sweep_record(rows, dtype, 1, dtype_element_bytes(dtype)).bytes));
+    SweepShape border = gemm;
+    border.float_input = std::string(dtype) != "f32";
+    CHECK(from_float.m.bytes == Approx(sweep_record(border, dtype, 1, dtype_element_bytes(dtype)).bytes));
+  }
+}
+
+TEST_CASE("a LayerNorm's features: the sweep's layernorm, in the dtype it writes, at the bytes it moves", "[perfmodel][predictor]") {
+  const SweepShape norm{SweepOp::layernorm, 2, 96, 96, 14, 14};
+  for (const char* dtype : {"f32", "bf16"}) {
+    INFO(dtype);
+    int found = 0;
+    for (const StepFeatures& s : features_of(compiled_sweep(norm, dtype))) {
+      if (s.op != "LayerNormalization") continue;
+      ++found;
+      CHECK(s.m.op == "layernorm");
+      CHECK(s.m.batch == 2);
+      CHECK(s.m.in_c == 96);
+      CHECK(s.m.out_h * s.m.out_w == 14 * 14);
+      CHECK(s.m.macs == sweep_macs(norm));
+      // Where bf16 runs natively the norm reads and writes bfloat16 rows: priced as the bf16 points.
+      const std::string written = s.m.layout.find(":bf16") != std::string::npos ? "bf16" : "f32";
+      CHECK(s.m.dtype == written);
+      CHECK(s.m.bytes == Approx(sweep_record(norm, written, 1, dtype_element_bytes(written)).bytes));
+    }
+    CHECK(found == 1);
+  }
+}
+
 TEST_CASE("plan features of fused blocks: ConcatAffine and a depth-first block in the sweep's terms", "[perfmodel][predictor]") {
   const SweepShape joined{SweepOp::concat_affine, 2, 16, 64, 14, 14, 4};
   bool found = false;

@@ -104,6 +104,24 @@ TEST_CASE("steps without a sweep counterpart are priced like the sweep's Add whe
   const StepPrediction s = p->step_ms(concat);
   CHECK(s.how == "add bandwidth");
   CHECK(s.ms == Approx(roofline_ms(add, 0, 2e6)).epsilon(0.10));  // not 2e6 / 150e6 from the read table
+
+  // A LayerNorm in a profile taken before the sweep had LayerNorm points: streamed like the Add as before;
+  // with them, priced from them (here 4x slower than the Add's stream).
+  StepFeatures norm;
+  norm.m.op = "layernorm";
+  norm.m.dtype = "f32";
+  norm.m.threads = 1;
+  const Measurement shape = synthetic_sweep(add, "add", "f32", 1)[30];
+  norm.m.macs = shape.macs, norm.m.bytes = shape.bytes, norm.m.batch = shape.batch;
+  norm.m.in_c = norm.m.out_c = shape.in_c, norm.m.out_h = shape.out_h, norm.m.out_w = shape.out_w;
+  CHECK(p->step_ms(norm).how == "add bandwidth");
+  CHECK(p->step_ms(norm).ms == Approx(roofline_ms(add, 0, shape.bytes)).epsilon(0.10));
+  const RooflineParams layernorm{0.004, 5e6 / 4, 25e6 / 4};
+  for (const Measurement& m : synthetic_sweep(layernorm, "layernorm", "f32", 1)) rows.push_back(m);
+  auto with_norms = LatencyPredictor::fit(rows, {false, 4, "roofline"});
+  REQUIRE(with_norms);
+  CHECK(with_norms->step_ms(norm).how.starts_with("layernorm/f32/t1"));
+  CHECK(with_norms->step_ms(norm).ms == Approx(roofline_ms(layernorm, shape.macs, shape.bytes)).epsilon(0.05));
 }
 
 TEST_CASE("a fused transcendental epilogue costs its element-ops, cold weights cost their streaming", "[perfmodel][predictor]") {
@@ -242,6 +260,54 @@ TEST_CASE("border points fit the conversion and epilogue groups as their time be
   CHECK(p->predict({to_plain}).total_ms == Approx(converted.total_ms));
 }
 
+// bf16/int8 gemm points read a producer's rows; "gemm_from_f32" points convert a float32 A in the step. The
+// difference is the "convert_rows" group, which prices a plan's gemm reading float32 (and only that one).
+TEST_CASE("gemm border points reading float32 fit the row conversion group", "[perfmodel][predictor]") {
+  const RooflineParams gemm{0.01, 200e6, 30e6};
+  std::vector<Measurement> rows, with_border;
+  for (int64_t m : {1, 8, 64, 512, 4096})
+    for (int64_t k : {64, 256, 1024})
+      for (int64_t n : {64, 256, 1000}) {
+        Measurement p;
+        p.kind = kKindKernel;
+        p.op = "gemm";
+        p.dtype = "bf16";
+        p.threads = 1;
+        p.batch = p.m = m, p.k = k, p.n = n;
+        p.key = std::string(kGemmRowsInputKeyPrefix) + "gemm " + std::to_string(m) + "x" + std::to_string(k) + "->" + std::to_string(n);
+        p.macs = static_cast<double>(m * k * n);
+        p.bytes = 2.0 * static_cast<double>(m * k + k * n + m * n);
+        p.median_ms = roofline_ms(gemm, p.macs, p.bytes);
+        rows.push_back(p);
+        Measurement border = p;  // 1 ns per A element more
+        border.op = std::string("gemm") + kFromFloatSuffix;
+        border.key = "f32in " + p.key.substr(std::string(kGemmRowsInputKeyPrefix).size());
+        border.median_ms += 1e-6 * static_cast<double>(m * k);
+        with_border.push_back(border);
+      }
+  with_border.insert(with_border.end(), rows.begin(), rows.end());
+  auto p = LatencyPredictor::fit(with_border, {false, 4, "roofline"});
+  REQUIRE(p);
+  CHECK(p->has_group(kRowConversionOp, "bf16"));
+  CHECK_FALSE(p->has_group("convert_precision", "bf16"));  // the convs' conversion is another group
+  CHECK_FALSE(p->has_group(std::string("gemm") + kFromFloatSuffix, "bf16"));
+
+  StepFeatures step = {};
+  step.m = rows[40];  // 512 x 1024 -> 64
+  const double interior = p->predict({step}).total_ms;
+  CHECK(interior == Approx(step.m.median_ms).epsilon(0.05));
+  step.input_conversion = "precision";
+  const PlanPrediction converting = p->predict({step});
+  CHECK(converting.total_ms == Approx(interior + 1e-6 * static_cast<double>(step.m.m * step.m.k)).epsilon(0.05));
+  CHECK(converting.steps[0].how.find("input precision conversion") != std::string::npos);
+  // A profile without such points timed its gemms converting float32 already: nothing is added.
+  auto without = LatencyPredictor::fit(rows, {false, 4, "roofline"});
+  REQUIRE(without);
+  StepFeatures reading_rows = step;
+  reading_rows.input_conversion.clear();
+  CHECK(without->predict({step}).total_ms == Approx(without->predict({reading_rows}).total_ms));
+}
+
 TEST_CASE("element sizes: a GPU step's f16 moves 2 bytes per element, TF32 4", "[perfmodel][predictor]") {
   CHECK(dtype_element_bytes("f32") == 4);
   CHECK(dtype_element_bytes("tf32") == 4);
@@ -361,8 +427,8 @@ TEST_CASE("int8 convs reading s8 add the signed group's time, points measured on
   CHECK(q->summary().points_superseded == 0);
   CHECK(q->predict({step}).total_ms == Approx(1.3 * roofline_ms(conv, step.m.macs, step.m.bytes)).epsilon(0.03));
 
-  // The same for int8 gemm points timed as the repacking matmul, once points keyed as the 1x1 conv
-  // exist, and for max pools timed on oneDNN's pools, once points on kiln's own exist: per group, so a
+  // The same for bf16/int8 gemm points that converted a float32 A in the step (int8 on AVX2 without VNNI:
+  // also those timed as the repacking matmul, keyed "1x1conv "), once points reading rows exist, and for max pools timed on oneDNN's pools, once points on kiln's own exist: per group, so a
   // precision whose old pool points have no new ones beside them keeps them. int8 pools keyed "codes "
   // (12-06/07) had no int8 reader, so they ran on floats: superseded by those an int8 conv reads.
   struct Superseding {
@@ -371,7 +437,9 @@ TEST_CASE("int8 convs reading s8 add the signed group's time, points measured on
     std::string other_dtype;  // a group of the same op with old points only, or ""
     std::string old_prefix;
   };
-  for (const Superseding& c : {Superseding{"gemm", "int8", kGemmAsConvKeyPrefix, 3.0, "", ""},
+  for (const Superseding& c : {Superseding{"gemm", "int8", kGemmRowsInputKeyPrefix, 3.0, "", ""},
+                               Superseding{"gemm", "int8", kGemmRowsInputKeyPrefix, 1.5, "f32", kGemmAsConvKeyPrefix},
+                               Superseding{"gemm", "bf16", kGemmRowsInputKeyPrefix, 1.8, "f32", ""},
                                Superseding{"maxpool", "bf16", kPoolCodesKeyPrefix, 2.5, "f32", ""},
                                Superseding{"maxpool", "int8", kPoolInt8CodesKeyPrefix, 1.4, "f32", ""},
                                Superseding{"maxpool", "int8", kPoolInt8CodesKeyPrefix, 4.5, "f32", kPoolCodesKeyPrefix},

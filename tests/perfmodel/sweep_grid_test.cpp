@@ -80,8 +80,21 @@ TEST_CASE("the full grid ends with real layers of models outside the evaluation 
       s.m = batch * l.tokens, s.k = l.k, s.n = l.n;
       gemm_zoo_keys.insert(sweep_key(s));
     }
-  const std::vector<SweepShape> grid = sweep_grid(false);
-  // Last the fully connected layers (classifiers, transformer MLPs), by rows: one row and many.
+  std::vector<SweepShape> grid = sweep_grid(false);
+  // Last the LayerNorms (added after the rest), at every batch; their channels are real widths.
+  size_t norms = 0;
+  std::set<int64_t> norm_batches;
+  while (!grid.empty() && grid.back().op == SweepOp::layernorm) {
+    INFO(sweep_key(grid.back()));
+    CHECK(grid.back().batch * grid.back().in_c * grid.back().h * grid.back().w <= 20000000);
+    CHECK(sweep_macs(grid.back()) == static_cast<double>(grid.back().batch * grid.back().in_c * grid.back().h * grid.back().w));
+    norm_batches.insert(grid.back().batch);
+    grid.pop_back();
+    ++norms;
+  }
+  CHECK(norms == 30);
+  CHECK(norm_batches == std::set<int64_t>{1, 8, 32});
+  // Before them the fully connected layers (classifiers, transformer MLPs), by rows: one row and many.
   size_t gemm_tail = 0;
   std::set<int64_t> rows;
   for (auto it = grid.rbegin(); it != grid.rend() && it->op == SweepOp::gemm; ++it, ++gemm_tail) {
@@ -139,14 +152,16 @@ TEST_CASE("a device's large-work grid: batch-64 convs and fully connected layers
   CHECK(largest > 1e10);
 }
 
-TEST_CASE("the border grid: convs and depthwise convs reading plain float32 (stems among them) or float32 in their format, or with SiLU, keyed apart",
+TEST_CASE("the border grid: convs and depthwise convs reading plain float32 (stems among them) or float32 in their format, "
+          "or with SiLU, and gemms reading float32, keyed apart",
           "[perfmodel][grid]") {
   const std::vector<SweepShape> border = sweep_border_grid(false);
   std::set<std::string> interior_keys;
   for (const SweepShape& s : sweep_grid(false)) interior_keys.insert(sweep_key(s));
   std::set<SweepOp> ops;
   bool stem = false;
-  int float_inputs = 0, silus = 0, residuals = 0, signed_inputs = 0;
+  int float_inputs = 0, silus = 0, residuals = 0, signed_inputs = 0, float_gemms = 0;
+  std::set<int64_t> gemm_rows;
   for (const SweepShape& s : border) {
     CHECK(int{s.plain_input} + int{s.float_input} + int{s.silu} + int{s.residual} + int{s.signed_input} == 1);
     CHECK(sweep_key(s).rfind(s.plain_input ? "plain " : s.float_input ? "f32in " : s.silu ? "silu " : s.residual ? "sum " : "s8in ", 0) == 0);
@@ -161,7 +176,12 @@ TEST_CASE("the border grid: convs and depthwise convs reading plain float32 (ste
       CHECK(sweep_record_op(s) == std::string("conv") + kResidualSuffix);
     }
     CHECK(interior_keys.count(sweep_key(s)) == 0);
-    if (s.float_input) {
+    if (s.float_input && s.op == SweepOp::gemm) {
+      ++float_gemms;
+      gemm_rows.insert(s.m);
+      CHECK(sweep_record_op(s) == std::string("gemm") + kFromFloatSuffix);
+      CHECK(sweep_macs(s) <= 2.5e9);  // the zoo's layers at batch 8 (ConvNeXt-T's MLP: 0.93 GMACs)
+    } else if (s.float_input) {
       ++float_inputs;
       CHECK(s.op == SweepOp::conv);
       CHECK(s.in_c % 2 == 0);  // two producers of half the channels
@@ -170,7 +190,10 @@ TEST_CASE("the border grid: convs and depthwise convs reading plain float32 (ste
     stem = stem || s.in_c == 3;
     CHECK(static_cast<double>(s.batch * s.in_c * s.h * s.w) <= 1.3e7);  // a point takes milliseconds, not seconds
   }
-  CHECK(ops == std::set<SweepOp>{SweepOp::conv, SweepOp::depthwise_conv});
+  CHECK(ops == std::set<SweepOp>{SweepOp::conv, SweepOp::depthwise_conv, SweepOp::gemm});
+  CHECK(float_gemms == 32);
+  CHECK(gemm_rows.count(1) == 1);  // a classifier at batch 1
+  CHECK(gemm_rows.size() >= 5);    // from one row to thousands
   CHECK(stem);
   CHECK(float_inputs >= 12);
   CHECK(silus >= 12);
