@@ -131,6 +131,25 @@ TEST_CASE("plan features of elementwise chains and of fused transcendental epilo
     CHECK(f[0].m.macs == Approx(2 * 16 * 7 * 9 * ops));
     CHECK(f[0].m.bytes == Approx(sweep_bytes(chain, 4)));
   }
+  // A chain of cheap ops only streams its bytes as the sweep's Add does (ConvNeXt's x * gamma + r): SiLU's
+  // program with its sigmoid made an abs.
+  Plan cheap = compiled_sweep({SweepOp::eltwise, 2, 16, 16, 7, 9, 2});
+  int chains = 0;
+  for (PlanStep& s : cheap.steps) {
+    auto ops = s.attrs.get_strings("ops");
+    if (s.op != OpKind::ElementwiseChain || !ops) continue;
+    std::vector<std::string> renamed = *ops;
+    for (std::string& op : renamed)
+      if (op == "sigmoid") op = "abs";
+    s.attrs.set("ops", renamed);
+    ++chains;
+  }
+  REQUIRE(chains == 1);
+  const std::vector<StepFeatures> streamed = features_of(cheap);
+  REQUIRE(streamed.size() == 1);
+  CHECK(streamed[0].m.op == "add");
+  CHECK(streamed[0].m.macs == Approx(2 * 16 * 7 * 9));
+  CHECK(streamed[0].m.bytes == Approx(sweep_bytes({SweepOp::eltwise, 2, 16, 16, 7, 9, 2}, 4)));
   // A conv whose fused activation is SiLU: its output elements x 2 on top of the conv.
   Plan plan = compiled_sweep({SweepOp::conv, 1, 16, 32, 14, 14, 3, 1, 1});
   for (PlanStep& s : plan.steps)
