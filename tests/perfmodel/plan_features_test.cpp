@@ -199,6 +199,10 @@ TEST_CASE("a bf16/int8 gemm converts float32 A in its step, not a producer MatMu
     const StepFeatures from_float = timed(features_of(compiled_sweep(gemm, dtype)));
     CHECK(from_float.m.dtype == dtype);
     CHECK(from_float.input_conversion == (std::string(dtype) == "f32" ? "" : "precision"));
+    // Rows in the MatMul's own precision where oneDNN runs it so (bf16: AVX-512; int8 codes: checked there too).
+    const bool native = std::string(dtype) == "f32" ||
+                        (cpu_isa_available(CpuIsa::avx512) && (std::string(dtype) == "int8" || cpu_has_bf16_compute()));
+    if (!native) continue;
     const StepFeatures from_rows = timed(features_of(compiled_sweep(rows, dtype)));
     CHECK(from_rows.input_conversion.empty());
     CHECK(from_rows.m.m == 32);
