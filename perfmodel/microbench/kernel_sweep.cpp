@@ -89,6 +89,13 @@ ValueId concat_norm_relu(Builder& b, const std::string& prefix, const std::vecto
   return b.node(OpKind::Relu, prefix + "relu", {bn});
 }
 
+// A narrow MatMul (kRowsProducerWidth columns, not timed) reading `rows` of `width` columns, as the next
+// Linear reads an MLP's first one or a LayerNorm: in bf16 and int8 those then write bfloat16 rows or codes.
+ValueId row_reader(Builder& b, ValueId rows, int64_t width) {
+  const ValueId w = b.weight(std::string(kSweepReaderNode) + "_w", {width, kRowsProducerWidth}, 1.0f / std::sqrt(static_cast<float>(width)));
+  return b.node(OpKind::MatMul, kSweepReaderNode, {rows, w});
+}
+
 ValueId producer(Builder& b, const SweepShape& s, const std::string& suffix = "", bool relu = false) {
   const ValueId y = depthwise(b, s, b.input("x" + suffix, {s.batch, s.in_c, s.h, s.w}), kSweepProducerNode + suffix);
   return relu ? b.node(OpKind::Relu, kSweepProducerNode + suffix + "_relu", {y}) : y;
@@ -228,10 +235,9 @@ Graph sweep_graph(const SweepShape& s) {
         const ValueId rows = b.node(OpKind::MatMul, kSweepProducerNode, {x, pw});
         const ValueId w = b.weight("w", {s.k, s.n}, 1.0f / std::sqrt(static_cast<float>(s.k)));
         const ValueId y = b.node(OpKind::Add, "gemm_bias", {b.node(OpKind::MatMul, "gemm", {rows, w}), b.weight("bias", {s.n}, 0.1f)});
-        // Read by another narrow MatMul (not timed), so the op writes bfloat16 rows or codes too, as an MLP's
-        // first Linear does (where the second writes float32, plan features count its output's bytes so).
-        const ValueId rw = b.weight(std::string(kSweepReaderNode) + "_w", {s.n, kRowsProducerWidth}, 1.0f / std::sqrt(static_cast<float>(s.n)));
-        b.g.outputs.push_back(b.node(OpKind::MatMul, kSweepReaderNode, {y, rw}));
+        // Read by a MatMul in its precision, so the op writes bfloat16 rows or codes too, as an MLP's first
+        // Linear does (where the second writes float32, plan features count its output's bytes so).
+        b.g.outputs.push_back(row_reader(b, y, s.n));
         break;
       }
       const ValueId x = b.input("x", {s.m, s.k});
@@ -321,8 +327,7 @@ Graph sweep_graph(const SweepShape& s) {
       norm.set("epsilon", 1e-6f);
       const ValueId y = b.node(OpKind::LayerNormalization, "layernorm",
                                {rows, b.weight("ln_scale", {s.in_c}, 1.0f), b.weight("ln_bias", {s.in_c}, 0.1f)}, norm);
-      const ValueId rw = b.weight(std::string(kSweepReaderNode) + "_w", {s.in_c, kRowsProducerWidth}, 1.0f / std::sqrt(static_cast<float>(s.in_c)));
-      b.g.outputs.push_back(b.node(OpKind::MatMul, kSweepReaderNode, {y, rw}));
+      b.g.outputs.push_back(row_reader(b, y, s.in_c));
       break;
     }
     case SweepOp::concat: {
