@@ -394,6 +394,7 @@ std::vector<SweepShape> concat_affine_candidates() {
 
 // A gemm's rows by factors of 8: one row (a classifier at batch 1), 8.., 64.., 512.., 4096...
 std::string rows_stratum(const SweepShape& s) { return std::to_string(static_cast<int>(std::log2(static_cast<double>(s.m)) / 3)); }
+
 std::string window_stratum(const SweepShape& s) {
   return std::to_string(s.kernel) + "/" + std::to_string(s.stride) + "/" + std::to_string(s.batch);
 }
@@ -584,8 +585,7 @@ std::vector<SweepShape> sweep_grid(bool quick) {
   append_unseen(zoo_candidates(), 120, [](const SweepShape& s) { return sweep_op_name(s.op) + window_stratum(s); });
   // And after those the fully connected layers of other models, by rows (one row: classifiers at
   // batch 1; then each factor of 8).
-  append_unseen(zoo_gemm_candidates(), kZooGemmPoints,
-                rows_stratum);
+  append_unseen(zoo_gemm_candidates(), kZooGemmPoints, rows_stratum);
   // And after those, LayerNorms (since 2026-12-06, session 11: priced as a stream before, about half their time).
   append(sample(layernorm_candidates(), kLayerNormPoints, [](const SweepShape& s) { return std::to_string(s.batch); }));
   return grid;
@@ -632,8 +632,7 @@ std::vector<SweepShape> sweep_border_grid(bool quick) {
   std::vector<SweepShape> gemms = gemm_candidates();
   for (const SweepShape& s : zoo_gemm_candidates()) gemms.push_back(s);
   for (SweepShape& s : gemms) s.float_input = true;
-  const std::vector<SweepShape> float_gemms =
-      sample(std::move(gemms), 32, rows_stratum);
+  const std::vector<SweepShape> float_gemms = sample(std::move(gemms), 32, rows_stratum);
   grid.insert(grid.end(), float_gemms.begin(), float_gemms.end());
   return grid;
 }
