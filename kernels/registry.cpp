@@ -23,7 +23,7 @@ const std::array kKernels = {
     &kOneDnnTranspose,
     &kOneDnnSlice,   &kOneDnnReduce,
     &kCpuView,       &kCpuErf, &kCpuDepthFirstConvAvx512, &kCpuDepthFirstConvAvx2, &kCpuDepthFirstConvPortable,
-    &kCpuConcatAffineAvx512, &kCpuConcatAffinePortable,
+    &kCpuConcatAffineAvx512, &kCpuConcatAffinePortable, &kCpuChannelShuffle,
     &kCpuElementwiseChainAvx512, &kCpuElementwiseChainAvx2, &kCpuElementwiseChainPortable,
     &kReferenceKernel,
 };

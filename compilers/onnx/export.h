@@ -2,7 +2,7 @@
 // and other runtimes read. Fused epilogues become the ops they were made of (residual Add,
 // activation ops); precision="int8" compute ops become QDQ (QuantizeLinear/DequantizeLinear
 // around them, int8 per-channel weights), as ONNX Runtime's quantizer writes them. kiln's own
-// fused ops (DepthFirstConv, ConcatAffine, ElementwiseChain) have no ONNX form and are refused.
+// fused ops (DepthFirstConv, ConcatAffine, ElementwiseChain, ChannelShuffle) have no ONNX form and are refused.
 #pragma once
 
 #include <cstdint>

@@ -345,6 +345,7 @@ Status export_check_node(const Node& node) {
   if (!op_is_fused(node.op)) return Status::ok();
   const char* pass = node.op == OpKind::DepthFirstConv ? "fuse_depth_first"
                      : node.op == OpKind::ConcatAffine ? "fuse_concat_affine"
+                     : node.op == OpKind::ChannelShuffle ? "fuse_channel_shuffle"
                                                        : "fuse_elementwise_chain";
   return make_error(ErrorCode::unsupported, "node '", node.name, "' (", op_name(node.op), "): ", op_name(node.op),
                     " is kiln's own fused op (made by the pass ", pass, ") and has no ONNX form: export with a ",

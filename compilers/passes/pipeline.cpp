@@ -9,6 +9,7 @@
 #include "compilers/passes/fold_batchnorm.h"
 #include "compilers/passes/fold_constants.h"
 #include "compilers/passes/fuse_activation.h"
+#include "compilers/passes/fuse_channel_shuffle.h"
 #include "compilers/passes/fuse_concat_affine.h"
 #include "compilers/passes/fuse_depth_first.h"
 #include "compilers/passes/fuse_elementwise_chain.h"
@@ -52,6 +53,9 @@ constexpr std::array kPasses = {
              "normalize each input of a channel Concat straight into its slice when a BatchNormalization reads it "
              "(ConcatAffine)",
              pass_fuse_concat_affine},
+    PassInfo{"fuse_channel_shuffle",
+             "copy each channel of a Concat -> channel shuffle (-> Slices) once into its part (ChannelShuffle)",
+             pass_fuse_channel_shuffle},
     // After fuse_activation: what a Conv/Gemm/MatMul epilogue can take is taken first.
     PassInfo{"fuse_elementwise_chain", "run connected elementwise ops (bias, GELU written out, scales) as one ElementwiseChain",
              pass_fuse_elementwise_chain},
@@ -81,8 +85,9 @@ constexpr std::array kPasses = {
              pass_fuse_depth_first},
 };
 
-constexpr std::array<KilnOpPass, 3> kKilnOpPasses = {{
+constexpr std::array<KilnOpPass, 4> kKilnOpPasses = {{
     {"fuse_concat_affine", "ConcatAffine"},
+    {"fuse_channel_shuffle", "ChannelShuffle"},
     {"fuse_elementwise_chain", "ElementwiseChain"},
     {"fuse_depth_first", "DepthFirstConv"},
 }};
@@ -100,7 +105,9 @@ std::vector<std::string> default_pipeline() {
 
 std::vector<std::string> cuda_pipeline() {
   std::vector<std::string> names = default_pipeline();
-  std::erase_if(names, [](const std::string& pass) { return pass == "fuse_concat_affine" || pass == "fuse_depth_first"; });
+  std::erase_if(names, [](const std::string& pass) {
+    return pass == "fuse_concat_affine" || pass == "fuse_channel_shuffle" || pass == "fuse_depth_first";
+  });
   return names;
 }
 

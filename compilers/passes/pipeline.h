@@ -15,7 +15,7 @@ std::span<const PassInfo> pass_table();
 std::vector<std::string> default_pipeline();  // the table's passes marked in_default, in order
 std::vector<std::string> all_passes();        // every pass of the table, in order
 // The default pipeline for the CUDA backend: without the passes that make kiln's fused ops only
-// CPU kernels run (ConcatAffine, DepthFirstConv); ElementwiseChain has a CUDA kernel. What
+// CPU kernels run (ConcatAffine, ChannelShuffle, DepthFirstConv); ElementwiseChain has a CUDA kernel. What
 // `kiln compile/bench --device cuda` and the GPU kernel sweep compile with.
 std::vector<std::string> cuda_pipeline();
 

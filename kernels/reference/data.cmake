@@ -1,5 +1,6 @@
 # Reference kernels: data movement and shape arithmetic. Paths relative to kernels/.
 set(KILN_REF_DATA_SOURCES
+  reference/channel_shuffle.cpp
   reference/concat_split.cpp
   reference/constant.cpp
   reference/data_util.cpp

@@ -15,7 +15,7 @@ namespace {
 using nlohmann::json;
 
 // Bumped whenever plan_features or this file's format changes meaning: old files are then missed.
-constexpr int kCostsFormatVersion = 11;  // 2: io_bytes, epilogue_ops (dropped by v1); 3: input_conversion; 4: ToPlain "from layout"; 5: residual_elements; 6: ConcatAffine in the dtype it writes (bf16/int8 plans: it writes what its convs read); 7: MatMul with its bias and GELU (fuse_matmul_bias); 8: int8 MatMul reading an int8 MatMul's codes (no ToPlain between); 9: bf16 LayerNorm writing rows for bf16 MatMuls; 10: a bf16/int8 gemm reading float32 marked "precision"; 11: LayerNorm and cheap chains mapped (layernorm, add)
+constexpr int kCostsFormatVersion = 12;  // 2: io_bytes, epilogue_ops (dropped by v1); 3: input_conversion; 4: ToPlain "from layout"; 5: residual_elements; 6: ConcatAffine in the dtype it writes (bf16/int8 plans: it writes what its convs read); 7: MatMul with its bias and GELU (fuse_matmul_bias); 8: int8 MatMul reading an int8 MatMul's codes (no ToPlain between); 9: bf16 LayerNorm writing rows for bf16 MatMuls; 10: a bf16/int8 gemm reading float32 marked "precision"; 11: LayerNorm and cheap chains mapped (layernorm, add); 12: ChannelShuffle (fuse_channel_shuffle) in place of ShuffleNet's Concat/Transpose/Slice steps
 constexpr const char* kCostsFormat = "kiln-model-costs";
 
 }  // namespace

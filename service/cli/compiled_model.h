@@ -60,7 +60,7 @@ Result<CompiledModel> compile_model(const CompileRequest& request, std::ostream*
 void print_pass_records(const std::vector<PassRecord>& records);
 
 // The default pipeline for a device: on cuda without the passes that make kiln's own fused ops
-// (ConcatAffine, ElementwiseChain, DepthFirstConv), which have CPU kernels only.
+// (ConcatAffine, ChannelShuffle, DepthFirstConv), which have CPU kernels only.
 std::vector<std::string> default_pipeline_for(DeviceKind device);
 
 // A .kiln file is loaded as is (its metadata into `recorded` when given); an ONNX model is

@@ -118,6 +118,7 @@ TEST_CASE("kiln compile --device cuda checks every op has a CUDA kernel, with or
   CHECK(good.exit_code == 0);
   // The CUDA pipeline leaves out the passes making fused ops that only the CPU runs.
   CHECK(good.output.find("fuse_concat_affine") == std::string::npos);
+  CHECK(good.output.find("fuse_channel_shuffle") == std::string::npos);
   CHECK(good.output.find("fuse_depth_first") == std::string::npos);
 #else
   CHECK(good.exit_code == 1);
