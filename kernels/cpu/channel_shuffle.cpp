@@ -57,10 +57,24 @@ std::optional<std::string> channel_shuffle_supports(const KernelBuild& b) {
     if (codes && (!q || q->type != codes->type || q->scale != codes->scale))
       return "input " + std::to_string(i) + "'s codes have another type or scale than input 0's";
   }
-  for (const ValueDesc& out : b.outputs)
-    if (out.dtype != DType::f32 || out.shape.size() != 4) return "outputs must be 4-D float32";
+  // Every value [N, C_i, H, W] with one N, H and W, and as many channels out as in (the kernel indexes by
+  // these shapes; a plan file could declare others).
+  const auto same_pixels = [&](const ValueDesc& v) {
+    return v.shape[0] == b.inputs[0].shape[0] && v.shape[2] == b.inputs[0].shape[2] && v.shape[3] == b.inputs[0].shape[3];
+  };
+  int64_t channels_in = 0, channels_out = 0;
+  for (const ValueDesc& in : b.inputs) {
+    if (!same_pixels(in)) return "inputs differ outside the channel axis";
+    channels_in += in.shape[1];
+  }
+  for (const ValueDesc& out : b.outputs) {
+    if (!out.present || out.dtype != DType::f32 || out.shape.size() != 4 || !same_pixels(out))
+      return "outputs must be 4-D float32 with the inputs' batch and pixels";
+    channels_out += out.shape[1];
+  }
+  if (channels_in != channels_out) return "the outputs hold another number of channels than the inputs";
   auto groups = b.attrs->get_int("groups", 1);
-  if (!groups || *groups < 1) return "needs groups >= 1";
+  if (!groups || *groups < 1 || channels_in % *groups != 0) return "needs groups >= 1 dividing the channels";
   return std::nullopt;
 }
 
