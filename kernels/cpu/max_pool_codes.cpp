@@ -14,12 +14,14 @@
 //
 // Windows that overlap along a row with stride 1 (3x3 s1) are pooled down the columns first, then across
 // (pool_row_separable): each input element's key is made once per window row instead of once per window.
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -196,6 +198,37 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void pool_row_avx5
   else pool_row<Codes>(p, x, y, oy, lanes);
 }
 
+// The direct row for u8/s8 codes on AVX-512: up to 64 channels of a window per masked vector. The
+// ladder of pool_row leaves narrow byte tails (24 channels: 16 + 8) that the compiler turned into
+// scalar code: ShuffleNetV2's u8 stem pool (24 channels, 3x3 s2, batch 8) ran 1.2-1.4 ms, slower than
+// its float32 pool (0.9 ms) on a quarter of the bytes.
+template <bool kSigned>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void pool_row_bytes_avx512(const PoolDims& p, const void* x_bytes,
+                                                                                void* y_bytes, int64_t oy, int64_t lanes,
+                                                                                void*) {
+  const auto* x = static_cast<const uint8_t*>(x_bytes);
+  auto* y = static_cast<uint8_t*>(y_bytes);
+  const int64_t iy0 = oy * p.stride[0] - p.pad[0];
+  const ref::WindowTaps ty = ref::window_taps(iy0, p.dilation[0], p.kernel[0], p.in_h);
+  for (int64_t ox = 0; ox < p.out_w; ++ox) {
+    const int64_t ix0 = ox * p.stride[1] - p.pad[1];
+    const ref::WindowTaps tx = ref::window_taps(ix0, p.dilation[1], p.kernel[1], p.in_w);
+    for (int64_t c = 0; c < lanes; c += 64) {
+      const int64_t n = std::min<int64_t>(64, lanes - c);
+      const __mmask64 mask = n == 64 ? ~__mmask64{0} : (__mmask64{1} << n) - 1;
+      __m512i acc = kSigned ? _mm512_set1_epi8(-128) : _mm512_setzero_si512();
+      for (int64_t ky = ty.first; ky < ty.last; ++ky) {
+        const uint8_t* src_row = x + (iy0 + ky * p.dilation[0]) * p.in_w * lanes + c;
+        for (int64_t kx = tx.first; kx < tx.last; ++kx) {
+          const __m512i v = _mm512_maskz_loadu_epi8(mask, src_row + (ix0 + kx * p.dilation[1]) * lanes);
+          acc = kSigned ? _mm512_max_epi8(acc, v) : _mm512_max_epu8(acc, v);
+        }
+      }
+      _mm512_mask_storeu_epi8(y + ox * lanes + c, mask, acc);
+    }
+  }
+}
+
 template <class Codes, bool kSeparable>
 void pool_row_portable(const PoolDims& p, const void* x, void* y, int64_t oy, int64_t lanes, void* columns) {
   if constexpr (kSeparable) pool_row_separable<Codes>(p, x, y, oy, lanes, columns);
@@ -211,6 +244,8 @@ template <class Codes>
 PoolRowFn row_for_this_cpu(const PoolDims& p) {
   const bool avx512 = cpu_isa_available(CpuIsa::avx512);
   if (separable(p)) return avx512 ? pool_row_avx512<Codes, true> : pool_row_portable<Codes, true>;
+  if (avx512 && std::is_same_v<Codes, U8Codes>) return pool_row_bytes_avx512<false>;
+  if (avx512 && std::is_same_v<Codes, S8Codes>) return pool_row_bytes_avx512<true>;
   return avx512 ? pool_row_avx512<Codes, false> : pool_row_portable<Codes, false>;
 }
 
