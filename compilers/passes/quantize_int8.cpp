@@ -37,6 +37,51 @@ bool quantizable(const Graph& graph, const Node& n) {
 // values) would be rounded to the input's coarse step.
 bool is_exact_int8_pooling(OpKind op) { return op == OpKind::MaxPool || op == OpKind::GlobalMaxPool; }
 
+// Value -> its class's root, for the values of the shuffle classes that can hold codes.
+using ShuffleClasses = std::map<ValueId, ValueId>;
+
+// The classes of values joined by ChannelShuffle nodes (a node's inputs and outputs are one class)
+// whose every value an int8 node (or a shuffle) writes and int8 nodes (as their input or fused
+// residual) or shuffles read, none of them a graph output.
+ShuffleClasses coded_shuffle_classes(const Graph& graph, const std::vector<std::vector<int>>& consumers,
+                                     const std::vector<bool>& is_int8) {
+  std::map<ValueId, ValueId> parent;
+  const std::function<ValueId(ValueId)> root = [&](ValueId v) {
+    auto it = parent.find(v);
+    if (it == parent.end() || it->second == v) return v;
+    return it->second = root(it->second);
+  };
+  for (const Node& n : graph.nodes) {
+    if (n.op != OpKind::ChannelShuffle || n.inputs.empty()) continue;
+    const ValueId first = root(n.inputs[0]);
+    parent.emplace(first, first);
+    for (const auto* list : {&n.inputs, &n.outputs})
+      for (ValueId v : *list)
+        if (v != kNoValue) parent[root(v)] = first;
+  }
+  std::map<ValueId, bool> coded;  // root -> every member qualifies
+  for (const auto& [v, unused] : parent) {
+    bool ok = !graph_is_output(graph, v) && !consumers[static_cast<size_t>(v)].empty();
+    const int p = graph.value(v).producer;
+    const bool from_shuffle = p >= 0 && graph.nodes[static_cast<size_t>(p)].op == OpKind::ChannelShuffle;
+    if (!from_shuffle && (p < 0 || !is_int8[static_cast<size_t>(p)] || graph.nodes[static_cast<size_t>(p)].outputs[0] != v))
+      ok = false;
+    for (int c : consumers[static_cast<size_t>(v)]) {
+      const Node& reader = graph.nodes[static_cast<size_t>(c)];
+      if (reader.op == OpKind::ChannelShuffle) continue;
+      if (!is_int8[static_cast<size_t>(c)]) ok = false;
+      for (size_t k = 0; k < reader.inputs.size(); ++k)
+        if (reader.inputs[k] == v && k != 0 && static_cast<int>(k) != fused_residual_input(reader.op)) ok = false;
+    }
+    auto [it, fresh] = coded.emplace(root(v), ok);
+    if (!fresh) it->second = it->second && ok;
+  }
+  ShuffleClasses classes;
+  for (const auto& [v, unused] : parent)
+    if (coded.at(root(v))) classes[v] = root(v);
+  return classes;
+}
+
 }  // namespace
 
 Result<bool> pass_quantize_int8(Graph& graph, const PassContext& ctx) {
@@ -76,12 +121,25 @@ Result<bool> pass_quantize_int8(Graph& graph, const PassContext& ctx) {
     }
     return true;
   };
+  // ShuffleNet's channel shuffles (ChannelShuffle, fuse_channel_shuffle) hand a stage's features from
+  // unit to unit: half of each unit's input passes through to the next shuffle untouched. The values
+  // joined by shuffles (each one's inputs and outputs) form a class; where int8 nodes write every value
+  // entering a class and int8 nodes (or shuffles) read every value of it, the class holds codes at one
+  // scale, its calibrated ranges' union: the shuffles copy a quarter of the bytes and the convolutions
+  // read their input without quantizing it. (Each class's values were quantized at their own scale by
+  // their readers before; the shared one is at most the stage's largest range.)
+  const ShuffleClasses shuffle_classes = coded_shuffle_classes(graph, consumers, is_int8);
   // Quantized output: every reader takes int8 (an int8 op's input or residual, a pooling whose own
-  // readers do: it passes the codes and their scale through, or a ConcatAffine).
+  // readers do: it passes the codes and their scale through, a ConcatAffine, or a shuffle whose class
+  // holds codes).
   std::function<bool(ValueId)> output_quantized = [&](ValueId out) {
     if (graph_is_output(graph, out) || consumers[static_cast<size_t>(out)].empty()) return false;
     for (int c : consumers[static_cast<size_t>(out)]) {
       const Node& reader = graph.nodes[static_cast<size_t>(c)];
+      if (reader.op == OpKind::ChannelShuffle) {
+        if (!shuffle_classes.count(out)) return false;
+        continue;
+      }
       if (is_exact_int8_pooling(reader.op)) {
         if (reader.outputs.empty() || !output_quantized(reader.outputs[0])) return false;
         continue;
@@ -128,6 +186,8 @@ Result<bool> pass_quantize_int8(Graph& graph, const PassContext& ctx) {
     values.push_back(n.inputs[0]);
     if (quantize_output(n.outputs[0])) values.push_back(scale_source(n.outputs[0]));
   }
+  for (const auto& [v, root] : shuffle_classes)
+    if (std::find(values.begin(), values.end(), v) == values.end()) values.push_back(v);
   for (int i : code_writers)  // usually calibrated already: it is its reader's input
     if (const ValueId out = graph.nodes[static_cast<size_t>(i)].outputs[0]; std::find(values.begin(), values.end(), out) == values.end())
       values.push_back(out);
@@ -149,13 +209,29 @@ Result<bool> pass_quantize_int8(Graph& graph, const PassContext& ctx) {
     }
   }
 
+  // A shuffle class's range: the union of its values'.
+  std::map<ValueId, TensorRange> class_ranges;
+  for (const auto& [v, root] : shuffle_classes) {
+    const TensorRange r = ranges.at(v);
+    auto [it, fresh] = class_ranges.emplace(root, r);
+    if (!fresh) it->second.lo = std::min(it->second.lo, r.lo), it->second.hi = std::max(it->second.hi, r.hi);
+  }
+  const auto range_of = [&](ValueId v) {
+    const auto c = shuffle_classes.find(v);
+    return c != shuffle_classes.end() ? class_ranges.at(c->second) : ranges.at(v);
+  };
   for (int i : chosen) {
     Node& n = graph.nodes[static_cast<size_t>(i)];
     precision_to_attrs(Precision::int8, n.attrs);
-    const TensorRange in = ranges.at(n.inputs[0]);
+    const TensorRange in = range_of(n.inputs[0]);
     quant_params_to_attrs(quant_params_for_range(in.lo, in.hi), "input", n.attrs);
-    if (auto it = ranges.find(scale_source(n.outputs[0])); it != ranges.end() && quantize_output(n.outputs[0]))
+    if (!quantize_output(n.outputs[0])) continue;
+    if (shuffle_classes.count(n.outputs[0])) {
+      const TensorRange out = range_of(n.outputs[0]);
+      quant_params_to_attrs(quant_params_for_range(out.lo, out.hi), "output", n.attrs);
+    } else if (auto it = ranges.find(scale_source(n.outputs[0])); it != ranges.end()) {
       quant_params_to_attrs(quant_params_for_range(it->second.lo, it->second.hi), "output", n.attrs);
+    }
   }
   for (int i : code_writers) {
     Node& n = graph.nodes[static_cast<size_t>(i)];
@@ -174,6 +250,7 @@ Result<bool> pass_quantize_int8(Graph& graph, const PassContext& ctx) {
   if (ctx.log) {
     *ctx.log << "  quantize_int8: " << chosen.size() << " layers in int8";
     if (!code_writers.empty()) *ctx.log << ", " << code_writers.size() << " BatchNorm+ReLU writing int8 codes";
+    if (!class_ranges.empty()) *ctx.log << ", " << class_ranges.size() << " chains of channel shuffles on int8 codes";
     if (!ctx.keep_fp32.empty()) {
       *ctx.log << "; kept in fp32:";
       for (const std::string& name : ctx.keep_fp32) *ctx.log << ' ' << name;

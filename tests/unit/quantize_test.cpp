@@ -320,6 +320,108 @@ TEST_CASE("quantize_int8 lets a BatchNorm+ReLU read only by int8 convs write cod
   CHECK(cosine_to_reference(**kept_engine, dense_layer_graph()) >= 0.999);
 }
 
+namespace {
+
+ValueId int_values(GraphBuilder& b, const std::string& name, std::vector<int64_t> v) {
+  const ValueId id = b.g.add_value(name, ValueType::of(DType::i64, sym_shape_from({static_cast<int64_t>(v.size())})));
+  Tensor t = Tensor::zeros(DType::i64, {static_cast<int64_t>(v.size())});
+  std::copy(v.begin(), v.end(), t.data<int64_t>());
+  b.g.initializers[id] = std::move(t);
+  return id;
+}
+
+// torchvision's channel_shuffle(Concat(parts), 2) of [2, 8, 8, 8] as ONNX writes it.
+ValueId shuffled(GraphBuilder& b, const std::string& name, std::vector<ValueId> parts) {
+  Attrs axis;
+  axis.set("axis", int64_t{1});
+  const ValueId joined = b.node(OpKind::Concat, name + "_cat", std::move(parts), axis);
+  const ValueId grouped = b.node(OpKind::Reshape, name + "_g", {joined, int_values(b, name + "_gs", {2, 2, 4, 8, 8})});
+  Attrs perm;
+  perm.set("perm", std::vector<int64_t>{0, 2, 1, 3, 4});
+  const ValueId swapped = b.node(OpKind::Transpose, name + "_t", {grouped}, perm);
+  return b.node(OpKind::Reshape, name, {swapped, int_values(b, name + "_s", {2, 8, 8, 8})});
+}
+
+// A ShuffleNet stage: x -> Conv a, Conv b (relu; b's weights 3x larger) -> shuffle -> halves h1, h2;
+// Conv c (relu) on h2; shuffle(h1, c) -> Conv d -> y. One class of values joined by shuffles:
+// a, b, h1, h2, c and the second shuffle's output.
+Graph shuffle_stage_graph() {
+  GraphBuilder b;
+  const ValueId x = b.input("x", {2, 3, 8, 8});
+  Attrs relu;
+  relu.set("activation", std::string("relu"));
+  const ValueId a = b.node(OpKind::Conv, "a", {x, b.weight("wa", {4, 3, 1, 1}), b.weight("ba", {4})}, relu);
+  const ValueId f = b.node(OpKind::Conv, "b", {x, b.weight("wb", {4, 3, 1, 1}, -3.0f, 3.0f), b.weight("bb", {4})}, relu);
+  const ValueId s1 = shuffled(b, "s1", {a, f});
+  std::vector<ValueId> halves;
+  for (int64_t begin : {0, 4})
+    halves.push_back(b.node(OpKind::Slice, "h" + std::to_string(begin),
+                            {s1, int_values(b, "hb" + std::to_string(begin), {begin}),
+                             int_values(b, "he" + std::to_string(begin), {begin + 4}), int_values(b, "ha" + std::to_string(begin), {1})}));
+  const ValueId c = b.node(OpKind::Conv, "c", {halves[1], b.weight("wc", {4, 4, 1, 1}), b.weight("bc", {4})}, relu);
+  b.output(b.node(OpKind::Conv, "d", {shuffled(b, "s2", {halves[0], c}), b.weight("wd", {5, 8, 1, 1})}));
+  return b.g;
+}
+
+}  // namespace
+
+// The shuffle class holds u8 codes at one scale (the union of its values' ranges): convs a, b and c write
+// them, the shuffles copy them, c and d read them. With d kept in fp32 the class joins floats again.
+TEST_CASE("quantize_int8 keeps ShuffleNet's chain of channel shuffles on codes of one scale", "[quantize][passes]") {
+  const CalibrationSet set = random_set(4, {3, 8, 8}, 13);
+  PassRunOptions options;
+  options.int8.calibration = &set;
+  std::ostringstream log;
+  options.log = &log;
+  const std::vector<std::string> passes = {"fuse_activation", "fuse_channel_shuffle", "quantize_int8"};
+  Graph g = shuffle_stage_graph();
+  REQUIRE(run_passes(g, passes, options));
+  CHECK_THAT(log.str(), Catch::Contains("1 chains of channel shuffles on int8 codes"));
+  const auto a_out = quant_params_from_attrs(node_named(g, "a_node").attrs, "output").value();
+  REQUIRE(a_out);
+  CHECK(a_out->type == QuantType::u8);
+  for (const char* writer : {"b_node", "c_node"}) {
+    INFO(writer);
+    const auto out = quant_params_from_attrs(node_named(g, writer).attrs, "output").value();
+    REQUIRE(out);
+    CHECK(out->type == QuantType::u8);
+    CHECK(out->scale == a_out->scale);
+  }
+  for (const char* reader : {"c_node", "d_node"}) {
+    INFO(reader);
+    const auto in = quant_params_from_attrs(node_named(g, reader).attrs, "input").value();
+    REQUIRE(in);
+    CHECK(in->scale == a_out->scale);
+  }
+  // The union covers b's range, the widest (3x the weights of a): quantized alone, a's codes would be finer.
+  Graph alone = shuffle_stage_graph();
+  REQUIRE(run_passes(alone, {"fuse_activation", "quantize_int8"}, options));
+  const auto c_alone = quant_params_from_attrs(node_named(alone, "c_node").attrs, "input").value();
+  REQUIRE(c_alone);
+  CHECK(a_out->scale >= c_alone->scale);
+
+  auto engine = Engine::create(graph_to_plan(g), {2, nullptr});
+  REQUIRE(engine);
+  int shuffles_on_codes = 0;
+  std::string steps;
+  for (const EngineStep& st : (*engine)->steps()) {
+    shuffles_on_codes += st.op == "ChannelShuffle" && st.output_layout.find(":u8*") != std::string::npos;
+    steps += st.node + " -> " + st.kernel + " [" + st.output_layout + "]\n";
+  }
+  INFO(steps);
+  if (cpu_isa_available(CpuIsa::avx512)) CHECK(shuffles_on_codes == 2);  // where the convs write NHWC
+  CHECK(cosine_to_reference(**engine, shuffle_stage_graph()) >= 0.999);
+
+  Graph kept = shuffle_stage_graph();
+  PassRunOptions keep = options;
+  keep.keep_fp32 = {"d_node"};
+  REQUIRE(run_passes(kept, passes, keep));
+  for (const char* writer : {"a_node", "b_node", "c_node"}) {
+    INFO(writer);
+    CHECK_FALSE(quant_params_from_attrs(node_named(kept, writer).attrs, "output").value().has_value());
+  }
+}
+
 // The same for bf16: the ConcatAffine read only by bf16 conv "c" writes bfloat16 (bf16_output), and
 // the plan agrees with the reference at bf16 accuracy; with c kept in fp32 it writes float32.
 TEST_CASE("mixed_precision_bf16 lets a BatchNorm+ReLU read only by bf16 convs write bfloat16", "[quantize][passes]") {
