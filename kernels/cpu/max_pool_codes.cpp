@@ -21,7 +21,6 @@
 #include <cstdint>
 #include <limits>
 #include <optional>
-#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -198,33 +197,87 @@ __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void pool_row_avx5
   else pool_row<Codes>(p, x, y, oy, lanes);
 }
 
-// The direct row for u8/s8 codes on AVX-512: up to 64 channels of a window per masked vector. The
-// ladder of pool_row leaves narrow byte tails (24 channels: 16 + 8) that the compiler turned into
-// scalar code: ShuffleNetV2's u8 stem pool (24 channels, 3x3 s2, batch 8) ran 1.2-1.4 ms, slower than
-// its float32 pool (0.9 ms) on a quarter of the bytes.
-template <bool kSigned>
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void pool_row_bytes_avx512(const PoolDims& p, const void* x_bytes,
-                                                                                void* y_bytes, int64_t oy, int64_t lanes,
-                                                                                void*) {
-  const auto* x = static_cast<const uint8_t*>(x_bytes);
-  auto* y = static_cast<uint8_t*>(y_bytes);
+// The direct row on AVX-512 with masked vectors: up to one vector of a window's channels at a time, the
+// order keys made in registers (Codes::key, vectorized below). The ladder of pool_row leaves narrow tails
+// (24 channels: 16 + 8 lanes) that the compiler turned into scalar code: ShuffleNetV2's stem pool (24
+// channels, 3x3 s2, batch 8, 1 thread) ran u8 1.2-1.4 ms, bf16 1.4, slower than float32 (0.9-1.0) on a
+// quarter or half of the bytes.
+#define KILN_AVX512BW __attribute__((target("avx512f,avx512bw,avx512vl")))
+
+template <class Codes>
+struct MaskedCodes;
+template <>
+struct MaskedCodes<U8Codes> {
+  static constexpr int64_t kLanes = 64;
+  using Mask = __mmask64;
+  KILN_AVX512BW static __m512i load(Mask m, const void* p) { return _mm512_maskz_loadu_epi8(m, p); }
+  KILN_AVX512BW static void store(void* p, Mask m, __m512i v) { _mm512_mask_storeu_epi8(p, m, v); }
+  KILN_AVX512BW static __m512i lowest() { return _mm512_setzero_si512(); }
+  KILN_AVX512BW static __m512i key(__m512i v) { return v; }
+  KILN_AVX512BW static __m512i code(__m512i k) { return k; }
+  KILN_AVX512BW static __m512i max(__m512i a, __m512i b) { return _mm512_max_epu8(a, b); }
+};
+template <>
+struct MaskedCodes<S8Codes> : MaskedCodes<U8Codes> {
+  KILN_AVX512BW static __m512i lowest() { return _mm512_set1_epi8(-128); }
+  KILN_AVX512BW static __m512i max(__m512i a, __m512i b) { return _mm512_max_epi8(a, b); }
+};
+// bfloat16 and float32: FloatCodes' key (flip a negative's magnitude bits, then move the -NaNs up), per lane.
+template <>
+struct MaskedCodes<Bf16Codes> {
+  static constexpr int64_t kLanes = 32;
+  using Mask = __mmask32;
+  KILN_AVX512BW static __m512i load(Mask m, const void* p) { return _mm512_maskz_loadu_epi16(m, p); }
+  KILN_AVX512BW static void store(void* p, Mask m, __m512i v) { _mm512_mask_storeu_epi16(p, m, v); }
+  KILN_AVX512BW static __m512i lowest() { return _mm512_set1_epi16(std::numeric_limits<int16_t>::min()); }
+  KILN_AVX512BW static __m512i flip(__m512i v) {
+    return _mm512_xor_si512(v, _mm512_and_si512(_mm512_srai_epi16(v, 15), _mm512_set1_epi16(0x7fff)));
+  }
+  KILN_AVX512BW static __m512i key(__m512i v) { return _mm512_sub_epi16(flip(v), _mm512_set1_epi16(Bf16Codes::kNegativeNans)); }
+  KILN_AVX512BW static __m512i code(__m512i k) { return flip(_mm512_add_epi16(k, _mm512_set1_epi16(Bf16Codes::kNegativeNans))); }
+  KILN_AVX512BW static __m512i max(__m512i a, __m512i b) { return _mm512_max_epi16(a, b); }
+};
+template <>
+struct MaskedCodes<F32Codes> {
+  static constexpr int64_t kLanes = 16;
+  using Mask = __mmask16;
+  KILN_AVX512BW static __m512i load(Mask m, const void* p) { return _mm512_maskz_loadu_epi32(m, p); }
+  KILN_AVX512BW static void store(void* p, Mask m, __m512i v) { _mm512_mask_storeu_epi32(p, m, v); }
+  KILN_AVX512BW static __m512i lowest() { return _mm512_set1_epi32(std::numeric_limits<int32_t>::min()); }
+  KILN_AVX512BW static __m512i flip(__m512i v) {
+    return _mm512_xor_si512(v, _mm512_and_si512(_mm512_srai_epi32(v, 31), _mm512_set1_epi32(0x7fffffff)));
+  }
+  KILN_AVX512BW static __m512i key(__m512i v) {
+    return _mm512_sub_epi32(flip(v), _mm512_set1_epi32(static_cast<int>(F32Codes::kNegativeNans)));
+  }
+  KILN_AVX512BW static __m512i code(__m512i k) {
+    return flip(_mm512_add_epi32(k, _mm512_set1_epi32(static_cast<int>(F32Codes::kNegativeNans))));
+  }
+  KILN_AVX512BW static __m512i max(__m512i a, __m512i b) { return _mm512_max_epi32(a, b); }
+};
+
+template <class Codes>
+KILN_AVX512BW void pool_row_masked_avx512(const PoolDims& p, const void* x_bytes, void* y_bytes, int64_t oy, int64_t lanes,
+                                          void*) {
+  using V = MaskedCodes<Codes>;
+  using T = typename Codes::T;
+  const T* x = static_cast<const T*>(x_bytes);
+  T* y = static_cast<T*>(y_bytes);
   const int64_t iy0 = oy * p.stride[0] - p.pad[0];
   const ref::WindowTaps ty = ref::window_taps(iy0, p.dilation[0], p.kernel[0], p.in_h);
   for (int64_t ox = 0; ox < p.out_w; ++ox) {
     const int64_t ix0 = ox * p.stride[1] - p.pad[1];
     const ref::WindowTaps tx = ref::window_taps(ix0, p.dilation[1], p.kernel[1], p.in_w);
-    for (int64_t c = 0; c < lanes; c += 64) {
-      const int64_t n = std::min<int64_t>(64, lanes - c);
-      const __mmask64 mask = n == 64 ? ~__mmask64{0} : (__mmask64{1} << n) - 1;
-      __m512i acc = kSigned ? _mm512_set1_epi8(-128) : _mm512_setzero_si512();
+    for (int64_t c = 0; c < lanes; c += V::kLanes) {
+      const int64_t n = std::min<int64_t>(V::kLanes, lanes - c);
+      const auto mask = static_cast<typename V::Mask>(n == 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1);
+      __m512i acc = V::lowest();
       for (int64_t ky = ty.first; ky < ty.last; ++ky) {
-        const uint8_t* src_row = x + (iy0 + ky * p.dilation[0]) * p.in_w * lanes + c;
-        for (int64_t kx = tx.first; kx < tx.last; ++kx) {
-          const __m512i v = _mm512_maskz_loadu_epi8(mask, src_row + (ix0 + kx * p.dilation[1]) * lanes);
-          acc = kSigned ? _mm512_max_epi8(acc, v) : _mm512_max_epu8(acc, v);
-        }
+        const T* src_row = x + (iy0 + ky * p.dilation[0]) * p.in_w * lanes + c;
+        for (int64_t kx = tx.first; kx < tx.last; ++kx)
+          acc = V::max(acc, V::key(V::load(mask, src_row + (ix0 + kx * p.dilation[1]) * lanes)));
       }
-      _mm512_mask_storeu_epi8(y + ox * lanes + c, mask, acc);
+      V::store(y + ox * lanes + c, mask, V::code(acc));
     }
   }
 }
@@ -244,9 +297,7 @@ template <class Codes>
 PoolRowFn row_for_this_cpu(const PoolDims& p) {
   const bool avx512 = cpu_isa_available(CpuIsa::avx512);
   if (separable(p)) return avx512 ? pool_row_avx512<Codes, true> : pool_row_portable<Codes, true>;
-  if (avx512 && std::is_same_v<Codes, U8Codes>) return pool_row_bytes_avx512<false>;
-  if (avx512 && std::is_same_v<Codes, S8Codes>) return pool_row_bytes_avx512<true>;
-  return avx512 ? pool_row_avx512<Codes, false> : pool_row_portable<Codes, false>;
+  return avx512 ? pool_row_masked_avx512<Codes> : pool_row_portable<Codes, false>;
 }
 
 class MaxPoolCodesKernel final : public Kernel {
