@@ -16,7 +16,9 @@ const std::array kKernels = {
     &kOneDnnPool,      &kOneDnnEltwise,
     &kCpuChannelScale,  // before oneDNN binary: its [N>1, C, 1, 1] broadcast on NHWC is a reference loop
     &kOneDnnBinary,
-    &kOneDnnSoftmax, &kOneDnnBatchNorm, &kOneDnnLayerNorm,
+    &kOneDnnSoftmax, &kOneDnnBatchNorm,
+    &kCpuLayerNormCodes,  // before oneDNN's: a LayerNorm with int8_output writes codes (oneDNN 2.6 writes X's type)
+    &kOneDnnLayerNorm,
     &kCpuConcatChannels,  // before oneDNN concat: per-image copies, where oneDNN 2.6 ran ~3 GB/s at batch 1
     &kOneDnnConcat, &kOneDnnLrn,
     &kCpuTransposeView,  // before oneDNN's transpose: NHWC <-> NCHW costs nothing where the reader takes NHWC

@@ -171,14 +171,19 @@ Result<bool> pass_quantize_int8(Graph& graph, const PassContext& ctx) {
       return graph.nodes[static_cast<size_t>(readers[0])].outputs[0];
     return out;
   };
-  // A float32 ConcatAffine (DenseNet's BatchNorm+ReLU over the joined features) whose every reader
-  // takes int8 writes the codes itself: a quarter of the bytes, and its conv reads them as they are
-  // instead of quantizing floats (DenseNet-121 int8 b1, 1 thread: 58 such convs).
+  // A float32 ConcatAffine (DenseNet's BatchNorm+ReLU over the joined features) or LayerNormalization
+  // (ConvNeXt's, before each block's first Linear) whose every reader takes int8 writes the codes
+  // itself: a quarter of the bytes, and its conv or MatMul reads them as they are instead of quantizing
+  // floats (DenseNet-121 int8 b1, 1 thread: 58 such convs; ConvNeXt-T: 18 MatMuls).
   std::vector<int> code_writers;
+  int layer_norm_writers = 0;
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
     const Node& n = graph.nodes[i];
-    if (n.op == OpKind::ConcatAffine && !is_int8[i] && n.outputs.size() == 1 && output_quantized(n.outputs[0]))
+    const bool writes_codes = n.op == OpKind::ConcatAffine || n.op == OpKind::LayerNormalization;
+    if (writes_codes && !is_int8[i] && n.outputs.size() == 1 && output_quantized(n.outputs[0])) {
       code_writers.push_back(static_cast<int>(i));
+      layer_norm_writers += n.op == OpKind::LayerNormalization;
+    }
   }
   std::vector<ValueId> values;
   for (int i : chosen) {
@@ -249,7 +254,9 @@ Result<bool> pass_quantize_int8(Graph& graph, const PassContext& ctx) {
   }
   if (ctx.log) {
     *ctx.log << "  quantize_int8: " << chosen.size() << " layers in int8";
-    if (!code_writers.empty()) *ctx.log << ", " << code_writers.size() << " BatchNorm+ReLU writing int8 codes";
+    if (code_writers.size() > static_cast<size_t>(layer_norm_writers))
+      *ctx.log << ", " << code_writers.size() - static_cast<size_t>(layer_norm_writers) << " BatchNorm+ReLU writing int8 codes";
+    if (layer_norm_writers > 0) *ctx.log << ", " << layer_norm_writers << " LayerNorms writing int8 codes";
     if (!class_ranges.empty()) *ctx.log << ", " << class_ranges.size() << " chains of channel shuffles on int8 codes";
     if (!ctx.keep_fp32.empty()) {
       *ctx.log << "; kept in fp32:";

@@ -20,6 +20,8 @@ extern const KernelImpl kCpuDepthFirstConvAvx2;
 extern const KernelImpl kCpuDepthFirstConvPortable;
 extern const KernelImpl kCpuConcatAffineAvx512;  // ConcatAffine, NHWC or plain NCHW float32
 extern const KernelImpl kCpuConcatAffinePortable;
+// LayerNormalization with int8_output: rows normalized straight into u8/s8 codes for int8 MatMuls
+extern const KernelImpl kCpuLayerNormCodes;
 // ChannelShuffle: each output channel copied once, NHWC (float32, bfloat16, codes) or plain NCHW
 extern const KernelImpl kCpuChannelShuffle;
 // ElementwiseChain chunk by chunk (each input read once, the output written once), per ISA

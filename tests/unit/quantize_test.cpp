@@ -422,6 +422,57 @@ TEST_CASE("quantize_int8 keeps ShuffleNet's chain of channel shuffles on codes o
   }
 }
 
+namespace {
+
+// ConvNeXt's block start: x (rows of 16) -> LayerNormalization -> MatMul "fc" -> y.
+Graph layer_norm_linear_graph() {
+  GraphBuilder b;
+  const ValueId x = b.input("x", {2, 4, 4, 16});
+  Attrs eps;
+  eps.set("epsilon", 1e-6f);
+  const ValueId ln = b.node(OpKind::LayerNormalization, "ln", {x, b.weight("ln_s", {16}), b.weight("ln_b", {16})}, eps);
+  b.output(b.node(OpKind::MatMul, "fc", {ln, b.weight("w_fc", {16, 24})}));
+  return b.g;
+}
+
+}  // namespace
+
+// The LayerNorm read only by int8 MatMul "fc" writes s8 codes at the scale fc reads them with; kept in fp32,
+// fc leaves it writing float32.
+TEST_CASE("quantize_int8 lets a LayerNorm read only by int8 MatMuls write codes", "[quantize][passes]") {
+  const CalibrationSet set = random_set(4, {4, 4, 16}, 17);
+  PassRunOptions options;
+  options.int8.calibration = &set;
+  std::ostringstream log;
+  options.log = &log;
+  Graph g = layer_norm_linear_graph();
+  REQUIRE(run_passes(g, {"quantize_int8"}, options));
+  CHECK_THAT(log.str(), Catch::Contains("1 LayerNorms writing int8 codes"));
+  const auto codes = quant_params_from_attrs(node_named(g, "ln_node").attrs, "output").value();
+  REQUIRE(codes);
+  CHECK(codes->type == QuantType::s8);
+  const auto fc_in = quant_params_from_attrs(node_named(g, "fc_node").attrs, "input").value();
+  REQUIRE(fc_in);
+  CHECK(fc_in->scale == codes->scale);
+  CHECK(fc_in->type == codes->type);
+
+  auto engine = Engine::create(graph_to_plan(g), {2, nullptr});
+  REQUIRE(engine);
+  std::string ln_layout;
+  for (const EngineStep& st : (*engine)->steps())
+    if (st.op == "LayerNormalization") ln_layout = st.kernel + " [" + st.output_layout + "]";
+  INFO(ln_layout);
+  CHECK(ln_layout.find("cpu.layer_norm_codes [") == 0);
+  CHECK(ln_layout.find(":s8*") != std::string::npos);
+  CHECK(cosine_to_reference(**engine, layer_norm_linear_graph(), {2, 4, 4, 16}) >= 0.999);
+
+  Graph kept = layer_norm_linear_graph();
+  PassRunOptions keep = options;
+  keep.keep_fp32 = {"fc_node"};
+  REQUIRE(run_passes(kept, {"quantize_int8"}, keep));
+  CHECK_FALSE(quant_params_from_attrs(node_named(kept, "ln_node").attrs, "output").value().has_value());
+}
+
 // The same for bf16: the ConcatAffine read only by bf16 conv "c" writes bfloat16 (bf16_output), and
 // the plan agrees with the reference at bf16 accuracy; with c kept in fp32 it writes float32.
 TEST_CASE("mixed_precision_bf16 lets a BatchNorm+ReLU read only by bf16 convs write bfloat16", "[quantize][passes]") {
