@@ -23,6 +23,8 @@ int64_t channel_block(const ValueDesc& v) {
   if (v.dtype != DType::f32 || v.shape.size() != 4) return 0;
   if (v.layout.plain()) return 1;
   if (!onednn::is_onednn(v) || onednn::check_value(v, "value")) return 0;
+  // Float32 elements only: a bfloat16 value (a bf16 conv's output) in the same order holds two bytes each.
+  if (onednn::value_desc(v).data_type() != dnnl::memory::data_type::f32) return 0;
   const dnnl_memory_desc_t& d = onednn::value_desc(v).data;
   if (d.format_kind != dnnl_blocked || d.ndims != 4 || d.offset0 != 0) return 0;
   for (int i = 0; i < 4; ++i)

@@ -19,7 +19,7 @@ PixelOrder pixel_order(const ValueDesc& v);
 // image n's channels [c0, c1) are one contiguous run at n * C * H * W + c0 * H * W whenever the
 // block divides c0 and c1: 1 for plain NCHW (or any layout placing elements where it would,
 // e.g. NHWC of a 1x1 image), B for oneDNN's channel blocks of B (aBcd8b, aBcd16b) when B divides
-// C without padding; 0 otherwise.
+// C without padding; 0 otherwise (also for bfloat16 or int8 elements in such an order).
 int64_t channel_block(const ValueDesc& v);
 
 // The oneDNN acdb layout of a float32 [N, C, H, W] value.

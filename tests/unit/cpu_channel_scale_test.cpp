@@ -3,6 +3,8 @@
 // either input, in place where the activation dies; batch 1 stays with oneDNN's binary.
 #include <catch2/catch.hpp>
 
+#include "kernels/cpu/isa.h"
+#include "kernels/precision.h"
 #include "tests/support/plan_builder.h"
 
 using namespace kiln;
@@ -55,4 +57,36 @@ TEST_CASE("cpu.channel_scale leaves batch 1 and other broadcasts to oneDNN", "[c
   b.output(b.op(OpKind::Mul, {}, {b.input({2, 8, 5, 5}), b.input({2, 8, 5, 5})}));
   auto engine = check(b);
   CHECK(count_kernel(*engine, "cpu.channel_scale") == 0);
+}
+
+// A bf16 squeeze-excite conv writes its scale in bfloat16 (mixed precision, e.g. accuracy control keeping the
+// activation's producer in fp32): a [N, C, 1, 1] value whose layout orders elements as plain does, but two
+// bytes each. The kernel reads float32 scales only, so it leaves this Mul to oneDNN (which reads either).
+TEST_CASE("cpu.channel_scale leaves a bfloat16 scale to oneDNN", "[cpu][bf16]") {
+  if (!cpu_has_bf16_compute()) {
+    WARN("no bf16 compute here: oneDNN's convs write float32");
+    return;
+  }
+  Builder b;
+  Attrs bf16;
+  precision_to_attrs(Precision::bf16, bf16);
+  const int se = b.op(OpKind::Conv, bf16, {b.input({2, 32, 1, 1}), b.weight({32, 32, 1, 1}, 0.3f), b.weight({32})});
+  b.output(b.op(OpKind::Mul, {}, {b.input({2, 32, 6, 5}), se}));
+  auto engine = Engine::create(b.plan, {2, nullptr});
+  REQUIRE(engine);
+  std::string se_layout;
+  for (const EngineStep& st : (*engine)->steps())
+    if (st.op == "Conv") se_layout = st.output_layout;
+  INFO(describe_steps(**engine));
+  REQUIRE(se_layout.find("bf16") != std::string::npos);
+  CHECK(count_kernel(**engine, "cpu.channel_scale") == 0);
+  // The result at bf16 accuracy (the scale rounded to bfloat16), not bfloat16 bits read as floats.
+  auto got = (*engine)->run(b.inputs);
+  auto want = execute_reference(b.plan, b.inputs);
+  REQUIRE(got);
+  REQUIRE(want);
+  double diff = 0;
+  for (int64_t i = 0; i < want->outputs[0].numel(); ++i)
+    diff = std::max(diff, std::fabs(static_cast<double>(got->at(0).data<float>()[i]) - want->outputs[0].data<float>()[i]));
+  CHECK(diff <= 2e-2 * max_abs(want->outputs[0]));
 }
