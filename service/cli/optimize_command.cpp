@@ -12,7 +12,6 @@
 // (kernels/verify/precision_emulation.h); they are never measured here, so they compete on
 // predictions. Writes plan.json, report.json and the chosen model.kiln; exit 3 when no candidate
 // passes.
-#include <stdlib.h>
 
 #include <algorithm>
 #include <chrono>
@@ -35,9 +34,9 @@
 #include "perfmodel/fingerprint.h"
 #include "perfmodel/microbench/host_interference.h"
 #include "perfmodel/microbench/timing.h"
+#include "perfmodel/model_runs.h"
 #include "perfmodel/precision_compile.h"
 #include "perfmodel/step_prices.h"
-#include "perfmodel/store.h"
 #include "perfmodel/target_profile.h"
 #include "service/cli/commands.h"
 #include "service/cli/compiled_model.h"
@@ -389,46 +388,18 @@ std::string measure_in_rounds(std::vector<Trial>& trials, const OptimizeOptions&
          " were timed slowed, so multi-thread candidates may measure slower than they run on a quiet node.";
 }
 
-// Closing the loop: each measured candidate becomes a `model` row of the target's profile, which
-// later plans of the same model use in place of (or to correct) their predictions. The fit never
-// reads these rows.
+// Closing the loop (perfmodel/model_runs.h): each measured candidate becomes a `model` row of the target's profile.
 Status store_runs(const std::string& db, const std::string& target_id, const std::string& digest, const std::string& app,
                   const std::vector<Trial>& trials) {
-  KILN_ASSIGN(store, perf::BenchmarkStore::open(db));
-  KILN_ASSIGN(run, store->run_begin(target_id, "kiln optimize " + app));
-  double load[1] = {0};
-  if (getloadavg(load, 1) != 1) load[0] = 0;
-  int64_t stored = 0;
-  const Status written = store->transaction([&]() -> Status {
-    for (const Trial& t : trials) {
-      if (!t.measured) continue;
-      const perf::Candidate& c = t.candidate;
-      perf::Measurement m;
-      m.kind = perf::kKindModel;
-      // A model with layers kept out of its precision is another model: its own kernel name keeps
-      // later plans (which look up `digest`) from taking it for the precision's runs.
-      const std::string model = t.kept_layers ? digest + " kept-fp32:" + std::to_string(t.kept_layers) : digest;
-      m.key = model + " " + c.precision + " b" + std::to_string(c.batch) + " t" + std::to_string(c.threads);
-      m.op = "model";
-      m.dtype = perf::precision_dtype(c.precision);
-      m.threads = c.threads;
-      m.batch = c.batch;
-      m.backend = "engine";
-      m.kernel = model;
-      m.median_ms = t.measured->median_ms;
-      m.p10_ms = t.measured->p10_ms;
-      m.p90_ms = t.measured->p90_ms;
-      m.runs = t.measured->runs;
-      m.throughput = static_cast<double>(c.batch) * 1000.0 / t.measured->median_ms;
-      m.measured_at = perf::utc_now();
-      m.load_avg = load[0];
-      KILN_TRY(store->measurement_put(target_id, run, m));
-      ++stored;
-    }
-    return Status::ok();
-  });
-  KILN_TRY(store->run_finish(run, written.ok() ? "complete" : "failed", stored, 0));
-  return written;
+  std::vector<perf::MeasuredModelRun> runs;
+  for (const Trial& t : trials) {
+    if (!t.measured) continue;
+    // A model with layers kept out of its precision is another model: its own name keeps later plans
+    // (which look up `digest`) from taking it for the precision's runs.
+    const std::string model = t.kept_layers ? digest + " kept-fp32:" + std::to_string(t.kept_layers) : digest;
+    runs.push_back({model, t.candidate.precision, t.candidate.batch, t.candidate.threads, *t.measured});
+  }
+  return perf::store_model_runs(db, target_id, "kiln optimize " + app, runs);
 }
 
 // Whose verification a candidate shares: its precision's on the CPU, or that precision emulated
