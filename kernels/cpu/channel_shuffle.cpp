@@ -141,6 +141,8 @@ class ChannelShuffleKernel final : public Kernel {
       }
     }
     KILN_REQUIRE(j == c, internal, "ChannelShuffle outputs hold ", j, " channels, the inputs ", c);
+    for (size_t o = 0; o < k->sources_.size(); ++o)
+      for (int64_t ch = 0; ch < static_cast<int64_t>(k->sources_[o].size()); ++ch) k->planes_.emplace_back(o, ch);
     // Two groups, two inputs of C/2 channels, every output an even run: each output interleaves a
     // run of input 0's channels with the same run of input 1's.
     k->interleave_ = groups == 2 && b.inputs.size() == 2 && k->in_channels_[0] == k->in_channels_[1];
@@ -192,14 +194,11 @@ class ChannelShuffleKernel final : public Kernel {
   }
 
   void run_nchw(const KernelArgs& args) const {
-    std::vector<std::pair<size_t, int64_t>> planes;  // (output, channel) in order
-    for (size_t o = 0; o < sources_.size(); ++o)
-      for (int64_t k = 0; k < static_cast<int64_t>(sources_[o].size()); ++k) planes.emplace_back(o, k);
-    const int64_t per_image = static_cast<int64_t>(planes.size()), bytes = plane_ * static_cast<int64_t>(elem_);
+    const int64_t per_image = static_cast<int64_t>(planes_.size()), bytes = plane_ * static_cast<int64_t>(elem_);
 #pragma omp parallel for num_threads(threads_) schedule(static)
     for (int64_t q = 0; q < n_ * per_image; ++q) {
       const int64_t b = q / per_image;
-      const auto [o, k] = planes[static_cast<size_t>(q % per_image)];
+      const auto [o, k] = planes_[static_cast<size_t>(q % per_image)];
       const Source& s = sources_[o][static_cast<size_t>(k)];
       const int64_t oc = static_cast<int64_t>(sources_[o].size()), ic = in_channels_[static_cast<size_t>(s.input)];
       std::memcpy(static_cast<char*>(args.outputs[o]) + (b * oc + k) * bytes,
@@ -215,6 +214,7 @@ class ChannelShuffleKernel final : public Kernel {
   int64_t n_ = 0, plane_ = 0;
   std::vector<int64_t> in_channels_;
   std::vector<std::vector<Source>> sources_;  // per output, per channel
+  std::vector<std::pair<size_t, int64_t>> planes_;  // every (output, channel), in order: an image's NCHW copies
   std::vector<Layout> layouts_;
 };
 

@@ -129,8 +129,8 @@ __attribute__((always_inline)) inline void window_max(const PoolDims& p, const t
   for (int64_t l = 0; l < count; ++l) dst[l] = Codes::code(acc[l]);
 }
 
-// One output row of one plane, a 512-bit vector of lanes at a time, then halves and quarters.
-// Inlined into each ISA's entry point below, which the compiler vectorizes for it.
+// One output row of one plane, a 512-bit vector of lanes at a time, then halves and quarters (the
+// portable entry point below; on AVX-512 the masked rows replace it).
 template <class Codes>
 __attribute__((always_inline)) inline void pool_row(const PoolDims& p, const void* x_bytes, void* y_bytes, int64_t oy,
                                                     int64_t lanes) {
@@ -190,11 +190,12 @@ __attribute__((always_inline)) inline void pool_row_separable(const PoolDims& p,
 // in_w x lanes elements (used by the separable rows).
 using PoolRowFn = void (*)(const PoolDims&, const void*, void*, int64_t, int64_t, void*);
 
-template <class Codes, bool kSeparable>
-__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void pool_row_avx512(const PoolDims& p, const void* x, void* y,
-                                                                                   int64_t oy, int64_t lanes, void* columns) {
-  if constexpr (kSeparable) pool_row_separable<Codes>(p, x, y, oy, lanes, columns);
-  else pool_row<Codes>(p, x, y, oy, lanes);
+// Separable rows on AVX-512 (the direct ones there are pool_row_masked_avx512, below).
+template <class Codes>
+__attribute__((target("avx512f,avx512bw,avx512dq,avx512vl"))) void pool_row_separable_avx512(const PoolDims& p, const void* x,
+                                                                                            void* y, int64_t oy, int64_t lanes,
+                                                                                            void* columns) {
+  pool_row_separable<Codes>(p, x, y, oy, lanes, columns);
 }
 
 // The direct row on AVX-512 with masked vectors: up to one vector of a window's channels at a time, the
@@ -296,7 +297,7 @@ bool separable(const PoolDims& p) { return p.stride[1] == 1 && p.kernel[1] > 1; 
 template <class Codes>
 PoolRowFn row_for_this_cpu(const PoolDims& p) {
   const bool avx512 = cpu_isa_available(CpuIsa::avx512);
-  if (separable(p)) return avx512 ? pool_row_avx512<Codes, true> : pool_row_portable<Codes, true>;
+  if (separable(p)) return avx512 ? pool_row_separable_avx512<Codes> : pool_row_portable<Codes, true>;
   return avx512 ? pool_row_masked_avx512<Codes> : pool_row_portable<Codes, false>;
 }
 
