@@ -16,6 +16,16 @@ bool graph_is_output(const Graph& graph, ValueId id) {
   return std::find(graph.outputs.begin(), graph.outputs.end(), id) != graph.outputs.end();
 }
 
+std::optional<int64_t> graph_concat_axis(const Graph& graph, const Node& n) {
+  if (n.op != OpKind::Concat || n.outputs.size() != 1 || n.outputs[0] == kNoValue) return std::nullopt;
+  const ValueType& t = graph.value(n.outputs[0]).type;
+  auto axis = n.attrs.get_int("axis", 0);
+  if (!t.rank_known || !axis) return std::nullopt;
+  const int64_t a = *axis < 0 ? *axis + t.rank() : *axis;
+  if (a < 0 || a >= t.rank()) return std::nullopt;
+  return a;
+}
+
 void graph_replace_uses(Graph& graph, ValueId from, ValueId to) {
   for (Node& node : graph.nodes)
     for (ValueId& in : node.inputs)

@@ -16,6 +16,10 @@ std::vector<std::vector<int>> graph_consumers(const Graph& graph);
 // True when the value is a graph output.
 bool graph_is_output(const Graph& graph, ValueId id);
 
+// A Concat node's axis in [0, rank) of its output; nothing when the node is not a Concat with one output
+// of known rank, or its axis is invalid.
+std::optional<int64_t> graph_concat_axis(const Graph& graph, const Node& n);
+
 // Makes every reader of `from` (nodes and graph outputs) read `to` instead.
 void graph_replace_uses(Graph& graph, ValueId from, ValueId to);
 

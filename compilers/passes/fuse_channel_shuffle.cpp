@@ -1,7 +1,6 @@
 #include "compilers/passes/fuse_channel_shuffle.h"
 
 #include <algorithm>
-#include <limits>
 #include <optional>
 
 #include "compilers/ir/rewrite.h"
@@ -93,10 +92,6 @@ std::optional<std::vector<ChannelRange>> parts_of(const Graph& graph, const std:
   return parts;
 }
 
-bool is_channel_concat(const Node& n) {
-  const auto axis = n.attrs.get_int("axis", 0);
-  return n.op == OpKind::Concat && n.outputs.size() == 1 && !n.inputs.empty() && axis && (*axis == 1 || *axis == -3);
-}
 
 }  // namespace
 
@@ -112,7 +107,7 @@ Result<bool> pass_fuse_channel_shuffle(Graph& graph, const PassContext&) {
     const Node* reshape = sole_producer(graph, consumers, transpose->inputs[0], OpKind::Reshape);
     if (!reshape || reshape->inputs.empty()) continue;
     const Node* concat = sole_producer(graph, consumers, reshape->inputs[0], OpKind::Concat);
-    if (!concat || !is_channel_concat(*concat)) continue;
+    if (!concat || concat->inputs.empty() || graph_concat_axis(graph, *concat) != 1) continue;
     const auto joined = known_shape(graph, concat->outputs[0]), grouped = known_shape(graph, reshape->outputs[0]);
     const auto y = known_shape(graph, unshape.outputs[0]);
     if (!joined || !grouped || !y || joined->size() != 4 || *y != *joined || grouped->size() != 5) continue;
@@ -143,7 +138,6 @@ Result<bool> pass_fuse_channel_shuffle(Graph& graph, const PassContext&) {
     }
     for (ValueId v : gone) graph.value(v).producer = -1;
     for (int node : gone_nodes) remove[static_cast<size_t>(node)] = true;
-    remove[i] = false;
     graph.nodes[i] = std::move(fused);
     changed = true;
   }

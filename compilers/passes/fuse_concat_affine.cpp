@@ -15,11 +15,7 @@ Tensor to_f32(const std::vector<double>& values) {
 
 // True when `concat` joins rank >= 2 values on axis 1.
 bool joins_channels(const Graph& graph, const Node& concat) {
-  if (concat.op != OpKind::Concat || concat.outputs.size() != 1 || concat.inputs.empty()) return false;
-  const ValueType& t = graph.value(concat.outputs[0]).type;
-  auto axis = concat.attrs.get_int("axis", 0);
-  if (!t.rank_known || t.rank() < 2 || !axis) return false;
-  return *axis == 1 || *axis == 1 - t.rank();
+  return !concat.inputs.empty() && graph_concat_axis(graph, concat) == 1;
 }
 
 }  // namespace

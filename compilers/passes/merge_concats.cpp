@@ -5,27 +5,13 @@
 #include "compilers/ir/rewrite.h"
 
 namespace kiln {
-namespace {
-
-// The Concat's axis in [0, rank), from its output's rank; nothing when unknown or invalid.
-std::optional<int64_t> concat_axis(const Graph& graph, const Node& n) {
-  if (n.op != OpKind::Concat || n.outputs.size() != 1 || n.outputs[0] == kNoValue) return std::nullopt;
-  const ValueType& t = graph.value(n.outputs[0]).type;
-  auto axis = n.attrs.get_int("axis", 0);
-  if (!t.rank_known || !axis) return std::nullopt;
-  const int64_t a = *axis < 0 ? *axis + t.rank() : *axis;
-  if (a < 0 || a >= t.rank()) return std::nullopt;
-  return a;
-}
-
-}  // namespace
 
 Result<bool> pass_merge_concats(Graph& graph, const PassContext&) {
   const auto consumers = graph_consumers(graph);
   std::vector<bool> remove(graph.nodes.size(), false);
   bool changed = false;
   for (size_t i = 0; i < graph.nodes.size(); ++i) {
-    const auto axis = concat_axis(graph, graph.nodes[i]);
+    const auto axis = graph_concat_axis(graph, graph.nodes[i]);
     if (!axis) continue;
     // Concat(..., Concat(b, c; axis), ...; axis) => Concat(..., b, c, ...; axis)
     std::vector<ValueId> flat;
@@ -35,7 +21,7 @@ Result<bool> pass_merge_concats(Graph& graph, const PassContext&) {
       const bool sole_reader = in != kNoValue && consumers[static_cast<size_t>(in)].size() == 1 &&
                                !graph_is_output(graph, in);
       if (p >= 0 && sole_reader && !remove[static_cast<size_t>(p)] &&
-          concat_axis(graph, graph.nodes[static_cast<size_t>(p)]) == axis) {
+          graph_concat_axis(graph, graph.nodes[static_cast<size_t>(p)]) == axis) {
         const Node& inner = graph.nodes[static_cast<size_t>(p)];
         flat.insert(flat.end(), inner.inputs.begin(), inner.inputs.end());
         remove[static_cast<size_t>(p)] = true;
