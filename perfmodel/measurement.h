@@ -58,6 +58,12 @@ inline constexpr const char* kQuantizedFloatInputKeyPrefix = "quantized ";
 // session 10: a conv read only by ConcatAffines writes codes, which the ConcatAffine reads with their scale).
 // Before, the parts were float32: 4x the bytes read (DenseNet-121 int8 b8, 1 thread: 21.9 vs 15.9 ms).
 inline constexpr const char* kConcatAffineCodesKeyPrefix = "codes in ";
+// The key prefix of residual conv points ("conv_sum") whose output a conv reads, as the next block reads a
+// ResNet block's (since 2026-12-07, session 13): an int8 one then writes u8 codes and sums the residual's codes
+// in place, a bf16 one writes bfloat16. Before, the output left the graph, so an int8 sum conv wrote float32
+// and first dequantized its u8 residual into that buffer (128->512 28x28 b8, one thread: 3.10 ms in the sweep,
+// 1.7-1.9 in ResNet-50, whose int8 cases the residual group priced 13-37% slow).
+inline constexpr const char* kResidualChainedKeyPrefix = "chained ";
 // The key prefix of bf16/int8 gemm points whose A is a producer MatMul's output in the gemm's own precision
 // (bfloat16 rows, s8 codes), as a transformer's or ConvNeXt's second Linear reads its first's (since
 // 2026-12-06, session 11). Before, A was a float32 graph input converted inside the timed step (ConvNeXt-T
@@ -76,6 +82,7 @@ inline std::string_view current_key_prefix(std::string_view op, std::string_view
   if (dtype == "int8" && op.ends_with(kFromFloatSuffix)) return kQuantizedFloatInputKeyPrefix;
   if (op == "maxpool") return dtype == "int8" ? kPoolInt8CodesKeyPrefix : kPoolCodesKeyPrefix;
   if (dtype == "int8" && op == "concat_affine") return kConcatAffineCodesKeyPrefix;
+  if (op.starts_with("conv") && op.substr(4) == kResidualSuffix) return kResidualChainedKeyPrefix;
   return "";
 }
 // Bytes per element of a compute dtype: "f32" and "tf32" 4 (TF32 stores float32), "bf16" and "f16" 2,

@@ -220,7 +220,10 @@ Graph sweep_graph(const SweepShape& s) {
         r.in_c = s.out_c;
         r.h = sweep_out_h(s);
         r.w = sweep_out_w(s);
-        b.g.outputs.push_back(b.node(OpKind::Relu, "relu", {b.node(OpKind::Add, "residual", {c, producer(b, r, "_residual", true)})}));
+        // Read by a depthwise conv (not timed), as a ResNet block's output is by the next block: in int8 the
+        // conv then writes u8 codes and sums the residual's codes in place, in bf16 it writes bfloat16.
+        const ValueId sum = b.node(OpKind::Relu, "relu", {b.node(OpKind::Add, "residual", {c, producer(b, r, "_residual", true)})});
+        b.g.outputs.push_back(depthwise(b, r, sum, kSweepReaderNode));
       } else if (s.silu) b.g.outputs.push_back(b.node(OpKind::Mul, "silu", {c, b.node(OpKind::Sigmoid, "sigmoid", {c})}));
       else b.g.outputs.push_back(b.node(OpKind::Relu, "relu", {c}));
       break;
@@ -351,6 +354,7 @@ Measurement sweep_record(const SweepShape& shape, const std::string& dtype, int 
   if (shape.rows_input) m.key = kGemmRowsInputKeyPrefix + m.key;
   if (shape.op == SweepOp::maxpool) m.key = std::string(current_key_prefix("maxpool", dtype)) + m.key;
   if (shape.op == SweepOp::concat_affine) m.key = std::string(current_key_prefix("concat_affine", dtype)) + m.key;
+  if (shape.residual) m.key = std::string(kResidualChainedKeyPrefix) + m.key;
   m.dtype = dtype;
   m.threads = threads;
   m.batch = shape.op == SweepOp::gemm ? shape.m : shape.batch;
