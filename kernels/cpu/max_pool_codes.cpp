@@ -273,7 +273,7 @@ KILN_AVX512BW void pool_row_masked_avx512(const PoolDims& p, const void* x_bytes
       const int64_t n = std::min<int64_t>(V::kLanes, lanes - c);
       const auto mask = static_cast<typename V::Mask>(n == 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1);
       __m512i acc = V::lowest();
-      // Whole vectors load and store unmasked: AMD Zen 5 stores masked vectors slowly (the 24-channel float32
+      // Whole vectors load and store unmasked: masked accesses cost more on AMD Zen 5 (the 24-channel float32
       // stem pool of ShuffleNetV2, batch 8, 1 thread: 1.48 ms with every access masked).
       const bool whole = n == V::kLanes;
       for (int64_t ky = ty.first; ky < ty.last; ++ky) {
