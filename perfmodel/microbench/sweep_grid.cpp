@@ -259,6 +259,19 @@ std::vector<SweepShape> layernorm_candidates() {
   return out;
 }
 
+// The first convolution of an image model, reading its 3 channels (in the layout the convs share; a plain input's
+// conversion is the border points' part): 3x3 stride 2 to the widths stems have (16 to 64), and ResNet's 7x7 to
+// 64, at 224x224 and every batch within the work cap.
+std::vector<SweepShape> stem_candidates() {
+  std::vector<SweepShape> out;
+  for (int64_t b : kBatches) {
+    for (int64_t c : {16, 24, 32, 48, 64})
+      if (SweepShape s{SweepOp::conv, b, 3, c, 224, 224, 3, 2, 1}; in_budget(s)) out.push_back(s);
+    if (SweepShape s{SweepOp::conv, b, 3, 64, 224, 224, 7, 2, 3}; in_budget(s)) out.push_back(s);
+  }
+  return out;
+}
+
 // A border point's input, which a conversion streams: past ~50 MB of float32 a point would take seconds.
 bool border_input_in_budget(const SweepShape& s) { return static_cast<double>(s.batch * s.in_c * s.h * s.w) <= 1.3e7; }
 
@@ -588,6 +601,10 @@ std::vector<SweepShape> sweep_grid(bool quick) {
   append_unseen(zoo_gemm_candidates(), kZooGemmPoints, rows_stratum);
   // And after those, LayerNorms (since 2026-12-06, session 11: priced as a stream before, about half their time).
   append(sample(layernorm_candidates(), kLayerNormPoints, [](const SweepShape& s) { return std::to_string(s.batch); }));
+  // And after those the stems on their 3 channels (since 2026-12-07, session 13: the grid's convs start at 16 input
+  // channels, and oneDNN runs 3-channel ones at a tenth of that rate: ShuffleNetV2's 3->24 3x3 s2 at batch 8, one
+  // thread, 0.95 ms priced, 2.42 measured in float32).
+  append(stem_candidates());
   return grid;
 }
 

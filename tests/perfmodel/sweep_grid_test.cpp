@@ -25,10 +25,11 @@ TEST_CASE("the full grid is deterministic, covers every op and stays in the desi
       kernels.insert(a[i].kernel);
       strides.insert(a[i].stride);
       batches.insert(a[i].batch);
-      CHECK(a[i].in_c >= 16);
+      const bool stem = a[i].in_c == 3;  // the stems at the end: 3 channels at 224x224
+      CHECK(a[i].in_c >= (stem ? 3 : 16));
       CHECK(a[i].out_c <= 2048);
       CHECK(a[i].h >= 7);
-      CHECK(a[i].h <= 112);
+      CHECK(a[i].h <= (stem ? 224 : 112));
       CHECK(sweep_macs(a[i]) <= 1.2e9);
     }
   }
@@ -55,7 +56,7 @@ TEST_CASE("the full grid is deterministic, covers every op and stays in the desi
   CHECK(sweep_grid(true).size() < 12);
 }
 
-TEST_CASE("the full grid ends with real layers of models outside the evaluation set", "[perfmodel][grid]") {
+TEST_CASE("the full grid ends with real layers of models outside the evaluation set, then the stems", "[perfmodel][grid]") {
   struct Layer {
     SweepOp op;
     int64_t in_c, out_c, hw, kernel, stride;
@@ -81,7 +82,23 @@ TEST_CASE("the full grid ends with real layers of models outside the evaluation 
       gemm_zoo_keys.insert(sweep_key(s));
     }
   std::vector<SweepShape> grid = sweep_grid(false);
-  // Last the LayerNorms (added after the rest), at every batch; their channels are real widths.
+  // Last the stems: 3 channels at 224x224, stride 2, 3x3 to 16..64 channels and ResNet's 7x7, at every batch.
+  size_t stems = 0;
+  std::set<int64_t> stem_batches, stem_widths;
+  while (!grid.empty() && grid.back().op == SweepOp::conv && grid.back().in_c == 3) {
+    INFO(sweep_key(grid.back()));
+    CHECK(grid.back().h == 224);
+    CHECK(grid.back().stride == 2);
+    CHECK((grid.back().kernel == 3 || grid.back().kernel == 7));
+    stem_batches.insert(grid.back().batch);
+    if (grid.back().kernel == 3) stem_widths.insert(grid.back().out_c);
+    grid.pop_back();
+    ++stems;
+  }
+  CHECK(stems >= 15);
+  CHECK(stem_batches == std::set<int64_t>{1, 8, 32});
+  CHECK(stem_widths == std::set<int64_t>{16, 24, 32, 48, 64});
+  // Before them the LayerNorms (added after the rest), at every batch; their channels are real widths.
   size_t norms = 0;
   std::set<int64_t> norm_batches;
   while (!grid.empty() && grid.back().op == SweepOp::layernorm) {
