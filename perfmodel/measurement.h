@@ -58,6 +58,11 @@ inline constexpr const char* kQuantizedFloatInputKeyPrefix = "quantized ";
 // session 10: a conv read only by ConcatAffines writes codes, which the ConcatAffine reads with their scale).
 // Before, the parts were float32: 4x the bytes read (DenseNet-121 int8 b8, 1 thread: 21.9 vs 15.9 ms).
 inline constexpr const char* kConcatAffineCodesKeyPrefix = "codes in ";
+// Convolutions reading at most kStemMaxChannels channels (an image model's first layer) are their own group: oneDNN
+// runs them at a tenth of a wider conv's rate (3->24 3x3 s2 at 224x224, batch 8, one thread: 2.3 ms, ~29 GMAC/s), and
+// in the "conv" group they pulled its roofline down (int8 384 -> 362 GMAC/s, six more whole-model misses).
+inline constexpr const char* kStemConvOp = "conv_stem";
+inline constexpr int64_t kStemMaxChannels = 4;
 // The key prefix of residual conv points ("conv_sum") whose output a conv reads, as the next block reads a
 // ResNet block's (since 2026-12-07, session 13): an int8 one then writes u8 codes and sums the residual's codes
 // in place, a bf16 one writes bfloat16. Before, the output left the graph, so an int8 sum conv wrote float32

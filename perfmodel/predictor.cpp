@@ -491,6 +491,12 @@ double LatencyPredictor::weight_refetch_ms_per_byte(const std::string& dtype, in
 }
 
 StepPrediction LatencyPredictor::kernel_ms(const Measurement& m) const {
+  // A stem (3 input channels) from the stem points where the profile has them; older profiles price it as a conv.
+  if (m.op == "conv" && m.in_c > 0 && m.in_c <= kStemMaxChannels && has_group(kStemConvOp, m.dtype)) {
+    Measurement stem = m;
+    stem.op = kStemConvOp;
+    return kernel_ms(stem);
+  }
   // A profile without depth-first points (older, or a CPU without AVX-512): a fused block
   // costs like a convolution of its MACs.
   if (m.op.starts_with("depth_first") && !has_group(m.op, "f32")) {

@@ -508,6 +508,7 @@ std::string sweep_record_op(const SweepShape& s) {
   if (s.silu) return sweep_op_name(s.op) + kSiluSuffix;
   if (s.residual) return sweep_op_name(s.op) + kResidualSuffix;
   if (s.signed_input) return sweep_op_name(s.op) + kFromSignedSuffix;
+  if (s.op == SweepOp::conv && s.in_c <= kStemMaxChannels) return kStemConvOp;
   if (s.op == SweepOp::depth_first && !s.expand) return "depth_first_dw";
   if (s.op == SweepOp::depth_first && !s.project) return "depth_first_expand";
   return sweep_op_name(s.op);

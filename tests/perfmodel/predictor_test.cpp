@@ -83,6 +83,25 @@ TEST_CASE("a predictor fitted from a store predicts held-out points and drops lo
   CHECK(plan.total_ms == Approx(plan.steps[0].ms + plan.steps[2].ms));
 }
 
+// A 3-channel stem runs at a tenth of a wider conv's rate: priced from its own points, not the conv group's roofline.
+TEST_CASE("a stem conv is priced from the stem points where the profile has them", "[perfmodel][predictor]") {
+  const RooflineParams conv{0.01, 40e6, 15e6}, stem{0.01, 4e6, 15e6};
+  std::vector<Measurement> rows = synthetic_sweep(conv, "conv", "f32", 1);
+  Measurement q = rows[12];
+  q.in_c = 3;
+  auto without = LatencyPredictor::fit(rows, {false, 4, "roofline"});
+  REQUIRE(without);
+  CHECK(without->kernel_ms(q).how.rfind("conv/f32/t1", 0) == 0);  // an older profile: priced as a conv
+  for (Measurement m : synthetic_sweep(stem, kStemConvOp, "f32", 1)) rows.push_back(m);
+  auto with = LatencyPredictor::fit(rows, {false, 4, "roofline"});
+  REQUIRE(with);
+  const StepPrediction priced = with->kernel_ms(q);
+  CHECK(priced.how.rfind(std::string(kStemConvOp) + "/f32/t1", 0) == 0);
+  CHECK(priced.ms == Approx(roofline_ms(stem, q.macs, q.bytes)).epsilon(0.10));
+  q.in_c = 16;  // a wider conv keeps the conv group
+  CHECK(with->kernel_ms(q).how.rfind("conv/f32/t1", 0) == 0);
+}
+
 TEST_CASE("a store without kernel points cannot be fitted", "[perfmodel][predictor]") {
   auto p = LatencyPredictor::fit(synthetic_bandwidth(20e6, 1));
   REQUIRE_FALSE(p);

@@ -90,6 +90,7 @@ TEST_CASE("the full grid ends with real layers of models outside the evaluation 
     CHECK(grid.back().h == 224);
     CHECK(grid.back().stride == 2);
     CHECK((grid.back().kernel == 3 || grid.back().kernel == 7));
+    CHECK(sweep_record_op(grid.back()) == kStemConvOp);
     stem_batches.insert(grid.back().batch);
     if (grid.back().kernel == 3) stem_widths.insert(grid.back().out_c);
     grid.pop_back();
