@@ -473,8 +473,10 @@ int main(int argc, char** argv) {
                         100 * (measured->p10 / measured->median - 1), 100 * (measured->p90 / measured->median - 1), load_avg(),
                         std::abs(err) <= 0.10 ? "   " : "  *");
             // A memory canary needs a quiet stored Add/Concat at these threads; without one it is not timed.
-            if (drift.compute > 0) std::printf("  canary x%.2f", drift.compute);
-            if (drift.compute > 0) std::printf(drift.memory > 0 ? " mem x%.2f" : " mem n/a", drift.memory);
+            if (drift.compute > 0) {
+              std::printf("  canary x%.2f", drift.compute);
+              std::printf(drift.memory > 0 ? " mem x%.2f" : " mem n/a", drift.memory);
+            }
             if (drift.pace) std::printf(" pace x%.2f", drift.pace->speedup());
             if (waited_s > 0) std::printf("  waited %.0f s%s", waited_s, slowed ? ", still slowed" : "");
             if (const CaseResult* f = first ? same_case(*first, r) : nullptr)

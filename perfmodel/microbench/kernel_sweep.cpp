@@ -354,7 +354,7 @@ Measurement sweep_record(const SweepShape& shape, const std::string& dtype, int 
   if (shape.rows_input) m.key = kGemmRowsInputKeyPrefix + m.key;
   if (shape.op == SweepOp::maxpool) m.key = std::string(current_key_prefix("maxpool", dtype)) + m.key;
   if (shape.op == SweepOp::concat_affine) m.key = std::string(current_key_prefix("concat_affine", dtype)) + m.key;
-  if (shape.residual) m.key = std::string(kResidualChainedKeyPrefix) + m.key;
+  if (shape.residual) m.key = std::string(current_key_prefix(m.op, dtype)) + m.key;
   m.dtype = dtype;
   m.threads = threads;
   m.batch = shape.op == SweepOp::gemm ? shape.m : shape.batch;
