@@ -13,14 +13,41 @@
 #include "perfmodel/microbench/host_interference.h"
 #include "perfmodel/microbench/kernel_sweep.h"
 #include "perfmodel/microbench/peak.h"
+#include "perfmodel/microbench/sweep_grid.h"
 #include "perfmodel/microbench/thread_pace.h"
 #include "perfmodel/microbench/weight_reuse.h"
 
 namespace kiln::perf {
 namespace {
 
+bool filters_sweep(const BenchTargetOptions& o) { return !o.sweep_ops.empty() || !o.sweep_dtypes.empty(); }
+
+// A sweep filter without --only runs the sweep section alone.
 bool wants(const BenchTargetOptions& o, const char* section) {
-  return o.only.empty() || std::find(o.only.begin(), o.only.end(), section) != o.only.end();
+  if (o.only.empty()) return !filters_sweep(o) || std::string(section) == kSectionSweep;
+  return std::find(o.only.begin(), o.only.end(), section) != o.only.end();
+}
+
+bool contains(const std::vector<std::string>& list, const std::string& s) { return std::find(list.begin(), list.end(), s) != list.end(); }
+
+std::string joined(const std::vector<std::string>& list, const char* separator = ",") {
+  std::string s;
+  for (const std::string& x : list) s += (s.empty() ? "" : separator) + x;
+  return s;
+}
+
+// Keeps the sweep points the filter names and returns the progress line that says how many.
+std::string filter_sweep(std::vector<BenchPoint>& points, const BenchTargetOptions& o) {
+  const size_t before = points.size();
+  std::erase_if(points, [&](const BenchPoint& p) {
+    return (!o.sweep_ops.empty() && !contains(o.sweep_ops, p.record.op)) ||
+           (!o.sweep_dtypes.empty() && !contains(o.sweep_dtypes, p.record.dtype));
+  });
+  std::string filter;
+  if (!o.sweep_ops.empty()) filter += "--sweep-ops " + joined(o.sweep_ops);
+  if (!o.sweep_dtypes.empty()) filter += (filter.empty() ? "" : " ") + std::string("--dtypes ") + joined(o.sweep_dtypes);
+  return "[" + std::string(kSectionSweep) + "] " + filter + ": kept " + std::to_string(points.size()) + " of " +
+         std::to_string(before) + " points\n";
 }
 
 std::string duration_text(double seconds) {
@@ -64,8 +91,26 @@ Status bench_target_check_sections(const std::vector<std::string>& only) {
   return Status::ok();
 }
 
+Status bench_target_check_sweep_filter(const std::vector<std::string>& sweep_ops, const std::vector<std::string>& sweep_dtypes,
+                                       const std::vector<std::string>& only, bool cuda) {
+  if (!sweep_ops.empty()) {
+    const std::vector<std::string> known = sweep_record_ops();
+    for (const std::string& op : sweep_ops)
+      KILN_REQUIRE(contains(known, op), invalid_argument, "--sweep-ops: unknown op '", op, "' (known: ", joined(known, ", "), ")");
+  }
+  KILN_REQUIRE(!cuda || sweep_dtypes.empty(), invalid_argument,
+               "--dtypes: a GPU's sweep precisions are chosen with --cuda-precision; leave --dtypes out with --device cuda");
+  const std::vector<std::string> dtypes(kSweepDtypes.begin(), kSweepDtypes.end());
+  for (const std::string& dtype : sweep_dtypes)
+    KILN_REQUIRE(contains(dtypes, dtype), invalid_argument, "--dtypes: unknown dtype '", dtype, "' (known: ", joined(dtypes, ", "), ")");
+  KILN_REQUIRE((sweep_ops.empty() && sweep_dtypes.empty()) || only.empty() || contains(only, kSectionSweep), invalid_argument,
+               "--sweep-ops and --dtypes restrict the sweep section: add sweep to --only (or leave --only out)");
+  return Status::ok();
+}
+
 Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTargetOptions& options) {
   KILN_TRY(bench_target_check_sections(options.only));
+  KILN_TRY(bench_target_check_sweep_filter(options.sweep_ops, options.sweep_dtypes, options.only, options.cuda != nullptr));
   KILN_REQUIRE(!options.cuda || options.threads.empty(), invalid_argument,
                "--threads: a GPU is measured as one device (threads 1); leave --threads out with --device cuda");
   const auto start = std::chrono::steady_clock::now();
@@ -99,6 +144,10 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
     if (wants(options, kSectionSweep)) sections.push_back({kSectionSweep, sweep_points(fp, plan, &summary.skipped)});
     if (wants(options, kSectionWeights)) sections.push_back({kSectionWeights, weight_reuse_points(fp, plan)});
   }
+  std::string filter_note;  // the sweep filter's progress line: how many points it kept
+  if (filters_sweep(options))
+    for (Section& section : sections)
+      if (std::string(section.name) == kSectionSweep) filter_note = filter_sweep(section.points, options);
 
   KILN_ASSIGN(stored, store.measurement_identities(fp.id, options.remeasure_loaded));
   // Whether this run measures a planned point: not stored yet, or every point (force, keep_faster).
@@ -111,6 +160,7 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
     for (Measurement& m : rows) stored_rows[measurement_identity(m)] = std::move(m);
   }
   if (options.dry_run) {
+    if (options.progress) *options.progress << filter_note;
     for (const Section& section : sections)
       for (const BenchPoint& p : section.points) {
         const bool have = !to_measure(p);
@@ -141,6 +191,7 @@ Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTa
   if (options.progress) {
     for (const SkippedBenchmark& s : summary.skipped)
       *options.progress << "kiln: skipping " << s.kind << " " << s.dtype << ": " << s.reason << '\n';
+    *options.progress << filter_note;
   }
 
   // The machine's speed before the first point (and after the last, below): CPU runs with points

@@ -30,6 +30,11 @@ struct BenchTargetOptions {
   bool quick = false;
   std::vector<std::string> only;  // sections to run (kSection*); empty: all
   std::vector<int> threads;       // empty: 1 and every usable core (CPU only)
+  // The sweep section's points restricted to these recorded ops (sweep_record_op: "conv", "conv_stem",
+  // "maxpool", ...) and these dtypes ("f32", "bf16", "int8"; CPU only: a GPU's are cuda_precisions);
+  // empty: all. Either set and `only` empty: only the sweep section runs.
+  std::vector<std::string> sweep_ops;
+  std::vector<std::string> sweep_dtypes;
   // Set: this CUDA device is measured instead of the CPU (microbench/cuda_sweep.h), at these
   // precisions (empty: fp32 and fp16), threads 1. Opened by the caller, before any store is touched.
   const CudaBenchDevice* cuda = nullptr;
@@ -94,6 +99,10 @@ ReadingChoice reading_choice(double stored_ms, bool stored_loaded, double fresh_
 
 // Refuses unknown section names (naming the known ones).
 Status bench_target_check_sections(const std::vector<std::string>& only);
+// Refuses unknown sweep ops and dtypes (naming the known ones), a sweep filter with an `only` that
+// leaves the sweep out, and dtypes with a GPU (`cuda`).
+Status bench_target_check_sweep_filter(const std::vector<std::string>& sweep_ops, const std::vector<std::string>& sweep_dtypes,
+                                       const std::vector<std::string>& only, bool cuda);
 
 Result<BenchTargetSummary> bench_target_run(BenchmarkStore& store, const BenchTargetOptions& options);
 

@@ -403,7 +403,7 @@ BenchPoint sweep_point(const SweepShape& shape, const std::string& dtype, int th
 std::vector<BenchPoint> sweep_points(const TargetFingerprint& fp, const BenchPlanOptions& options,
                                      std::vector<SkippedBenchmark>* skipped) {
   std::vector<std::string> dtypes;
-  for (const char* d : {"f32", "bf16", "int8"}) {
+  for (const char* d : kSweepDtypes) {
     const std::string why = fingerprint_dtype_unsupported(fp, d);
     if (why.empty()) dtypes.push_back(d);
     else if (skipped) skipped->push_back({kKindKernel, d, why});

@@ -10,6 +10,7 @@
 // conversions to plain at its border.
 #pragma once
 
+#include <array>
 #include <vector>
 
 #include "compilers/ir/graph.h"
@@ -48,6 +49,9 @@ bool sweep_reads_u8(const SweepShape& shape);
 // A point's record before it is measured: kind kernel, op, key, dtype, threads, batch, the shape
 // fields, MACs and bytes (activations and weights at `element_bytes` each).
 Measurement sweep_record(const SweepShape& shape, const std::string& dtype, int threads, double element_bytes);
+
+// The dtypes a CPU sweep times each shape at (where the CPU runs them natively), as its records name them.
+inline constexpr std::array<const char*, 3> kSweepDtypes = {"f32", "bf16", "int8"};
 
 // The pipeline a sweep dtype compiles with ("f32", "bf16", "int8"), without fuse_depth_first.
 std::vector<std::string> sweep_pipeline(const std::string& dtype);

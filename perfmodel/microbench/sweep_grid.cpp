@@ -514,6 +514,13 @@ std::string sweep_record_op(const SweepShape& s) {
   return sweep_op_name(s.op);
 }
 
+std::vector<std::string> sweep_record_ops() {
+  std::set<std::string> ops;
+  for (const std::vector<SweepShape>& grid : {sweep_grid(false), sweep_border_grid(false), sweep_device_large_grid()})
+    for (const SweepShape& s : grid) ops.insert(sweep_record_op(s));
+  return {ops.begin(), ops.end()};
+}
+
 std::string sweep_key(const SweepShape& s) {
   if (s.plain_input || s.float_input || s.silu || s.residual || s.signed_input) {
     SweepShape interior = s;

@@ -67,6 +67,9 @@ struct SweepShape {
 // projection), "<op>_from_plain" / "<op>_from_f32" / "<op>_silu" / "<op>_sum" / "<op>_from_s8" for
 // border points (measurement.h).
 std::string sweep_record_op(const SweepShape& s);
+// Every op a sweep point is recorded under: sweep_record_op over the full grid, the border grid and
+// the device grid, sorted (what `kiln bench-target --sweep-ops` accepts).
+std::vector<std::string> sweep_record_ops();
 
 std::string sweep_op_name(SweepOp op);  // "conv", "depthwise_conv", ...
 // Conv/Gemm run in bf16 and int8, and so does a max pool after them (reading their layout: oneDNN 2.6's

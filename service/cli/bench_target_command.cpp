@@ -28,6 +28,8 @@ struct BenchTargetCli {
   bool quick = false;
   std::vector<std::string> only;
   std::vector<int> threads;
+  std::vector<std::string> sweep_ops;
+  std::vector<std::string> sweep_dtypes;
   bool force = false;
   bool remeasure_loaded = false;
   bool keep_faster = false;
@@ -53,6 +55,16 @@ std::string options_text(const BenchTargetCli& o) {
     std::string only;
     for (const std::string& x : o.only) only += (only.empty() ? "" : ",") + x;
     add("--only " + only);
+  }
+  if (!o.sweep_ops.empty()) {
+    std::string ops;
+    for (const std::string& x : o.sweep_ops) ops += (ops.empty() ? "" : ",") + x;
+    add("--sweep-ops " + ops);
+  }
+  if (!o.sweep_dtypes.empty()) {
+    std::string dtypes;
+    for (const std::string& x : o.sweep_dtypes) dtypes += (dtypes.empty() ? "" : ",") + x;
+    add("--dtypes " + dtypes);
   }
   if (!o.threads.empty()) {
     std::string t;
@@ -122,6 +134,8 @@ int run_bench_target(const BenchTargetCli& o) {
   if (Status ok = perf::bench_target_check_sections(o.only); !ok) return report_error(ok.message());
   const bool moves_data = !o.import_path.empty() || !o.export_path.empty() || o.list;
   const bool cuda = o.device == "cuda";
+  if (Status ok = perf::bench_target_check_sweep_filter(o.sweep_ops, o.sweep_dtypes, o.only, cuda); !ok)
+    return report_error(ok.message());
   if (!cuda && (!o.cuda_precisions.empty() || o.cuda_device >= 0))
     return report_error("--cuda-precision and --cuda-device measure a GPU: add --device cuda");
   if (cuda && !o.threads.empty())
@@ -168,6 +182,8 @@ int run_bench_target(const BenchTargetCli& o) {
   options.quick = o.quick;
   options.only = o.only;
   options.threads = o.threads;
+  options.sweep_ops = o.sweep_ops;
+  options.sweep_dtypes = o.sweep_dtypes;
   if (device) options.cuda = &*device;
   for (const std::string& p : o.cuda_precisions)
     if (const DevicePrecision precision = *device_precision_from_name(p);
@@ -243,6 +259,14 @@ void add_bench_target_command(CLI::App& app, CommandRunner& run) {
   cmd->add_option("--db", o->db, "Benchmark store (default $KILN_DATA_DIR/benchmarks.sqlite, else ~/.local/share/kiln/benchmarks.sqlite)");
   cmd->add_flag("--quick", o->quick, "A small grid (seconds), for tests");
   cmd->add_option("--only", o->only, "Sections to run: peak,bandwidth,sweep,weights (default all; weights: CPU only)")->delimiter(',');
+  cmd->add_option("--sweep-ops", o->sweep_ops,
+                  "Kernel sweep: only the points recorded under these ops, e.g. conv,conv_stem,maxpool (an unknown name lists "
+                  "them); without --only, only the sweep section runs (peak, bandwidth and weights are not measured)")
+      ->delimiter(',');
+  cmd->add_option("--dtypes", o->sweep_dtypes,
+                  "Kernel sweep: only the points at these dtypes: f32,bf16,int8 (CPU only); without --only, only the sweep "
+                  "section runs (peak, bandwidth and weights are not measured)")
+      ->delimiter(',');
   cmd->add_option("--threads", o->threads, "Thread counts, e.g. 1,2 (default 1 and every usable core)")
       ->delimiter(',')
       ->check(CLI::PositiveNumber);

@@ -1,22 +1,28 @@
 // `kiln bench-target` end to end: a quick run prints progress and stores its points, a second
 // run measures nothing new (--remeasure-loaded: only what was measured under load), --export then --import moves the profile into another store, --list
-// shows measured targets beside the priors, and bad input gives one clean error; --device cuda
-// on a machine without a usable GPU gives the device's one error line and writes nothing.
+// shows measured targets beside the priors, --sweep-ops/--dtypes plan only those sweep points, and
+// bad input gives one clean error; --device cuda on a machine without a usable GPU gives the device's
+// one error line and writes nothing.
 #include <catch2/catch.hpp>
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <sqlite3.h>
 
 #include "perfmodel/bench_target.h"
+#include "perfmodel/fingerprint.h"
+#include "perfmodel/microbench/kernel_sweep.h"
 #include "tests/perfmodel/run_kiln.h"
 #include "tests/perfmodel/temp_dir.h"
 
@@ -46,7 +52,102 @@ int64_t sql_int(const std::string& db, const std::string& sql) {
   return value;
 }
 
+// The points a dry run lists for `section` ("key dtype tN"), in order.
+std::vector<std::string> listed_points(const std::string& err, const std::string& section) {
+  std::vector<std::string> out;
+  std::istringstream lines(err);
+  const std::string prefix = "[" + section + "] ";
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(prefix, 0) != 0) continue;
+    for (const std::string suffix : {": to measure", ": stored"})
+      if (line.size() > suffix.size() && line.compare(line.size() - suffix.size(), suffix.size(), suffix) == 0)
+        out.push_back(line.substr(prefix.size(), line.size() - prefix.size() - suffix.size()));
+  }
+  return out;
+}
+
 }  // namespace
+
+TEST_CASE("kiln bench-target --sweep-ops/--dtypes --dry-run lists exactly the sweep points of those ops and dtypes",
+          "[perfmodel][cli]") {
+  struct Case {
+    bool quick;
+    std::vector<std::string> ops, dtypes;
+    std::string only;  // --only, or none
+  };
+  // The quick grid's convs and max pool (a border conv_from_plain and the other ops left out), the full
+  // grid's 3-channel stems in f32, a dtype alone, and a filter beside --only's peak section.
+  const Case c = GENERATE(Case{true, {"conv", "maxpool"}, {"f32", "int8"}, ""}, Case{false, {"conv_stem"}, {"f32"}, ""},
+                          Case{true, {}, {"int8"}, ""}, Case{true, {"gemm"}, {}, "sweep,peak"});
+  std::string ops, dtypes;
+  for (const std::string& x : c.ops) ops += (ops.empty() ? "" : ",") + x;
+  for (const std::string& x : c.dtypes) dtypes += (dtypes.empty() ? "" : ",") + x;
+
+  // The plan filtered here, independently of bench-target: the sweep's points of this CPU at one thread.
+  kiln::perf::BenchPlanOptions plan;
+  plan.quick = c.quick;
+  plan.threads = {1};
+  std::vector<std::string> all, expected;
+  for (const kiln::perf::BenchPoint& p : kiln::perf::sweep_points(kiln::perf::fingerprint_local(), plan, nullptr)) {
+    const std::string point = p.record.key + " " + p.record.dtype + " t1";
+    all.push_back(point);
+    const bool op_in = c.ops.empty() || std::find(c.ops.begin(), c.ops.end(), p.record.op) != c.ops.end();
+    const bool dtype_in = c.dtypes.empty() || std::find(c.dtypes.begin(), c.dtypes.end(), p.record.dtype) != c.dtypes.end();
+    if (op_in && dtype_in) expected.push_back(point);
+  }
+  INFO("--sweep-ops " << ops << " --dtypes " << dtypes << (c.quick ? " --quick" : ""));
+  REQUIRE_FALSE(expected.empty());
+  REQUIRE(expected.size() < all.size());
+
+  TempDir dir;
+  const std::string db = dir.file("a.sqlite");
+  std::string args = std::string(c.quick ? "--quick " : "") + "--threads 1 --dry-run --json --db " + db;
+  if (!ops.empty()) args += " --sweep-ops " + ops;
+  if (!dtypes.empty()) args += " --dtypes " + dtypes;
+  if (!c.only.empty()) args += " --only " + c.only;
+  const KilnRun r = run_bench_target(dir, args);
+  const nlohmann::json j = parse(r);
+  INFO(r.err);
+  CHECK(listed_points(r.err, "sweep") == expected);
+  CHECK_THAT(r.err, Catch::Contains("[sweep] ") && Catch::Contains(": kept " + std::to_string(expected.size()) + " of " +
+                                                                   std::to_string(all.size()) + " points"));
+  // Without --only the sweep section runs alone; with it, its other sections are planned in full.
+  CHECK(listed_points(r.err, "bandwidth").empty());
+  CHECK(listed_points(r.err, "weights").empty());
+  const size_t peak = listed_points(r.err, "peak").size();
+  if (c.only.empty()) CHECK(peak == 0);
+  else CHECK(peak > 0);
+  CHECK(j["planned"].get<size_t>() == expected.size() + peak);
+}
+
+TEST_CASE("kiln bench-target: an unknown --sweep-ops op or --dtypes dtype is one error naming it and the known ones",
+          "[perfmodel][cli]") {
+  TempDir dir;
+  const std::string db = dir.file("a.sqlite");
+  const KilnRun op = run_bench_target(dir, "--quick --dry-run --sweep-ops conv,max_pool --db " + db);
+  INFO(op.err);
+  CHECK(op.exit_code == 1);
+  CHECK(op.out.empty());
+  CHECK(op.err.rfind("kiln: error: --sweep-ops: unknown op 'max_pool' (known: ", 0) == 0);
+  CHECK(op.err.find('\n') == op.err.size() - 1);  // one line
+  // Every op of the grid is listed (the quick grid's and the full grid's alone among them).
+  const std::vector<std::string> known = kiln::perf::sweep_record_ops();
+  CHECK(known.size() > 10);
+  for (const std::string& name : known) CHECK_THAT(op.err, Catch::Contains(" " + name + ",") || Catch::Contains(" " + name + ")"));
+  CHECK_THAT(op.err, Catch::Contains("conv_stem") && Catch::Contains("maxpool") && Catch::Contains("depth_first_dw"));
+
+  const KilnRun dtype = run_bench_target(dir, "--quick --dry-run --dtypes f32,fp16 --db " + db);
+  INFO(dtype.err);
+  CHECK(dtype.exit_code == 1);
+  CHECK(dtype.out.empty());
+  CHECK(dtype.err == "kiln: error: --dtypes: unknown dtype 'fp16' (known: f32, bf16, int8)\n");
+
+  // A filter whose --only leaves the sweep out would restrict nothing.
+  const KilnRun only = run_bench_target(dir, "--quick --dry-run --only peak --dtypes f32 --db " + db);
+  CHECK(only.exit_code == 1);
+  CHECK_THAT(only.err, Catch::Contains("add sweep to --only"));
+  CHECK_FALSE(std::filesystem::exists(db));  // refused before the store is opened
+}
 
 TEST_CASE("kiln bench-target --remeasure-loaded measures again only the points stored as loaded", "[perfmodel][cli]") {
   TempDir dir;
