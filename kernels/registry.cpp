@@ -1,6 +1,9 @@
 #include "kernels/registry.h"
 
+#include <algorithm>
 #include <array>
+#include <cstdlib>
+#include <string_view>
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/onednn/onednn_kernels.h"
@@ -30,6 +33,20 @@ const std::array kKernels = {
     &kReferenceKernel,
 };
 
+// KILN_SKIP_KERNELS: comma-separated implementation names selection passes over (to time a kernel
+// against the one after it on the same build, e.g. cpu.stem_conv.avx512 against onednn.conv).
+bool skipped_by_env(std::string_view name) {
+  const char* env = std::getenv("KILN_SKIP_KERNELS");
+  if (env == nullptr) return false;
+  const std::string_view list = env;
+  for (size_t at = 0; at <= list.size();) {
+    const size_t end = std::min(list.find(',', at), list.size());
+    if (list.substr(at, end - at) == name) return true;
+    at = end + 1;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::span<const KernelImpl* const> kernel_registry() { return kKernels; }
@@ -37,6 +54,10 @@ std::span<const KernelImpl* const> kernel_registry() { return kKernels; }
 Result<KernelChoice> kernel_select(const KernelBuild& build) {
   KernelChoice choice;
   for (const KernelImpl* impl : kernel_registry()) {
+    if (impl != &kReferenceKernel && skipped_by_env(impl->name)) {
+      choice.rejections.push_back(std::string(impl->name) + ": skipped (KILN_SKIP_KERNELS)");
+      continue;
+    }
     if (auto why_not = impl->supports(build)) {
       choice.rejections.push_back(std::string(impl->name) + ": " + *why_not);
       continue;

@@ -646,3 +646,25 @@ TEST_CASE("cpu view: Reshape/Flatten/Squeeze/Unsqueeze run in place where the in
   REQUIRE(count_kernel(*e, "cpu.view") == 5);
   REQUIRE((*e).memory().in_place_steps >= 2);
 }
+
+TEST_CASE("kernel selection: KILN_SKIP_KERNELS passes over the named implementations", "[onednn][registry]") {
+  Builder b;
+  const int x = b.input({1, 5, 9, 9});
+  const int y = b.op(OpKind::Conv, conv_attrs({1, 1, 1, 1}), {x, b.weight({8, 5, 3, 3}, 0.5f), b.weight({8})});
+  b.output(y);
+  struct EnvGuard {
+    explicit EnvGuard(const char* v) { setenv("KILN_SKIP_KERNELS", v, 1); }
+    ~EnvGuard() { unsetenv("KILN_SKIP_KERNELS"); }
+  };
+  const std::string node = b.plan.steps[0].name;
+  CHECK(kernel_of(*check_plan(b.plan, b.inputs), node) == "onednn.conv");
+  {
+    const EnvGuard skip("cpu.none,onednn.conv");
+    auto engine = check_plan(b.plan, b.inputs);  // still equal to the reference: it is the reference kernel
+    CHECK(kernel_of(*engine, node) == "reference");
+  }
+  {
+    const EnvGuard skip("onednn.con,reference");  // a prefix is not a name; the reference is never skipped
+    CHECK(kernel_of(*check_plan(b.plan, b.inputs), node) == "onednn.conv");
+  }
+}
