@@ -70,52 +70,73 @@ KILN_AVX512 void edge_avx512(const PackedDepthwise& dw, const Avx512Epilogue& e,
   }
 }
 
-// kPixels interior output pixels (windows inside the input horizontally) starting at ox. With
-// the kernel width and stride known (kKw > 0), each input vector of a kernel row is loaded once
-// and used by every pixel whose window covers it; otherwise each tap loads its input.
+// 16 channels from c0 of a vector: unmasked where all 16 are the value's (kFull), since a masked load or store
+// costs more even with every lane set (Zen 5); masked for the last, partial vector.
+template <bool kFull>
+KILN_AVX512 inline __m512 load_lanes(const float* p, __mmask16 mask) {
+  if constexpr (kFull) return _mm512_loadu_ps(p);
+  else return _mm512_maskz_loadu_ps(mask, p);
+}
+template <bool kFull>
+KILN_AVX512 inline void store_lanes(float* p, __mmask16 mask, __m512 v) {
+  if constexpr (kFull) _mm512_storeu_ps(p, v);
+  else _mm512_mask_storeu_ps(p, mask, v);
+}
+
+// kPixels interior output pixels (windows inside the input horizontally) starting at ox, channels [c0, c0 + 16)
+// (kFull) or the `mask`ed ones of them. With the kernel width and stride known (kKw > 0), each input vector
+// of a kernel row is loaded once and used by every pixel whose window covers it; otherwise each tap loads
+// its input.
+template <int kPixels, int kKw, int kSw, bool kFull>
+KILN_AVX512 void block_channels_avx512(const PackedDepthwise& dw, const Avx512Epilogue& e, const float* x, const Window& rows,
+                                       int64_t ox, int64_t c0, __mmask16 mask, const float* scale, float* out, int64_t first) {
+  const DepthwiseGeometry& g = dw.g;
+  __m512 acc[kPixels];
+  const __m512 b = _mm512_loadu_ps(dw.bias.data() + c0);
+  for (int p = 0; p < kPixels; ++p) acc[p] = b;
+  for (int64_t u = rows.u0; u < rows.u1; ++u) {
+    const float* base = x + ((rows.iy + u) * g.w + rows.ix) * g.c + c0;
+    const float* taps = dw.taps.data() + (u * g.kw) * dw.cpad + c0;
+    if constexpr (kKw > 0) {
+      // One pointer walks the row's input vectors; each is loaded once and feeds every pixel
+      // whose window covers it (the pixel and tap indices are compile-time after unrolling),
+      // which keeps the addressing in one register instead of kInputs spilled offsets.
+      constexpr int kInputs = (kPixels - 1) * kSw + kKw;
+      __m512 tap[kKw];
+      for (int v = 0; v < kKw; ++v) tap[v] = _mm512_loadu_ps(taps + v * dw.cpad);
+      const float* ptr = base;
+#pragma GCC unroll 32
+      for (int i = 0; i < kInputs; ++i, ptr += g.c) {
+        const __m512 in = load_lanes<kFull>(ptr, mask);
+#pragma GCC unroll 8
+        for (int v = 0; v < kKw; ++v) {
+          const int q = i - v;
+          if (q >= 0 && q % kSw == 0 && q / kSw < kPixels) acc[q / kSw] = _mm512_fmadd_ps(in, tap[v], acc[q / kSw]);
+        }
+      }
+    } else {
+      for (int64_t v = 0; v < g.kw; ++v) {
+        const __m512 tap = _mm512_loadu_ps(taps + v * dw.cpad);
+        const float* in = base + v * g.c;
+        for (int p = 0; p < kPixels; ++p) acc[p] = _mm512_fmadd_ps(load_lanes<kFull>(in + p * g.sw * g.c, mask), tap, acc[p]);
+      }
+    }
+  }
+  for (int p = 0; p < kPixels; ++p)
+    store_lanes<kFull>(out + (ox - first + p) * g.c + c0, mask, finish_avx512(e, acc[p], scale, c0, mask));
+}
+
 template <int kPixels, int kKw, int kSw>
 KILN_AVX512 void block_avx512(const PackedDepthwise& dw, const Avx512Epilogue& e, const float* x, int64_t oy, int64_t ox,
                               const float* scale, float* out, int64_t first) {
   const DepthwiseGeometry& g = dw.g;
   const Window rows = window(g, oy, ox);
-  for (int64_t c0 = 0; c0 < g.c; c0 += 16) {
-    const int left = static_cast<int>(std::min<int64_t>(16, g.c - c0));
-    const __mmask16 mask = static_cast<__mmask16>(left == 16 ? 0xFFFF : (1u << left) - 1);
-    __m512 acc[kPixels];
-    const __m512 b = _mm512_loadu_ps(dw.bias.data() + c0);
-    for (int p = 0; p < kPixels; ++p) acc[p] = b;
-    for (int64_t u = rows.u0; u < rows.u1; ++u) {
-      const float* base = x + ((rows.iy + u) * g.w + rows.ix) * g.c + c0;
-      const float* taps = dw.taps.data() + (u * g.kw) * dw.cpad + c0;
-      if constexpr (kKw > 0) {
-        // One pointer walks the row's input vectors; each is loaded once and feeds every pixel
-        // whose window covers it (the pixel and tap indices are compile-time after unrolling),
-        // which keeps the addressing in one register instead of kInputs spilled offsets.
-        constexpr int kInputs = (kPixels - 1) * kSw + kKw;
-        __m512 tap[kKw];
-        for (int v = 0; v < kKw; ++v) tap[v] = _mm512_loadu_ps(taps + v * dw.cpad);
-        const float* ptr = base;
-#pragma GCC unroll 32
-        for (int i = 0; i < kInputs; ++i, ptr += g.c) {
-          const __m512 in = _mm512_maskz_loadu_ps(mask, ptr);
-#pragma GCC unroll 8
-          for (int v = 0; v < kKw; ++v) {
-            const int q = i - v;
-            if (q >= 0 && q % kSw == 0 && q / kSw < kPixels) acc[q / kSw] = _mm512_fmadd_ps(in, tap[v], acc[q / kSw]);
-          }
-        }
-      } else {
-        for (int64_t v = 0; v < g.kw; ++v) {
-          const __m512 tap = _mm512_loadu_ps(taps + v * dw.cpad);
-          const float* in = base + v * g.c;
-          for (int p = 0; p < kPixels; ++p)
-            acc[p] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, in + p * g.sw * g.c), tap, acc[p]);
-        }
-      }
-    }
-    for (int p = 0; p < kPixels; ++p)
-      _mm512_mask_storeu_ps(out + (ox - first + p) * g.c + c0, mask, finish_avx512(e, acc[p], scale, c0, mask));
-  }
+  int64_t c0 = 0;
+  for (; c0 + 16 <= g.c; c0 += 16)
+    block_channels_avx512<kPixels, kKw, kSw, true>(dw, e, x, rows, ox, c0, 0xFFFF, scale, out, first);
+  if (c0 < g.c)
+    block_channels_avx512<kPixels, kKw, kSw, false>(dw, e, x, rows, ox, c0, static_cast<__mmask16>((1u << (g.c - c0)) - 1),
+                                                    scale, out, first);
 }
 
 // The interior pixels [ox, hi) of row oy in blocks of 8, then 4, 2, 1.
