@@ -34,7 +34,7 @@ const std::array kKernels = {
 };
 
 // KILN_SKIP_KERNELS: comma-separated implementation names selection passes over (to time a kernel
-// against the one after it on the same build, e.g. cpu.stem_conv.avx512 against onednn.conv).
+// against the one after it on the same build, e.g. KILN_SKIP_KERNELS=cpu.max_pool_codes against onednn.pool).
 bool skipped_by_env(std::string_view name) {
   const char* env = std::getenv("KILN_SKIP_KERNELS");
   if (env == nullptr) return false;

@@ -51,21 +51,15 @@ void on_interrupt(int) { g_stop.store(true); }
 std::string options_text(const BenchTargetCli& o) {
   std::string s = o.quick ? "--quick" : "";
   const auto add = [&](const std::string& part) { s += (s.empty() ? "" : " ") + part; };
-  if (!o.only.empty()) {
-    std::string only;
-    for (const std::string& x : o.only) only += (only.empty() ? "" : ",") + x;
-    add("--only " + only);
-  }
-  if (!o.sweep_ops.empty()) {
-    std::string ops;
-    for (const std::string& x : o.sweep_ops) ops += (ops.empty() ? "" : ",") + x;
-    add("--sweep-ops " + ops);
-  }
-  if (!o.sweep_dtypes.empty()) {
-    std::string dtypes;
-    for (const std::string& x : o.sweep_dtypes) dtypes += (dtypes.empty() ? "" : ",") + x;
-    add("--dtypes " + dtypes);
-  }
+  // A list option as given: "--name a,b" (nothing when the list is empty).
+  const auto add_list = [&](const char* name, const std::vector<std::string>& list) {
+    std::string joined;
+    for (const std::string& x : list) joined += (joined.empty() ? "" : ",") + x;
+    if (!list.empty()) add(std::string(name) + " " + joined);
+  };
+  add_list("--only", o.only);
+  add_list("--sweep-ops", o.sweep_ops);
+  add_list("--dtypes", o.sweep_dtypes);
   if (!o.threads.empty()) {
     std::string t;
     for (int x : o.threads) t += (t.empty() ? "" : ",") + std::to_string(x);
