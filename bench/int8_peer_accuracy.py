@@ -8,8 +8,9 @@ reference from ONNX Runtime on the original model, then against it:
   ORT QDQ     ONNX Runtime on `kiln export` of the same quantization
   ORT QDQ+    ONNX Runtime on `kiln export --qdq-every-output` (every int8 output quantized)
 Prints cosine similarity (all outputs flattened), top-1 agreement and the largest error relative to
-the reference's largest magnitude. If kiln int8 and ORT QDQ agree, the error is the quantization
-scheme's, not kiln's kernels'.
+the reference's largest magnitude; for the ORT rows also cosine and top-1 agreement with kiln int8
+itself (the export's fidelity: same scales at the same places, so only float rounding differs). If
+kiln int8 and ORT QDQ agree, the error is the quantization scheme's, not kiln's kernels'.
 
 Usage: bench/int8_peer_accuracy.py [--models a,b] [--samples 32] [--calibration 16] [--threads 2]
                                    [--kiln build/kiln] [--cache build/model-cache]
@@ -53,7 +54,8 @@ def main():
     threads = ["--threads", str(args.threads)]
     print(f"{args.samples} seeded samples (uniform [-1, 1), seed {args.seed}); calibration: {args.calibration} "
           f"seeded random samples; reference: ONNX Runtime fp32 on the original model")
-    print(f"{'model':<20} {'run':<10} {'cosine':>9} {'top-1 agree':>12} {'max rel err':>12}")
+    print(f"{'model':<20} {'run':<10} {'cosine':>9} {'top-1 agree':>12} {'max rel err':>12}"
+          f"  {'vs kiln int8: cosine':>20} {'top-1':>6}")
     with tempfile.TemporaryDirectory() as work:
         for name in args.models.split(","):
             model = os.path.join(args.cache, name + ".onnx")
@@ -82,7 +84,11 @@ def main():
                 rows.append((label, np.load(y_file)))
             for label, y in rows:
                 cosine, agree, rel = metrics(y, ref)
-                print(f"{name:<20} {label:<10} {cosine:9.5f} {100 * agree:11.1f}% {rel:12.4f}", flush=True)
+                line = f"{name:<20} {label:<10} {cosine:9.5f} {100 * agree:11.1f}% {rel:12.4f}"
+                if label != "kiln int8":
+                    to_kiln, agree_kiln, _ = metrics(y, rows[0][1])
+                    line += f"  {to_kiln:20.5f} {100 * agree_kiln:5.1f}%"
+                print(line, flush=True)
 
 
 if __name__ == "__main__":

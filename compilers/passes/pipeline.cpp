@@ -85,9 +85,10 @@ constexpr std::array kPasses = {
              pass_fuse_depth_first},
 };
 
-constexpr std::array<KilnOpPass, 4> kKilnOpPasses = {{
+// The passes making fused ops that ONNX export cannot write back (fuse_channel_shuffle's ChannelShuffle it can:
+// as the Concat, Reshapes, Transpose and Split it replaced).
+constexpr std::array<KilnOpPass, 3> kKilnOpPasses = {{
     {"fuse_concat_affine", "ConcatAffine"},
-    {"fuse_channel_shuffle", "ChannelShuffle"},
     {"fuse_elementwise_chain", "ElementwiseChain"},
     {"fuse_depth_first", "DepthFirstConv"},
 }};

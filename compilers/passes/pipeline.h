@@ -32,8 +32,8 @@ std::vector<std::string> pipeline_parse(const std::string& text);
 bool pass_prunes(std::string_view name);
 bool pipeline_prunes(const std::vector<std::string>& names);
 
-// The passes whose output holds kiln's own fused ops (ops.def's last section), which ONNX cannot
-// express: each with the op it makes.
+// The passes whose output holds kiln's own fused ops (ops.def's last section) that ONNX export cannot
+// write back: each with the op it makes.
 struct KilnOpPass {
   std::string_view pass;
   std::string_view op;

@@ -61,7 +61,7 @@ void add_export_command(CLI::App& app, CommandRunner& run) {
   opts->dims.add_to(*cmd);
   cmd->add_option("--passes", opts->passes,
                   "Comma-separated pass list, 'default', 'default+OPTIONAL[+...]', 'all' or 'none'; the passes that make "
-                  "kiln's own ops (fuse_concat_affine, fuse_channel_shuffle, fuse_elementwise_chain, fuse_depth_first) are left "
+                  "kiln's own ops (fuse_concat_affine, fuse_elementwise_chain, fuse_depth_first) are left "
                   "out");
   opts->calibration.add_to(*cmd, /*with_normalization=*/true);
   opts->calibration.add_accuracy_control_to(*cmd);

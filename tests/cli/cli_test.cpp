@@ -211,6 +211,44 @@ TEST_CASE("kiln export --qdq-every-output: every int8 Conv reads and writes thro
                       "--qdq-every-output quantizes int8 layers: add quantize_int8");
 }
 
+// The QDQ export is kiln's int8 model in standard ONNX: run by any runtime it must compute what kiln's own
+// compiled plan computes (the same scales at the same places), not merely something close to fp32.
+TEST_CASE("kiln export's QDQ model computes the numbers of kiln's int8 plan", "[cli][export][int8]") {
+  const fs::path fashion = fs::path(KILN_EXAMPLES_DIR) / "fashion-mnist" / "model.onnx";
+  const std::string quant = " --batch 4 --passes default+quantize_int8 --calibration-random 8";
+  const fs::path qdq = temp_dir() / "fashion_same_qdq.onnx", plan = temp_dir() / "fashion_int8.kiln";
+  Run r = run_kiln("export " + fashion.string() + " -o " + qdq.string() + quant);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  r = run_kiln("compile " + fashion.string() + " -o " + plan.string() + quant);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  std::vector<float> pixels(4 * 28 * 28);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+  for (float& p : pixels) p = uniform(rng);
+  const fs::path input = temp_dir() / "fashion_same_x.npy";
+  REQUIRE(kiln::npy_write_file(input.string(), kiln::Tensor::from_values<float>({4, 1, 28, 28}, pixels)));
+  std::vector<kiln::Tensor> outputs;
+  for (const fs::path& model : {qdq, plan}) {
+    const fs::path out = temp_dir() / (model.stem().string() + "_same_y.npz");
+    Run run = run_kiln("run " + model.string() + " --input " + input.string() + " --output " + out.string());
+    INFO(run.output);
+    REQUIRE(run.exit_code == 0);
+    auto y = kiln::npz_read_file(out.string());
+    REQUIRE(y);
+    outputs.push_back((*y)[0].second);
+  }
+  REQUIRE(outputs[0].numel() == outputs[1].numel());
+  double diff = 0, largest = 0;
+  for (int64_t i = 0; i < outputs[0].numel(); ++i) {
+    diff = std::max(diff, std::fabs(double{outputs[0].data<float>()[i]} - outputs[1].data<float>()[i]));
+    largest = std::max(largest, std::fabs(double{outputs[0].data<float>()[i]}));
+  }
+  INFO("largest difference " << diff << " of " << largest);
+  CHECK(diff <= 1e-3 * largest);  // float rounding only
+}
+
 TEST_CASE("kiln export refuses kiln-only passes and unwritable paths", "[cli][export][bad-input]") {
   const fs::path model = write_file("export_bad.onnx", kiln::test::relu_add_model().bytes());
   require_clean_error(run_kiln("export " + model.string() + " -o " + (temp_dir() / "o.onnx").string() +

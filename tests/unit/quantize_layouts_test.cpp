@@ -18,6 +18,7 @@
 #include "kernels/quantization.h"
 #include "tests/support/graph_builder.h"
 #include "tests/support/quantize_helpers.h"
+#include "tests/support/shuffle_graph.h"
 
 namespace kiln {
 namespace {
@@ -26,6 +27,7 @@ using testing::GraphBuilder;
 using testing::node_named;
 using testing::quantize;
 using testing::random_set;
+using testing::shuffle_stage_graph;
 
 }  // namespace
 
@@ -181,51 +183,6 @@ TEST_CASE("quantize_int8 lets a BatchNorm+ReLU read only by int8 convs write cod
   REQUIRE(kept_engine);
   CHECK(cosine_to_reference(**kept_engine, dense_layer_graph()) >= 0.999);
 }
-
-namespace {
-
-ValueId int_values(GraphBuilder& b, const std::string& name, std::vector<int64_t> v) {
-  const ValueId id = b.g.add_value(name, ValueType::of(DType::i64, sym_shape_from({static_cast<int64_t>(v.size())})));
-  Tensor t = Tensor::zeros(DType::i64, {static_cast<int64_t>(v.size())});
-  std::copy(v.begin(), v.end(), t.data<int64_t>());
-  b.g.initializers[id] = std::move(t);
-  return id;
-}
-
-// torchvision's channel_shuffle(Concat(parts), 2) of [2, 8, 8, 8] as ONNX writes it.
-ValueId shuffled(GraphBuilder& b, const std::string& name, std::vector<ValueId> parts) {
-  Attrs axis;
-  axis.set("axis", int64_t{1});
-  const ValueId joined = b.node(OpKind::Concat, name + "_cat", std::move(parts), axis);
-  const ValueId grouped = b.node(OpKind::Reshape, name + "_g", {joined, int_values(b, name + "_gs", {2, 2, 4, 8, 8})});
-  Attrs perm;
-  perm.set("perm", std::vector<int64_t>{0, 2, 1, 3, 4});
-  const ValueId swapped = b.node(OpKind::Transpose, name + "_t", {grouped}, perm);
-  return b.node(OpKind::Reshape, name, {swapped, int_values(b, name + "_s", {2, 8, 8, 8})});
-}
-
-// A ShuffleNet stage: x -> Conv a, Conv b (relu; b's weights 3x larger) -> shuffle -> halves h1, h2;
-// Conv c (relu) on h2; shuffle(h1, c) -> Conv d -> y. One class of values joined by shuffles:
-// a, b, h1, h2, c and the second shuffle's output.
-Graph shuffle_stage_graph() {
-  GraphBuilder b;
-  const ValueId x = b.input("x", {2, 3, 8, 8});
-  Attrs relu;
-  relu.set("activation", std::string("relu"));
-  const ValueId a = b.node(OpKind::Conv, "a", {x, b.weight("wa", {4, 3, 1, 1}), b.weight("ba", {4})}, relu);
-  const ValueId f = b.node(OpKind::Conv, "b", {x, b.weight("wb", {4, 3, 1, 1}, -3.0f, 3.0f), b.weight("bb", {4})}, relu);
-  const ValueId s1 = shuffled(b, "s1", {a, f});
-  std::vector<ValueId> halves;
-  for (int64_t begin : {0, 4})
-    halves.push_back(b.node(OpKind::Slice, "h" + std::to_string(begin),
-                            {s1, int_values(b, "hb" + std::to_string(begin), {begin}),
-                             int_values(b, "he" + std::to_string(begin), {begin + 4}), int_values(b, "ha" + std::to_string(begin), {1})}));
-  const ValueId c = b.node(OpKind::Conv, "c", {halves[1], b.weight("wc", {4, 4, 1, 1}), b.weight("bc", {4})}, relu);
-  b.output(b.node(OpKind::Conv, "d", {shuffled(b, "s2", {halves[0], c}), b.weight("wd", {5, 8, 1, 1})}));
-  return b.g;
-}
-
-}  // namespace
 
 // The shuffle class holds u8 codes at one scale (the union of its values' ranges): convs a, b and c write
 // them, the shuffles copy them, c and d read them. With d kept in fp32 the class joins floats again.
