@@ -7,12 +7,13 @@ reference from ONNX Runtime on the original model, then against it:
   kiln int8   the compiled plan (`kiln compile --passes default+quantize_int8 --calibration-random N`)
   ORT QDQ     ONNX Runtime on `kiln export` of the same quantization
   ORT QDQ+    ONNX Runtime on `kiln export --qdq-every-output` (every int8 output quantized)
+  kiln QDQ    with --kiln-qdq: kiln's reference executor on the same export as ORT QDQ
 Prints cosine similarity (all outputs flattened), top-1 agreement and the largest error relative to
-the reference's largest magnitude; for the ORT rows also cosine and top-1 agreement with kiln int8
+the reference's largest magnitude; for the QDQ rows also cosine and top-1 agreement with kiln int8
 itself (the export's fidelity: same scales at the same places, so only float rounding differs). If
 kiln int8 and ORT QDQ agree, the error is the quantization scheme's, not kiln's kernels'.
 
-Usage: bench/int8_peer_accuracy.py [--models a,b] [--samples 32] [--calibration 16] [--threads 2]
+Usage: bench/int8_peer_accuracy.py [--models a,b] [--samples 32] [--calibration 16] [--threads 2] [--kiln-qdq]
                                    [--kiln build/kiln] [--cache build/model-cache]
 """
 import argparse
@@ -47,6 +48,8 @@ def main():
     p.add_argument("--calibration", type=int, default=16)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--kiln-qdq", action="store_true",
+                   help="also run the QDQ export on kiln's reference executor (row 'kiln QDQ'; slow)")
     p.add_argument("--kiln", default=os.path.join(ROOT, "build", "kiln"))
     p.add_argument("--cache", default=os.path.join(ROOT, "build", "model-cache"))
     args = p.parse_args()
@@ -82,6 +85,13 @@ def main():
                 y_file = os.path.join(work, "y.npy")
                 run(ort_run + [qdq, xin, y_file] + threads)
                 rows.append((label, np.load(y_file)))
+                if not extra and args.kiln_qdq:
+                    # The same QDQ file on kiln's reference executor: float arithmetic throughout, so its
+                    # agreement with kiln int8 is the export's fidelity without ORT's integer kernels.
+                    y_npz = os.path.join(work, "y_ref.npz")
+                    run([args.kiln, "run", qdq, "-i", xin, "-o", y_npz])
+                    with np.load(y_npz) as z:
+                        rows.append(("kiln QDQ", z[z.files[0]]))
             for label, y in rows:
                 cosine, agree, rel = metrics(y, ref)
                 line = f"{name:<20} {label:<10} {cosine:9.5f} {100 * agree:11.1f}% {rel:12.4f}"
