@@ -24,6 +24,9 @@
 namespace kiln::cli {
 namespace {
 
+// " (batch=8)" after the reference's description; nothing for a model without symbolic dims (an export).
+std::string bindings_suffix(const std::string& bindings) { return bindings.empty() ? "" : " (" + bindings + ")"; }
+
 struct VerifyCliOptions {
   std::string model;
   DimOptions dims;
@@ -102,8 +105,8 @@ int run_verify(VerifyCliOptions opts) {
       auto model = compile_model(request, nullptr);
       if (!model) return report_error("--reference: " + model.error().message);
       reference = std::move(*model->reference_plan);
-      reference_what = "the imported model " + opts.reference + " before any pass, fp32 reference executor (" +
-                       model->bindings_text + ")";
+      reference_what = "the imported model " + opts.reference + " before any pass, fp32 reference executor" +
+                       bindings_suffix(model->bindings_text);
     }
   } else {
     if (!opts.reference.empty()) return report_error("--reference applies to a .kiln plan; an ONNX model is its own reference");
@@ -118,7 +121,7 @@ int run_verify(VerifyCliOptions opts) {
     if (!model) return report_error(model.error().message);
     compiled = std::move(model->plan);
     reference = std::move(*model->reference_plan);
-    reference_what = "the imported model before any pass, fp32 reference executor (" + model->bindings_text + ")";
+    reference_what = "the imported model before any pass, fp32 reference executor" + bindings_suffix(model->bindings_text);
   }
 
   VerifyData data;

@@ -247,6 +247,13 @@ TEST_CASE("kiln export's QDQ model computes the numbers of kiln's int8 plan", "[
   }
   INFO("largest difference " << diff << " of " << largest);
   CHECK(diff <= 1e-3 * largest);  // float rounding only
+
+  // The same check as the README gives it: the plan verified with the export as its reference.
+  r = run_kiln("verify " + plan.string() + " --reference " + qdq.string() + " --random 8");
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("the imported model " + qdq.string() + " before any pass, fp32 reference executor\n") != std::string::npos);
+  CHECK(r.output.find("top-1 agreement 100.00% (8/8)") != std::string::npos);
 }
 
 TEST_CASE("kiln export refuses kiln-only passes and unwritable paths", "[cli][export][bad-input]") {
