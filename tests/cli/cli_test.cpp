@@ -56,6 +56,19 @@ fs::path write_file(const std::string& name, const std::string& bytes) {
   return p;
 }
 
+// `kiln run MODEL` (ONNX on the reference executor, or a .kiln plan) on the .npy `input`: its one output.
+// `tag` keeps the output files of different calls apart.
+kiln::Tensor run_model(const fs::path& model, const fs::path& input, const std::string& tag) {
+  const fs::path out = temp_dir() / (model.stem().string() + tag + "_y.npz");
+  Run run = run_kiln("run " + model.string() + " --input " + input.string() + " --output " + out.string());
+  INFO(run.output);
+  REQUIRE(run.exit_code == 0);
+  auto y = kiln::npz_read_file(out.string());
+  REQUIRE(y);
+  REQUIRE(y->size() == 1);
+  return (*y)[0].second;
+}
+
 void require_clean_error(const Run& r, const std::string& needle) {
   INFO(r.output);
   REQUIRE_FALSE(r.crashed);
@@ -107,16 +120,7 @@ TEST_CASE("kiln export writes ONNX that runs like the original", "[cli][export]"
   const std::vector<float> x = {1, 2, 3, 4, -1, -2, -3, -4};
   REQUIRE(kiln::npy_write_file(input.string(), kiln::Tensor::from_values<float>({2, 4}, x)));
   std::vector<kiln::Tensor> outputs;
-  for (const fs::path& m : {model, exported}) {
-    const fs::path out = temp_dir() / (m.stem().string() + "_y.npz");
-    Run run = run_kiln("run " + m.string() + " --input " + input.string() + " --output " + out.string());
-    INFO(run.output);
-    REQUIRE(run.exit_code == 0);
-    auto y = kiln::npz_read_file(out.string());
-    REQUIRE(y);
-    REQUIRE(y->size() == 1);
-    outputs.push_back((*y)[0].second);
-  }
+  for (const fs::path& m : {model, exported}) outputs.push_back(run_model(m, input, ""));
   REQUIRE(outputs[0].shape() == outputs[1].shape());
   for (int64_t i = 0; i < outputs[0].numel(); ++i) REQUIRE(outputs[0].data<float>()[i] == outputs[1].data<float>()[i]);
 
@@ -188,15 +192,7 @@ TEST_CASE("kiln export --qdq-every-output: every int8 Conv reads and writes thro
   REQUIRE(kiln::npy_write_file(input.string(), kiln::Tensor::from_values<float>(
                                                    {2, 1, 28, 28}, std::vector<float>(2 * 28 * 28, 0.25f))));
   std::vector<kiln::Tensor> outputs;
-  for (const fs::path& model : {fashion, same, every}) {
-    const fs::path out = temp_dir() / (model.stem().string() + "_qdq_y.npz");
-    Run run = run_kiln("run " + model.string() + " --input " + input.string() + " --output " + out.string());
-    INFO(run.output);
-    REQUIRE(run.exit_code == 0);
-    auto y = kiln::npz_read_file(out.string());
-    REQUIRE(y);
-    outputs.push_back((*y)[0].second);
-  }
+  for (const fs::path& model : {fashion, same, every}) outputs.push_back(run_model(model, input, "_qdq"));
   for (size_t k = 1; k < outputs.size(); ++k) {
     double dot = 0, na = 0, nb = 0;
     for (int64_t i = 0; i < outputs[0].numel(); ++i) {
@@ -230,15 +226,7 @@ TEST_CASE("kiln export's QDQ model computes the numbers of kiln's int8 plan", "[
   const fs::path input = temp_dir() / "fashion_same_x.npy";
   REQUIRE(kiln::npy_write_file(input.string(), kiln::Tensor::from_values<float>({4, 1, 28, 28}, pixels)));
   std::vector<kiln::Tensor> outputs;
-  for (const fs::path& model : {qdq, plan}) {
-    const fs::path out = temp_dir() / (model.stem().string() + "_same_y.npz");
-    Run run = run_kiln("run " + model.string() + " --input " + input.string() + " --output " + out.string());
-    INFO(run.output);
-    REQUIRE(run.exit_code == 0);
-    auto y = kiln::npz_read_file(out.string());
-    REQUIRE(y);
-    outputs.push_back((*y)[0].second);
-  }
+  for (const fs::path& model : {qdq, plan}) outputs.push_back(run_model(model, input, "_same"));
   REQUIRE(outputs[0].numel() == outputs[1].numel());
   double diff = 0, largest = 0;
   for (int64_t i = 0; i < outputs[0].numel(); ++i) {
