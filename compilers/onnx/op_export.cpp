@@ -11,6 +11,7 @@
 #include "compilers/onnx/export.h"
 #include "compilers/onnx/qdq_export.h"
 #include "compilers/onnx/tensor_proto.h"
+#include "compilers/passes/pipeline.h"
 #include "compilers/passes/prune_2_4.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/post_ops.h"
@@ -385,13 +386,15 @@ constexpr std::array<ExportRule, 12> kRules = {{
 }  // namespace
 
 Status export_check_node(const Node& node) {
-  if (!op_is_fused(node.op) || node.op == OpKind::ChannelShuffle) return Status::ok();  // a shuffle is written unfused
-  const char* pass = node.op == OpKind::DepthFirstConv ? "fuse_depth_first"
-                     : node.op == OpKind::ConcatAffine ? "fuse_concat_affine"
-                                                       : "fuse_elementwise_chain";
+  if (!op_is_fused(node.op)) return Status::ok();
+  // The table of fused ops export cannot write back (pipeline.h), which also names the pass making each.
+  const auto unwritable = passes_making_kiln_ops();
+  const auto it = std::find_if(unwritable.begin(), unwritable.end(),
+                               [&](const KilnOpPass& p) { return p.op == op_name(node.op); });
+  if (it == unwritable.end()) return Status::ok();  // ChannelShuffle: written unfused (export_channel_shuffle)
   return make_error(ErrorCode::unsupported, "node '", node.name, "' (", op_name(node.op), "): ", op_name(node.op),
-                    " is kiln's own fused op (made by the pass ", pass, ") and has no ONNX form: export with a ",
-                    "pipeline without ", pass, " (kiln export's default pipeline leaves it out)");
+                    " is kiln's own fused op (made by the pass ", it->pass, ") and has no ONNX form: export with a ",
+                    "pipeline without ", it->pass, " (kiln export's default pipeline leaves it out)");
 }
 
 Status export_node(ExportContext& ctx, const Node& node) {

@@ -3,22 +3,14 @@
 // graph -- the reference ChannelShuffle -- is also checked against the unfused one on the reference executor.
 #include <catch2/catch.hpp>
 
-#include <cstring>
-
 #include "tests/support/pass_test_helpers.h"
+#include "tests/support/shuffle_graph.h"
 
 using namespace kiln;
 using namespace kiln::testing::passes;
+using kiln::testing::int_values;
 
 namespace {
-
-ValueId ints(Builder& b, const std::string& name, std::vector<int64_t> v) {
-  const ValueId id = b.g.add_value(name, ValueType::of(DType::i64, sym_shape_from({static_cast<int64_t>(v.size())})));
-  Tensor t = Tensor::zeros(DType::i64, {static_cast<int64_t>(v.size())});
-  std::memcpy(t.data<int64_t>(), v.data(), v.size() * sizeof(int64_t));
-  b.g.initializers[id] = std::move(t);
-  return id;
-}
 
 // torchvision's channel_shuffle of Concat(parts) on [n, c, h, w]: view(n, g, c/g, h, w), transpose(1, 2),
 // view(n, c, h, w). `perm` other than (0, 2, 1, 3, 4) is not a shuffle.
@@ -28,15 +20,15 @@ ValueId shuffle(Builder& b, const std::string& name, const std::vector<ValueId>&
   axis1.set("axis", int64_t{1});
   const ValueId joined = b.node(OpKind::Concat, name + "_cat", parts, axis1);
   const ValueId grouped =
-      b.node(OpKind::Reshape, name + "_grouped", {joined, ints(b, name + "_gs", {s[0], groups, s[1] / groups, s[2], s[3]})});
+      b.node(OpKind::Reshape, name + "_grouped", {joined, int_values(b, name + "_gs", {s[0], groups, s[1] / groups, s[2], s[3]})});
   Attrs p;
   p.set("perm", perm);
   const ValueId swapped = b.node(OpKind::Transpose, name + "_swapped", {grouped}, p);
-  return b.node(OpKind::Reshape, name, {swapped, ints(b, name + "_s", s)});
+  return b.node(OpKind::Reshape, name, {swapped, int_values(b, name + "_s", s)});
 }
 
 ValueId channels(Builder& b, const std::string& name, ValueId x, int64_t begin, int64_t end) {
-  return b.node(OpKind::Slice, name, {x, ints(b, name + "_b", {begin}), ints(b, name + "_e", {end}), ints(b, name + "_a", {1})});
+  return b.node(OpKind::Slice, name, {x, int_values(b, name + "_b", {begin}), int_values(b, name + "_e", {end}), int_values(b, name + "_a", {1})});
 }
 
 int count(const Graph& g, OpKind op) {
@@ -82,7 +74,7 @@ TEST_CASE("fuse_channel_shuffle takes a Split on channels and more groups than i
   split.set("axis", int64_t{1});
   const ValueId low = b.g.add_value("low", ValueType::unranked(DType::f32));
   const ValueId high = b.g.add_value("high", ValueType::unranked(DType::f32));
-  b.g.add_node(Node{"split", OpKind::Split, split, {s, ints(b, "split_sizes", {4, 8})}, {low, high}});
+  b.g.add_node(Node{"split", OpKind::Split, split, {s, int_values(b, "split_sizes", {4, 8})}, {low, high}});
   b.output(b.conv("y_low", low, 4, 2));
   b.output(b.conv("y_high", high, 8, 2));
   auto records = run(b.g, {"fuse_channel_shuffle"});
