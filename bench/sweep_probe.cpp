@@ -5,6 +5,7 @@
 //
 //   kiln_sweep_probe [--db FILE] [--target ID] --dtype f32|bf16|int8 --threads T SHAPE...
 //   SHAPE: conv:B,CIN,COUT,H,K,S  dwconv:B,C,H,K,S  add:B,C,H  (H: input height = width; pad K/2)
+//          concat:B,C,H (two inputs of C channels)  maxpool:B,C,H,K,S (no padding)
 //          add a suffix "+plain" (reads plain float32), "+f32" (reads float32 in its own format) or
 //          "+s8" (int8 reading s8; without a suffix int8 convs read u8)
 #include <cstdio>
@@ -41,6 +42,10 @@ bool parse_shape(std::string spec, perf::SweepShape& s) {
     s = {perf::SweepOp::depthwise_conv, v[0], v[1], v[1], v[2], v[2], v[3], v[4], v[3] / 2};
   } else if (op == "add" && v.size() == 3) {
     s = {perf::SweepOp::add, v[0], v[1], v[1], v[2], v[2]};
+  } else if (op == "concat" && v.size() == 3) {  // two inputs of C channels each
+    s = {perf::SweepOp::concat, v[0], v[1], 2 * v[1], v[2], v[2]};
+  } else if (op == "maxpool" && v.size() == 5) {
+    s = {perf::SweepOp::maxpool, v[0], v[1], v[1], v[2], v[2], v[3], v[4], 0};
   } else {
     return false;
   }
@@ -63,7 +68,7 @@ int main(int argc, char** argv) {
     else if (a == "--threads" && has_value) threads = std::atoi(argv[++i]);
     else if (perf::SweepShape s; parse_shape(a, s)) shapes.push_back(s);
     else {
-      std::fprintf(stderr, "kiln_sweep_probe: cannot read '%s'\nusage: kiln_sweep_probe [--db FILE] [--target ID] --dtype f32|bf16|int8 --threads T conv:B,CIN,COUT,H,K,S[+plain|+f32|+s8] dwconv:B,C,H,K,S[+plain|+s8] add:B,C,H ...\n", a.c_str());
+      std::fprintf(stderr, "kiln_sweep_probe: cannot read '%s'\nusage: kiln_sweep_probe [--db FILE] [--target ID] --dtype f32|bf16|int8 --threads T conv:B,CIN,COUT,H,K,S[+plain|+f32|+s8] dwconv:B,C,H,K,S[+plain|+s8] add:B,C,H concat:B,C,H maxpool:B,C,H,K,S ...\n", a.c_str());
       return 2;
     }
   }
@@ -87,7 +92,7 @@ int main(int argc, char** argv) {
   timing.warmup = 2;
   std::printf("%-48s %6s %3s %12s %12s %8s  how\n", "shape", "dtype", "thr", "predicted_ms", "measured_ms", "error%");
   for (const perf::SweepShape& s : shapes) {
-    perf::BenchPoint p = perf::sweep_point(s, dtype, threads, timing);
+    perf::BenchPoint p = perf::sweep_point(perf::sweep_as_run(s, dtype), dtype, threads, timing);
     perf::Measurement m = p.record;
     if (Status st = p.measure(m); !st) {
       std::fprintf(stderr, "kiln_sweep_probe: %s\n", st.message().c_str());
@@ -98,8 +103,9 @@ int main(int argc, char** argv) {
     const std::string suffix = s.plain_input ? perf::kFromPlainSuffix : s.float_input ? perf::kFromFloatSuffix : s.signed_input ? perf::kFromSignedSuffix : "";
     if (!suffix.empty()) interior.op.resize(interior.op.size() - suffix.size());
     const perf::StepPrediction pred = predictor->kernel_ms(interior);
-    std::printf("%-48s %6s %3d %12.3f %12.3f %+7.1f%%  %s%s\n", p.record.key.c_str(), dtype.c_str(), threads, pred.ms,
-                m.median_ms, 100 * (pred.ms / m.median_ms - 1), pred.how.c_str(), suffix.empty() ? "" : " (interior only)");
+    std::printf("%-48s %6s %3d %12.3f %12.3f %+7.1f%%  %s%s [%s -> %s]\n", p.record.key.c_str(), dtype.c_str(), threads, pred.ms,
+                m.median_ms, 100 * (pred.ms / m.median_ms - 1), pred.how.c_str(), suffix.empty() ? "" : " (interior only)",
+                m.kernel.c_str(), m.layout.c_str());
   }
   return 0;
 }

@@ -58,6 +58,11 @@ inline constexpr const char* kQuantizedFloatInputKeyPrefix = "quantized ";
 // session 10: a conv read only by ConcatAffines writes codes, which the ConcatAffine reads with their scale).
 // Before, the parts were float32: 4x the bytes read (DenseNet-121 int8 b8, 1 thread: 21.9 vs 15.9 ms).
 inline constexpr const char* kConcatAffineCodesKeyPrefix = "codes in ";
+// The key prefix of concat points whose Concat a conv reads, as a model's next layer reads its joined
+// channels (since 2026-12-07, session 16; every dtype, as bf16 and int8 were first swept then). Before, the
+// output left the graph (float32 only): an int8 model's Concat of codes (SqueezeNet's fire modules, 64->128
+// 55x55 b8, one thread: 0.43-0.48 ms) was priced from those float32 points at 1.09 ms.
+inline constexpr const char* kConcatReadKeyPrefix = "read ";
 // Convolutions reading at most kStemMaxChannels channels (an image model's first layer) are their own group: oneDNN
 // runs them at a tenth of a wider conv's rate (3->24 3x3 s2 at 224x224, batch 8, one thread: 2.3 ms, ~29 GMAC/s), and
 // in the "conv" group they pulled its roofline down (int8 384 -> 362 GMAC/s, six more whole-model misses).
@@ -69,6 +74,14 @@ inline constexpr int64_t kStemMaxChannels = 4;
 // and first dequantized its u8 residual into that buffer (128->512 28x28 b8, one thread: 3.10 ms in the sweep,
 // 1.7-1.9 in ResNet-50, whose int8 cases the residual group priced 13-37% slow).
 inline constexpr const char* kResidualChainedKeyPrefix = "chained ";
+// The key prefix of int8 conv-family points (every op but the residual "conv_sum", keyed kResidualChainedKeyPrefix)
+// whose output a depthwise conv reads, so that they write u8/s8 codes as a model's interior convs do (since
+// 2026-12-07, session 16; SweepShape::codes_out). Before, their output left the graph and they wrote float32: 4x
+// the bytes written (SqueezeNet's 16->64 3x3 55x55 b32, one thread: 3.9-4.0 ms in the sweep, 2.8 in the model).
+// The prefix goes before the others: "to codes u8in conv ...", "to codes quantized f32in conv ...".
+inline constexpr const char* kInt8CodesOutKeyPrefix = "to codes ";
+inline constexpr const char* kInt8CodesOutU8KeyPrefix = "to codes u8in ";            // the interior conv/depthwise_conv
+inline constexpr const char* kInt8CodesOutQuantizedKeyPrefix = "to codes quantized ";  // conv_from_f32
 // The key prefix of bf16/int8 gemm points whose A is a producer MatMul's output in the gemm's own precision
 // (bfloat16 rows, s8 codes), as a transformer's or ConvNeXt's second Linear reads its first's (since
 // 2026-12-06, session 11). Before, A was a float32 graph input converted inside the timed step (ConvNeXt-T
@@ -82,12 +95,16 @@ inline constexpr const char* kRowConversionOp = "convert_rows";
 // of that op and dtype measured otherwise before may be in a store ("" when none: nothing is
 // superseded).
 inline std::string_view current_key_prefix(std::string_view op, std::string_view dtype) {
-  if (dtype == "int8" && (op == "conv" || op == "depthwise_conv")) return kUnsignedInputKeyPrefix;
+  if (op.starts_with("conv") && op.substr(4) == kResidualSuffix) return kResidualChainedKeyPrefix;
+  const bool conv_family = op == "conv" || op.starts_with("conv_") || op.starts_with("depthwise_conv");
+  if (dtype == "int8" && (op == "conv" || op == "depthwise_conv")) return kInt8CodesOutU8KeyPrefix;
+  if (dtype == "int8" && conv_family && op.ends_with(kFromFloatSuffix)) return kInt8CodesOutQuantizedKeyPrefix;
+  if (dtype == "int8" && conv_family) return kInt8CodesOutKeyPrefix;
   if ((dtype == "int8" || dtype == "bf16") && op == "gemm") return kGemmRowsInputKeyPrefix;
   if (dtype == "int8" && op.ends_with(kFromFloatSuffix)) return kQuantizedFloatInputKeyPrefix;
   if (op == "maxpool") return dtype == "int8" ? kPoolInt8CodesKeyPrefix : kPoolCodesKeyPrefix;
   if (dtype == "int8" && op == "concat_affine") return kConcatAffineCodesKeyPrefix;
-  if (op.starts_with("conv") && op.substr(4) == kResidualSuffix) return kResidualChainedKeyPrefix;
+  if (op == "concat") return kConcatReadKeyPrefix;
   return "";
 }
 // Bytes per element of a compute dtype: "f32" and "tf32" 4 (TF32 stores float32), "bf16" and "f16" 2,

@@ -46,8 +46,10 @@ int64_t attr_at(const Attrs& a, const std::string& name, size_t i, int64_t fallb
   return v && i < v->size() ? (*v)[i] : fallback;
 }
 
-// Conv: NCHW in and out, weights [M, C/group, kh, kw]; depthwise when group == C == M.
-bool conv_features(const PlanView& v, const PlanStep& s, Measurement& m, double& weight_bytes) {
+// Conv: NCHW in and out, weights [M, C/group, kh, kw]; depthwise when group == C == M. The output at
+// `out_bytes`, the element size of the layout it writes (float32 from an int8 conv before a float op, as
+// against the codes the sweep's int8 points write for their reader).
+bool conv_features(const PlanView& v, const PlanStep& s, Measurement& m, double& weight_bytes, double out_bytes) {
   const Shape x = v.shape(input(s, 0)), w = v.shape(input(s, 1)), y = v.shape(output(s));
   if (x.size() != 4 || w.size() != 4 || y.size() != 4) return false;
   const int64_t group = attr_int(s.attrs, "group", 1);
@@ -68,7 +70,7 @@ bool conv_features(const PlanView& v, const PlanStep& s, Measurement& m, double&
   const double e = dtype_element_bytes(m.dtype);
   m.macs = static_cast<double>(shape_numel(y)) * static_cast<double>(shape_numel(w) / w[0]);
   weight_bytes = e * static_cast<double>(shape_numel(w)) + 4.0 * static_cast<double>(w[0]);
-  m.bytes = e * (v.numel(input(s, 0)) + v.numel(output(s))) + weight_bytes;
+  m.bytes = e * v.numel(input(s, 0)) + out_bytes * v.numel(output(s)) + weight_bytes;
   return true;
 }
 
@@ -387,7 +389,7 @@ std::vector<StepFeatures> plan_features(const Plan& plan, const std::vector<Engi
     m.dtype = dtype_of(s);
     bool mapped = false;
     switch (s.op) {
-      case OpKind::Conv: mapped = conv_features(v, s, m, f.weight_bytes); break;
+      case OpKind::Conv: mapped = conv_features(v, s, m, f.weight_bytes, out_bytes); break;
       case OpKind::Gemm:
       case OpKind::MatMul: mapped = gemm_features(v, s, m, f.weight_bytes, out_bytes); break;
       case OpKind::MaxPool:
@@ -400,7 +402,13 @@ std::vector<StepFeatures> plan_features(const Plan& plan, const std::vector<Engi
         break;
       case OpKind::DepthFirstConv: mapped = depth_first_features(v, s, m, f.weight_bytes, f.epilogue_ops); break;
       case OpKind::Add: mapped = add_features(v, s, m); break;
-      case OpKind::Concat: mapped = concat_features(v, s, m, out_bytes); break;
+      case OpKind::Concat:
+        // A Concat joins what its producers wrote, in the layout's precision: int8 codes at one scale
+        // (quantize_int8's joined codes), bfloat16 (SqueezeNet int8 b8: 8 Concats of codes priced 3.06 ms
+        // as float32 concats, 1.08 measured).
+        m.dtype = layout_dtype(e.output_layout);
+        mapped = concat_features(v, s, m, out_bytes);
+        break;
       case OpKind::ConcatAffine:
         // Float32 arithmetic, stored as its readers take it: priced from the sweep's points that write
         // the same (bfloat16 for bf16 convs, u8 codes for int8 ones).

@@ -215,17 +215,21 @@ Graph sweep_graph(const SweepShape& s) {
       for (int64_t i = 1; i < s.copies; ++i)  // the copies beside the last: same input, weights of their own
         b.g.outputs.push_back(b.node(OpKind::Relu, "relu" + std::to_string(i), {conv(std::to_string(i))}));
       const ValueId c = conv("");
+      SweepShape out = s;  // the output's shape, as a reader's input
+      out.in_c = s.out_c;
+      out.h = sweep_out_h(s);
+      out.w = sweep_out_w(s);
       if (s.residual) {  // the residual from a producer of the output's shape, summed into the conv by the fusion pass
-        SweepShape r = s;
-        r.in_c = s.out_c;
-        r.h = sweep_out_h(s);
-        r.w = sweep_out_w(s);
         // Read by a depthwise conv (not timed), as a ResNet block's output is by the next block: in int8 the
         // conv then writes u8 codes and sums the residual's codes in place, in bf16 it writes bfloat16.
-        const ValueId sum = b.node(OpKind::Relu, "relu", {b.node(OpKind::Add, "residual", {c, producer(b, r, "_residual", true)})});
-        b.g.outputs.push_back(depthwise(b, r, sum, kSweepReaderNode));
-      } else if (s.silu) b.g.outputs.push_back(b.node(OpKind::Mul, "silu", {c, b.node(OpKind::Sigmoid, "sigmoid", {c})}));
-      else b.g.outputs.push_back(b.node(OpKind::Relu, "relu", {c}));
+        const ValueId sum = b.node(OpKind::Relu, "relu", {b.node(OpKind::Add, "residual", {c, producer(b, out, "_residual", true)})});
+        b.g.outputs.push_back(depthwise(b, out, sum, kSweepReaderNode));
+        break;
+      }
+      const ValueId y = s.silu ? b.node(OpKind::Mul, "silu", {c, b.node(OpKind::Sigmoid, "sigmoid", {c})}) : b.node(OpKind::Relu, "relu", {c});
+      // codes_out: read by a depthwise conv (not timed), as the next layer reads a model's conv, so an int8
+      // conv writes codes (u8 after ReLU, s8 after SiLU) instead of float32 for the graph's output.
+      b.g.outputs.push_back(s.codes_out ? depthwise(b, out, y, kSweepReaderNode) : y);
       break;
     }
     case SweepOp::gemm: {
@@ -334,9 +338,16 @@ Graph sweep_graph(const SweepShape& s) {
       break;
     }
     case SweepOp::concat: {
+      // Two ReLU producers (an int8 one writes u8, as fire modules' and inception branches' convs do),
+      // joined and read by a depthwise conv (not timed), as a model's Concat is by its next conv: in int8
+      // the producers then write codes at one scale that the Concat joins as they are, in bf16 bfloat16.
+      // With its output leaving the graph an int8 Concat joined floats (stores before 2026-12-07, session 16).
       Attrs a;
       a.set("axis", int64_t{1});
-      b.g.outputs.push_back(b.node(OpKind::Concat, "concat", {producer(b, s), producer(b, s, "_b")}, a));
+      const ValueId joined = b.node(OpKind::Concat, "concat", {producer(b, s, "", true), producer(b, s, "_b", true)}, a);
+      SweepShape read = s;
+      read.in_c = s.out_c;
+      b.g.outputs.push_back(depthwise(b, read, joined, kSweepReaderNode));
       break;
     }
   }
@@ -354,7 +365,9 @@ Measurement sweep_record(const SweepShape& shape, const std::string& dtype, int 
   if (shape.rows_input) m.key = kGemmRowsInputKeyPrefix + m.key;
   if (shape.op == SweepOp::maxpool) m.key = std::string(current_key_prefix("maxpool", dtype)) + m.key;
   if (shape.op == SweepOp::concat_affine) m.key = std::string(current_key_prefix("concat_affine", dtype)) + m.key;
+  if (shape.op == SweepOp::concat) m.key = std::string(current_key_prefix("concat", dtype)) + m.key;
   if (shape.residual) m.key = std::string(current_key_prefix(m.op, dtype)) + m.key;
+  if (shape.codes_out) m.key = kInt8CodesOutKeyPrefix + m.key;
   m.dtype = dtype;
   m.threads = threads;
   m.batch = shape.op == SweepOp::gemm ? shape.m : shape.batch;
@@ -393,6 +406,14 @@ std::vector<std::string> sweep_pipeline(const std::string& dtype) {
   return passes;
 }
 
+SweepShape sweep_as_run(const SweepShape& shape, const std::string& dtype) {
+  SweepShape as_run = shape;
+  as_run.rows_input = shape.op == SweepOp::gemm && dtype != "f32" && !shape.float_input;
+  as_run.codes_out = (shape.op == SweepOp::conv || shape.op == SweepOp::depthwise_conv) && dtype == "int8" && !shape.residual &&
+                     shape.copies == 1;
+  return as_run;
+}
+
 BenchPoint sweep_point(const SweepShape& shape, const std::string& dtype, int threads, const TimingOptions& timing) {
   BenchPoint p;
   p.record = sweep_record(shape, dtype, threads, dtype_element_bytes(dtype));
@@ -425,8 +446,7 @@ std::vector<BenchPoint> sweep_points(const TargetFingerprint& fp, const BenchPla
       if (dtype != "int8" && shape.signed_input) continue;  // signedness is int8's alone
       // An int8 pipeline keeps LayerNorm in float32, as the f32 points time it.
       if (dtype == "int8" && shape.op == SweepOp::layernorm) continue;
-      SweepShape as_run = shape;
-      as_run.rows_input = shape.op == SweepOp::gemm && dtype != "f32" && !shape.float_input;
+      const SweepShape as_run = sweep_as_run(shape, dtype);
       for (int threads : options.threads) points.push_back(sweep_point(as_run, dtype, threads, timing));
     }
   }

@@ -58,6 +58,9 @@ std::vector<std::string> sweep_pipeline(const std::string& dtype);
 
 // One shape's point at a dtype and thread count, timed as the sweep times it.
 BenchPoint sweep_point(const SweepShape& shape, const std::string& dtype, int threads, const TimingOptions& timing);
+// The shape as the sweep runs it in `dtype`: bf16/int8 interior gemms read a producer's rows (rows_input),
+// int8 convs write codes for a reader (codes_out).
+SweepShape sweep_as_run(const SweepShape& shape, const std::string& dtype);
 
 // Every (shape, dtype, threads) point of the grid that this CPU runs natively; dtypes it lacks are
 // reported as skipped.

@@ -434,7 +434,7 @@ std::string sweep_op_name(SweepOp op) {
 
 bool sweep_op_has_precisions(SweepOp op) {
   return op == SweepOp::conv || op == SweepOp::depthwise_conv || op == SweepOp::gemm || op == SweepOp::maxpool ||
-         op == SweepOp::concat_affine || op == SweepOp::layernorm;
+         op == SweepOp::concat || op == SweepOp::concat_affine || op == SweepOp::layernorm;
 }
 
 int64_t sweep_out_h(const SweepShape& s) {

@@ -51,6 +51,12 @@ struct SweepShape {
   // instead, a gemm reads float32 (a graph input) and converts it in its own step, as a classifier after
   // a pooling does.
   bool rows_input = false;
+  // int8 conv/depthwise_conv (every form but the residual one, which always is) whose output a depthwise
+  // conv reads (not timed), as a model's next layer reads it, so that it writes u8 codes. Set by
+  // sweep_points for int8 (sweep_as_run). Without it the output left the graph and an int8 conv wrote
+  // float32, four times the bytes a model's interior conv writes (SqueezeNet's 16->64 3x3 55x55 at batch 32,
+  // one thread: 3.9-4.0 ms in the sweep, 2.8 in the model).
+  bool codes_out = false;
   // depth_first: a MobileNet block run tile by tile (DepthFirstConv): 1x1 expansion in_c -> mid_c
   // + ReLU, depthwise kernel x kernel (stride, pad) + ReLU, 1x1 projection mid_c -> out_c.
   // Its two other forms: without the expansion (in_c == mid_c: depthwise + projection) or
@@ -75,8 +81,9 @@ std::string sweep_op_name(SweepOp op);  // "conv", "depthwise_conv", ...
 // Conv/Gemm run in bf16 and int8, and so does a max pool after them (reading their layout: oneDNN 2.6's
 // bf16 max pool ran 2.8-3.6x slower than the float32 pools' rate at half the compares predicted, GoogLeNet's
 // 13 pools 1.8 ms of 5.4 at batch 1 on an AMX Xeon), and a ConcatAffine between them (it reads bf16 and
-// writes bfloat16 or u8 codes for its conv: DenseNet-121 bf16 b8, 1 thread, 29 ms in float32, 21 so);
-// average pooling, Add and Concat in f32 only.
+// writes bfloat16 or u8 codes for its conv: DenseNet-121 bf16 b8, 1 thread, 29 ms in float32, 21 so), and a
+// Concat of their outputs (it joins codes or bfloat16: SqueezeNet int8 b8, 1 thread, 8 Concats 1.1 ms measured,
+// 3.1 priced from float32 ones); average pooling and Add in f32 only.
 bool sweep_op_has_precisions(SweepOp op);
 
 int64_t sweep_out_h(const SweepShape& s);

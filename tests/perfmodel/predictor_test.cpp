@@ -424,10 +424,10 @@ TEST_CASE("int8 convs reading s8 add the signed group's time, points measured on
   const RooflineParams conv{0.01, 40e6, 15e6};
   std::vector<Measurement> rows;
   for (Measurement m : synthetic_sweep(conv, "conv", "int8", 1)) {
-    Measurement old = m;  // keyed as before 2026-11-29, on s8: 30% slower
+    Measurement old = m;  // keyed as before 2026-11-29 (on s8; as before 12-07, writing float32): 30% slower
     old.median_ms *= 1.3;
     rows.push_back(old);
-    m.key = kUnsignedInputKeyPrefix + m.key;
+    m.key = kInt8CodesOutU8KeyPrefix + m.key;
     rows.push_back(m);
   }
   const std::vector<Measurement> interior = synthetic_sweep(conv, "conv", "int8", 1);
@@ -440,7 +440,7 @@ TEST_CASE("int8 convs reading s8 add the signed group's time, points measured on
   // Alone, the old points still price the group.
   std::vector<Measurement> old_only;
   for (const Measurement& m : rows)
-    if (!m.key.starts_with(kUnsignedInputKeyPrefix)) old_only.push_back(m);
+    if (!m.key.starts_with(kInt8CodesOutU8KeyPrefix)) old_only.push_back(m);
   auto q = LatencyPredictor::fit(old_only, {false, 4, "roofline"});
   REQUIRE(q);
   CHECK(q->summary().points_superseded == 0);
