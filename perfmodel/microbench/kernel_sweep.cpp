@@ -75,6 +75,15 @@ ValueId depthwise(Builder& b, const SweepShape& s, ValueId x, const std::string&
   return b.node(OpKind::Conv, name, {x, w}, a);
 }
 
+// The op's output shape as the input of what reads it (a reader's, a residual producer's).
+SweepShape output_as_input(const SweepShape& s) {
+  SweepShape out = s;
+  out.in_c = s.out_c;
+  out.h = sweep_out_h(s);
+  out.w = sweep_out_w(s);
+  return out;
+}
+
 // DenseNet's layer start: Concat(parts) on channels -> BatchNormalization -> Relu (one ConcatAffine once
 // fused), its nodes and weights named with `prefix`.
 ValueId concat_norm_relu(Builder& b, const std::string& prefix, const std::vector<ValueId>& parts, int64_t channels) {
@@ -215,10 +224,7 @@ Graph sweep_graph(const SweepShape& s) {
       for (int64_t i = 1; i < s.copies; ++i)  // the copies beside the last: same input, weights of their own
         b.g.outputs.push_back(b.node(OpKind::Relu, "relu" + std::to_string(i), {conv(std::to_string(i))}));
       const ValueId c = conv("");
-      SweepShape out = s;  // the output's shape, as a reader's input
-      out.in_c = s.out_c;
-      out.h = sweep_out_h(s);
-      out.w = sweep_out_w(s);
+      const SweepShape out = output_as_input(s);
       if (s.residual) {  // the residual from a producer of the output's shape, summed into the conv by the fusion pass
         // Read by a depthwise conv (not timed), as a ResNet block's output is by the next block: in int8 the
         // conv then writes u8 codes and sums the residual's codes in place, in bf16 it writes bfloat16.
@@ -259,10 +265,7 @@ Graph sweep_graph(const SweepShape& s) {
       // Read by a cheap depthwise conv, as a model's pools are read by a conv: in int8 the pool then
       // passes codes (cpu.max_pool_codes), where a pool whose output leaves the graph runs on floats.
       const ValueId pooled = b.node(OpKind::MaxPool, "pool", {producer(b, s, "", true)}, window_attrs(s));
-      SweepShape read = s;
-      read.h = sweep_out_h(s);
-      read.w = sweep_out_w(s);
-      b.g.outputs.push_back(depthwise(b, read, pooled, kSweepReaderNode));
+      b.g.outputs.push_back(depthwise(b, output_as_input(s), pooled, kSweepReaderNode));
       break;
     }
     case SweepOp::avgpool: {
@@ -317,9 +320,7 @@ Graph sweep_graph(const SweepShape& s) {
       for (int64_t i = 0; i < s.kernel; ++i) parts.push_back(producer(b, s, "_" + std::to_string(i)));
       // Read by a depthwise conv (not timed), as DenseNet's are by a conv: in bf16 and int8 it then
       // writes what that conv reads (bfloat16, u8 codes) and reads the bf16 producers' output as is.
-      SweepShape read = s;
-      read.in_c = s.out_c;
-      b.g.outputs.push_back(depthwise(b, read, concat_norm_relu(b, "", parts, s.out_c), kSweepReaderNode));
+      b.g.outputs.push_back(depthwise(b, output_as_input(s), concat_norm_relu(b, "", parts, s.out_c), kSweepReaderNode));
       break;
     }
     case SweepOp::layernorm: {
@@ -345,9 +346,7 @@ Graph sweep_graph(const SweepShape& s) {
       Attrs a;
       a.set("axis", int64_t{1});
       const ValueId joined = b.node(OpKind::Concat, "concat", {producer(b, s, "", true), producer(b, s, "_b", true)}, a);
-      SweepShape read = s;
-      read.in_c = s.out_c;
-      b.g.outputs.push_back(depthwise(b, read, joined, kSweepReaderNode));
+      b.g.outputs.push_back(depthwise(b, output_as_input(s), joined, kSweepReaderNode));
       break;
     }
   }
