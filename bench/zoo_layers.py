@@ -6,7 +6,9 @@
 # evaluation models' layers instead, to count how many of them the catalog contains exactly.
 # With --gemm it lists fully connected layers instead (nn.Linear: tokens per image, K, N), of the
 # catalog and of vision transformers (ViT, Swin), for perfmodel/microbench/zoo_gemm_layers.inc.
-# Usage: bench/zoo_layers.py [--eval] [--gemm] > FILE
+# With --pool it lists max pools instead (channels, h (= w), kernel, stride, pad), for
+# perfmodel/microbench/zoo_pool_layers.inc.
+# Usage: bench/zoo_layers.py [--eval] [--gemm | --pool] > FILE
 import sys
 
 import torch
@@ -67,6 +69,21 @@ def linear_layers(name):
     return found
 
 
+def pool_layers(name):
+    """(channels, h, kernel, stride, pad) of every square nn.MaxPool2d the model calls on one 224x224 image."""
+    found = set()
+
+    def hook(module, inputs, _output):
+        x = inputs[0]
+        k, s, p = (module.kernel_size, module.stride, module.padding)
+        k, s, p = (v if isinstance(v, int) else v[0] for v in (k, s, p))
+        if x.shape[2] == x.shape[3]:
+            found.add((x.shape[1], x.shape[2], k, s, p))
+
+    run_hooked(name, torch.nn.MaxPool2d, hook)
+    return found
+
+
 def print_catalog(collect, catalog, what, flag, row_format):
     """The distinct shapes `collect` finds in each model (the evaluation set with --eval), one C++ row each."""
     evaluation = "--eval" in sys.argv
@@ -84,6 +101,9 @@ def main():
     if "--gemm" in sys.argv:
         print_catalog(linear_layers, GEMM_CATALOG, "tokens per image, K, N: the distinct fully connected layers (nn.Linear)",
                       " --gemm", "{%d, %d, %d},")
+    elif "--pool" in sys.argv:
+        print_catalog(pool_layers, CATALOG, "channels, h (= w), kernel, stride, pad: the distinct max pools (nn.MaxPool2d)",
+                      " --pool", "{%d, %d, %d, %d, %d},")
     else:
         print_catalog(layers, CATALOG, "op, in_c, out_c, h (= w), kernel, stride: the distinct 224x224 layers", "",
                       "{SweepOp::%s, %d, %d, %d, %d, %d},")

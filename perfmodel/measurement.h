@@ -50,6 +50,12 @@ inline constexpr const char* kPoolCodesKeyPrefix = "codes ";
 // pool's output left the sweep graph, so the pool ran on floats (oneDNN's pool after a dequantizing
 // producer): ResNet-18's stem pool at batch 8 priced 2.4 ms where the model's pool over codes took 0.5.
 inline constexpr const char* kPoolInt8CodesKeyPrefix = "read codes ";
+// The key prefixes of max pool points whose input a 1x1 conv widening 16 float32 channels writes, so it is
+// warm in the caches as a model's previous layer leaves it (since 2026-12-07, session 17). Before, a depthwise
+// producer read an input as large as the pool's (four times it in int8) and evicted most of what it wrote:
+// SqueezeNet's 64x111x111 k3 s2 pool at batch 8, one thread, int8: 0.76 ms in the sweep, 0.30-0.39 in the model.
+inline constexpr const char* kPoolWarmCodesKeyPrefix = "warm codes ";
+inline constexpr const char* kPoolWarmInt8CodesKeyPrefix = "warm read codes ";
 // The key prefix of int8 points of a conv reading float32 (float_input: after a float BatchNormalization
 // + ReLU, since 2026-12-08). Before, the float input was a bare Concat of int8 producers, which joined
 // their codes: the conv read u8 and the points timed no conversion at all.
@@ -102,7 +108,7 @@ inline std::string_view current_key_prefix(std::string_view op, std::string_view
   if (dtype == "int8" && conv_family) return kInt8CodesOutKeyPrefix;
   if ((dtype == "int8" || dtype == "bf16") && op == "gemm") return kGemmRowsInputKeyPrefix;
   if (dtype == "int8" && op.ends_with(kFromFloatSuffix)) return kQuantizedFloatInputKeyPrefix;
-  if (op == "maxpool") return dtype == "int8" ? kPoolInt8CodesKeyPrefix : kPoolCodesKeyPrefix;
+  if (op == "maxpool") return dtype == "int8" ? kPoolWarmInt8CodesKeyPrefix : kPoolWarmCodesKeyPrefix;
   if (dtype == "int8" && op == "concat_affine") return kConcatAffineCodesKeyPrefix;
   if (op == "concat") return kConcatReadKeyPrefix;
   return "";

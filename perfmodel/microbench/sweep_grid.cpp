@@ -29,6 +29,7 @@ const std::vector<int64_t> kChannels = {16, 32, 64, 128, 256, 512, 1024, 2048};
 const std::vector<int64_t> kSpatial = {7, 14, 28, 56, 112};
 const std::vector<int64_t> kBatches = {1, 8, 32};
 constexpr size_t kZooGemmPoints = 48;  // as many as the gemm grid's
+constexpr size_t kExtraMaxPoolPoints = 24;  // three per channel count of kChannels
 constexpr size_t kLayerNormPoints = 30;
 
 // Takes `count` shapes from `all`, round-robin over the strata `stratum` names (each shuffled
@@ -271,6 +272,27 @@ std::vector<SweepShape> stem_candidates() {
   }
   return out;
 }
+
+// The max pools of other models (the catalog of zoo_layers.inc, bench/zoo_layers.py --pool), at every batch.
+// A pool on int8 codes runs at a pace that depends on its channel count (cpu.max_pool_codes works along
+// channels), which the grid's 15 points, spread over 16-2048 channels, left to the neighbours of other widths.
+std::vector<SweepShape> zoo_pool_candidates() {
+  struct Layer {
+    int64_t channels, hw, kernel, stride, pad;
+  };
+  static const Layer kLayers[] = {
+#include "perfmodel/microbench/zoo_pool_layers.inc"
+  };
+  std::vector<SweepShape> out;
+  for (int64_t b : kBatches)
+    for (const Layer& l : kLayers) {
+      const SweepShape s{SweepOp::maxpool, b, l.channels, l.channels, l.hw, l.hw, l.kernel, l.stride, l.pad};
+      if (static_cast<double>(b * l.channels * l.hw * l.hw) <= 5e7) out.push_back(s);
+    }
+  return out;
+}
+
+std::string channels_stratum(const SweepShape& s) { return std::to_string(s.in_c); }
 
 // A border point's input, which a conversion streams: past ~50 MB of float32 a point would take seconds.
 bool border_input_in_budget(const SweepShape& s) { return static_cast<double>(s.batch * s.in_c * s.h * s.w) <= 1.3e7; }
@@ -613,6 +635,10 @@ std::vector<SweepShape> sweep_grid(bool quick) {
   // channels, and oneDNN runs 3-channel ones at a tenth of that rate: ShuffleNetV2's 3->24 3x3 s2 at batch 8, one
   // thread, 0.95 ms priced, 2.42 measured in float32).
   append(stem_candidates());
+  // And after those more max pools (since 2026-12-07, session 17): other models' own, then the grid's by channel count.
+  // SqueezeNet's three int8 pools at batch 8 were priced 1.10 ms against 0.58 measured.
+  append_unseen(zoo_pool_candidates(), 100, window_stratum);
+  append_unseen(pool_candidates(SweepOp::maxpool), kExtraMaxPoolPoints, channels_stratum);
   return grid;
 }
 

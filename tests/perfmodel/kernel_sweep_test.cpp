@@ -129,6 +129,15 @@ TEST_CASE("a sweep max pool runs on codes as in a model, its reader not timed", 
     CHECK(timed == 1);
     CHECK(readers == 1);
   }
+  // Its input is warm in the caches, as a model's previous layer leaves it: the producer widens 16 float32
+  // channels (a depthwise producer read as many as the pool, in float32, and evicted what it wrote).
+  for (const int64_t channels : {int64_t{32}, int64_t{256}, int64_t{8}}) {
+    SweepShape wide = pool;
+    wide.in_c = wide.out_c = channels;
+    const Graph g = sweep_graph(wide);
+    REQUIRE(g.inputs.size() == 1);
+    CHECK(sym_shape_concrete(g.value(g.inputs[0]).type.shape) == Shape{2, std::min<int64_t>(channels, 16), 28, 28});
+  }
 }
 
 // A model's Concat is read by a conv, so in an int8 region it joins the codes its producers write at one
@@ -240,12 +249,12 @@ TEST_CASE("int8 gemm points are keyed by how kiln runs the product here", "[perf
   pool.in_c = pool.out_c = 64;
   pool.h = pool.w = 28;
   pool.kernel = pool.stride = 2;
-  CHECK(sweep_record(pool, "bf16", 1, 2).key == kPoolCodesKeyPrefix + sweep_key(pool));
-  CHECK(sweep_record(pool, "int8", 1, 1).key == kPoolInt8CodesKeyPrefix + sweep_key(pool));
-  CHECK(sweep_record(pool, "f32", 1, 4).key == kPoolCodesKeyPrefix + sweep_key(pool));
-  CHECK(current_key_prefix("maxpool", "bf16") == kPoolCodesKeyPrefix);
-  CHECK(current_key_prefix("maxpool", "int8") == kPoolInt8CodesKeyPrefix);
-  CHECK(current_key_prefix("maxpool", "f32") == kPoolCodesKeyPrefix);
+  CHECK(sweep_record(pool, "bf16", 1, 2).key == kPoolWarmCodesKeyPrefix + sweep_key(pool));
+  CHECK(sweep_record(pool, "int8", 1, 1).key == kPoolWarmInt8CodesKeyPrefix + sweep_key(pool));
+  CHECK(sweep_record(pool, "f32", 1, 4).key == kPoolWarmCodesKeyPrefix + sweep_key(pool));
+  CHECK(current_key_prefix("maxpool", "bf16") == kPoolWarmCodesKeyPrefix);
+  CHECK(current_key_prefix("maxpool", "int8") == kPoolWarmInt8CodesKeyPrefix);
+  CHECK(current_key_prefix("maxpool", "f32") == kPoolWarmCodesKeyPrefix);
   CHECK(current_key_prefix("avgpool", "f32").empty());
 }
 

@@ -449,7 +449,8 @@ TEST_CASE("int8 convs reading s8 add the signed group's time, points measured on
   // The same for bf16/int8 gemm points that converted a float32 A in the step (int8 on AVX2 without VNNI:
   // also those timed as the repacking matmul, keyed "1x1conv "), once points reading rows exist, and for max pools timed on oneDNN's pools, once points on kiln's own exist: per group, so a
   // precision whose old pool points have no new ones beside them keeps them. int8 pools keyed "codes "
-  // (12-06/07) had no int8 reader, so they ran on floats: superseded by those an int8 conv reads.
+  // (12-06/07) had no int8 reader, so they ran on floats: superseded by those an int8 conv reads; and every
+  // pool point behind a depthwise producer ("codes ", "read codes ") by those whose input is warm ("warm ").
   struct Superseding {
     std::string op, dtype, prefix;
     double old_factor;
@@ -459,10 +460,13 @@ TEST_CASE("int8 convs reading s8 add the signed group's time, points measured on
   for (const Superseding& c : {Superseding{"gemm", "int8", kGemmRowsInputKeyPrefix, 3.0, "", ""},
                                Superseding{"gemm", "int8", kGemmRowsInputKeyPrefix, 1.5, "f32", kGemmAsConvKeyPrefix},
                                Superseding{"gemm", "bf16", kGemmRowsInputKeyPrefix, 1.8, "f32", ""},
-                               Superseding{"maxpool", "bf16", kPoolCodesKeyPrefix, 2.5, "f32", ""},
-                               Superseding{"maxpool", "int8", kPoolInt8CodesKeyPrefix, 1.4, "f32", ""},
-                               Superseding{"maxpool", "int8", kPoolInt8CodesKeyPrefix, 4.5, "f32", kPoolCodesKeyPrefix},
-                               Superseding{"maxpool", "f32", kPoolCodesKeyPrefix, 1.6, "bf16", ""}}) {
+                               Superseding{"maxpool", "bf16", kPoolWarmCodesKeyPrefix, 2.5, "f32", ""},
+                               Superseding{"maxpool", "int8", kPoolWarmInt8CodesKeyPrefix, 1.4, "f32", ""},
+                               Superseding{"maxpool", "int8", kPoolWarmInt8CodesKeyPrefix, 4.5, "f32", kPoolCodesKeyPrefix},
+                               Superseding{"maxpool", "int8", kPoolWarmInt8CodesKeyPrefix, 2.0, "f32", kPoolInt8CodesKeyPrefix},
+                               Superseding{"maxpool", "bf16", kPoolWarmCodesKeyPrefix, 1.7, "int8", kPoolCodesKeyPrefix},
+                               Superseding{"maxpool", "f32", kPoolWarmCodesKeyPrefix, 1.6, "bf16", ""},
+                               Superseding{"maxpool", "f32", kPoolWarmCodesKeyPrefix, 1.5, "bf16", kPoolCodesKeyPrefix}}) {
     INFO(c.op << " " << c.dtype << " old '" << c.old_prefix << "'");
     std::vector<Measurement> case_rows;
     if (!c.other_dtype.empty()) case_rows = synthetic_sweep(conv, c.op, c.other_dtype, 1);

@@ -56,7 +56,7 @@ TEST_CASE("the full grid is deterministic, covers every op and stays in the desi
   CHECK(sweep_grid(true).size() < 12);
 }
 
-TEST_CASE("the full grid ends with real layers of models outside the evaluation set, then the stems", "[perfmodel][grid]") {
+TEST_CASE("the full grid ends with real layers of models outside the evaluation set, the stems, then max pools", "[perfmodel][grid]") {
   struct Layer {
     SweepOp op;
     int64_t in_c, out_c, hw, kernel, stride;
@@ -81,8 +81,39 @@ TEST_CASE("the full grid ends with real layers of models outside the evaluation 
       s.m = batch * l.tokens, s.k = l.k, s.n = l.n;
       gemm_zoo_keys.insert(sweep_key(s));
     }
+  struct PoolLayer {
+    int64_t channels, hw, kernel, stride, pad;
+  };
+  const PoolLayer pool_zoo[] = {
+#include "perfmodel/microbench/zoo_pool_layers.inc"
+  };
+  std::set<std::string> pool_zoo_keys;
+  for (int64_t batch : {1, 8, 32})
+    for (const PoolLayer& l : pool_zoo)
+      pool_zoo_keys.insert(sweep_key(SweepShape{SweepOp::maxpool, batch, l.channels, l.channels, l.hw, l.hw, l.kernel, l.stride, l.pad}));
   std::vector<SweepShape> grid = sweep_grid(false);
-  // Last the stems: 3 channels at 224x224, stride 2, 3x3 to 16..64 channels and ResNet's 7x7, at every batch.
+  // Last more max pools: other models' own at every batch, and before them none of those; then the grid's,
+  // three per channel count, none measured twice.
+  std::map<int64_t, int> extra_pools;
+  size_t zoo_pools = 0;
+  std::set<std::string> pool_keys;
+  while (!grid.empty() && grid.back().op == SweepOp::maxpool) {
+    INFO(sweep_key(grid.back()));
+    CHECK(pool_keys.insert(sweep_key(grid.back())).second);
+    if (pool_zoo_keys.count(sweep_key(grid.back()))) {
+      ++zoo_pools;
+    } else {
+      CHECK(zoo_pools == 0);
+      ++extra_pools[grid.back().in_c];
+    }
+    grid.pop_back();
+  }
+  CHECK(zoo_pools == 3 * std::size(pool_zoo));
+  CHECK(extra_pools.size() == 8);
+  for (const auto& [channels, n] : extra_pools) CHECK(n == 3);
+  for (const SweepShape& s : grid)
+    if (s.op == SweepOp::maxpool) CHECK(pool_keys.count(sweep_key(s)) == 0);
+  // Before them the stems: 3 channels at 224x224, stride 2, 3x3 to 16..64 channels and ResNet's 7x7, at every batch.
   size_t stems = 0;
   std::set<int64_t> stem_batches, stem_widths;
   while (!grid.empty() && grid.back().op == SweepOp::conv && grid.back().in_c == 3) {
