@@ -105,12 +105,12 @@ ValueId row_reader(Builder& b, ValueId rows, int64_t width) {
   return b.node(OpKind::MatMul, kSweepReaderNode, {rows, w});
 }
 
-constexpr int64_t kNarrowProducerChannels = 16;
-
 ValueId producer(Builder& b, const SweepShape& s, const std::string& suffix = "", bool relu = false) {
   const ValueId y = depthwise(b, s, b.input("x" + suffix, {s.batch, s.in_c, s.h, s.w}), kSweepProducerNode + suffix);
   return relu ? b.node(OpKind::Relu, kSweepProducerNode + suffix + "_relu", {y}) : y;
 }
+
+constexpr int64_t kNarrowProducerChannels = 16;
 
 // The input of a memory-bound op (a pool), written by a 1x1 conv widening kNarrowProducerChannels float32
 // channels to the op's: its last write leaves the op's input in the caches, as a model's previous layer

@@ -53,6 +53,9 @@ std::vector<SweepShape> sample(std::vector<SweepShape> all, size_t count, Stratu
   return out;
 }
 
+// A pool's, Add's or Concat's elements: enough to time (1e4) and at most 5e7 (200 MB of float32).
+bool elements_in_budget(double elements) { return elements >= 1e4 && elements <= 5e7; }
+
 bool in_budget(const SweepShape& s) {
   const double macs = sweep_macs(s);
   return macs >= kMinMacs && macs <= kMaxMacs;
@@ -201,8 +204,7 @@ std::vector<SweepShape> pool_candidates(SweepOp op) {
         for (int64_t hw : kSpatial) {
           if (op != SweepOp::global_avgpool && hw == 7) continue;
           SweepShape s{op, b, c, c, hw, hw, k, stride, pad};
-          const double elems = static_cast<double>(b * c * hw * hw);
-          if (elems >= 1e4 && elems <= 5e7) out.push_back(s);
+          if (elements_in_budget(static_cast<double>(b * c * hw * hw))) out.push_back(s);
         }
   return out;
 }
@@ -213,8 +215,7 @@ std::vector<SweepShape> add_candidates() {
     for (int64_t c : kChannels)
       for (int64_t hw : kSpatial) {
         SweepShape s{SweepOp::add, b, c, c, hw, hw};
-        const double elems = static_cast<double>(b * c * hw * hw);
-        if (elems >= 1e4 && elems <= 5e7) out.push_back(s);
+        if (elements_in_budget(static_cast<double>(b * c * hw * hw))) out.push_back(s);
       }
   return out;
 }
@@ -227,8 +228,7 @@ std::vector<SweepShape> concat_candidates() {
     for (int64_t c : kChannels)
       for (int64_t hw : kSpatial) {
         SweepShape s{SweepOp::concat, b, c, 2 * c, hw, hw};
-        const double elems = static_cast<double>(b * 2 * c * hw * hw);
-        if (elems >= 1e4 && elems <= 5e7) out.push_back(s);
+        if (elements_in_budget(static_cast<double>(b * 2 * c * hw * hw))) out.push_back(s);
       }
   return out;
 }
@@ -287,7 +287,7 @@ std::vector<SweepShape> zoo_pool_candidates() {
   for (int64_t b : kBatches)
     for (const Layer& l : kLayers) {
       const SweepShape s{SweepOp::maxpool, b, l.channels, l.channels, l.hw, l.hw, l.kernel, l.stride, l.pad};
-      if (static_cast<double>(b * l.channels * l.hw * l.hw) <= 5e7) out.push_back(s);
+      if (elements_in_budget(static_cast<double>(b * l.channels * l.hw * l.hw))) out.push_back(s);
     }
   return out;
 }
