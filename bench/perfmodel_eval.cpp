@@ -13,9 +13,13 @@
 //                            [--canary]  (before each case, re-time a few of the profile's own sweep points (convs;
 //                                         an Add and a Concat) at the case's threads: time now over stored time says how
 //                                         far the machine has drifted since it was profiled; reported beside the
-//                                         error and used to split the summary, never to correct the score; at
-//                                         two threads also the thread pace: two threads' speed on a streaming
-//                                         Add over one thread's, "pace x0.30" in a shared VM's slow mode)
+//                                         error and used to split the summary; at two threads also the thread
+//                                         pace: two threads' speed on a streaming Add over one thread's,
+//                                         "pace x0.30" in a shared VM's slow mode)
+//                            [--calibrate] (--canary, and the prediction scored is the one at the pace the
+//                                         compute canary read just before the case, as `kiln predict --calibrate`
+//                                         prices it (perfmodel/machine_pace.h); the uncalibrated prediction and
+//                                         its scores are printed beside it)
 //                            [--settle S] (before each multi-thread case, while the thread pace probe says the
 //                                         host slows threads down, and with --canary also while the compute canary
 //                                         runs over 1.25x its stored time, wait for that to end, at most S seconds per
@@ -47,6 +51,7 @@
 #include "compilers/ir/shape_inference.h"
 #include "compilers/onnx/import.h"
 #include "kernels/engine.h"
+#include "perfmodel/machine_pace.h"
 #include "perfmodel/microbench/kernel_sweep.h"
 #include "perfmodel/microbench/thread_pace.h"
 #include "perfmodel/plan_features.h"
@@ -75,6 +80,7 @@ struct Options {
   bool steps = false;        // print the per-kind breakdown of each case
   int top_steps = 5;         // --steps: this many single steps that miss most
   bool canary = false;       // time the profile's canary points before each case
+  bool calibrate = false;    // and score the prediction at the machine's pace they read
   bool predict_only = false; // print the predictions, measure nothing (to score two profiles on one run's measurements)
   // Measure the whole matrix this many times: how often two measurements of the same case minutes
   // apart agree within +-10% is the most any predictor can score against one pass on this machine.
@@ -105,6 +111,10 @@ bool parse(int argc, char** argv, Options& o) {
     }
     if (a == "--canary") {
       o.canary = true;
+      continue;
+    }
+    if (a == "--calibrate") {
+      o.canary = o.calibrate = true;
       continue;
     }
     if (a == "--predict-only") {
@@ -238,18 +248,6 @@ void print_breakdown(Engine& engine, const std::vector<Tensor>& inputs, const st
   }
 }
 
-// The machine's drift since it was profiled, per thread count: a few of the profile's own sweep
-// points, measured quiet, re-timed now; their time now over their stored time, as a geometric
-// mean (1.00: the machine the predictor was fitted on). Two kinds, because a shared VM drifts in
-// two ways: compute (one conv per dtype, 0.5-5 ms) and data movement (an Add and a Concat of
-// 0.02-2 ms, which feel where the two vCPUs sit relative to each other's caches and compute-bound
-// convolutions do not).
-struct Canary {
-  std::vector<perf::BenchPoint> points;
-  std::vector<double> stored_ms;
-  std::vector<bool> memory;  // an Add/Concat point
-};
-
 // The upper edge of Drift::steady's band, and --settle's bound on the compute canary.
 constexpr double kSettleComputeDrift = 1.25;
 
@@ -267,40 +265,10 @@ struct Drift {
   }
 };
 
-std::map<int, Canary> canary_points(const perf::TargetProfile& profile, const std::vector<int>& threads) {
-  const auto is_memory = [](const std::string& op) { return op == "add" || op == "concat"; };
-  std::map<std::string, const perf::Measurement*> stored;
-  for (const perf::Measurement& m : profile.measurements) {
-    if (m.kind != perf::kKindKernel || perf::measured_under_load(m)) continue;
-    if ((m.op == "conv" && m.median_ms >= 0.5 && m.median_ms <= 5) ||
-        (is_memory(m.op) && m.median_ms >= 0.02 && m.median_ms <= 2))
-      stored[perf::measurement_identity(m)] = &m;
-  }
-  perf::BenchPlanOptions options;
-  options.threads = threads;
-  std::map<int, Canary> canaries;
-  std::set<std::tuple<int, std::string, std::string>> taken;  // (threads, op, dtype): one point each
-  for (perf::BenchPoint& p : perf::sweep_points(profile.target.fingerprint, options, nullptr)) {
-    const auto it = stored.find(perf::measurement_identity(p.record));
-    if (it == stored.end() || !taken.insert({p.record.threads, p.record.op, p.record.dtype}).second) continue;
-    Canary& c = canaries[p.record.threads];
-    c.stored_ms.push_back(it->second->median_ms);
-    c.memory.push_back(is_memory(p.record.op));
-    c.points.push_back(std::move(p));
-  }
-  return canaries;
-}
-
-Drift canary_drift(Canary& c) {
-  double log_sum[2] = {0, 0};
-  int n[2] = {0, 0};
-  for (size_t i = 0; i < c.points.size(); ++i) {
-    perf::Measurement m = c.points[i].record;
-    if (!c.points[i].measure(m) || !(m.median_ms > 0)) continue;
-    log_sum[c.memory[i]] += std::log(m.median_ms / c.stored_ms[i]);
-    ++n[c.memory[i]];
-  }
-  return {n[0] ? std::exp(log_sum[0] / n[0]) : 0.0, n[1] ? std::exp(log_sum[1] / n[1]) : 0.0};
+// The machine's drift now, from the thread count's pace canaries (perfmodel/machine_pace.h).
+Drift canary_drift(perf::PaceCanaries& c) {
+  const perf::MachinePace pace = perf::pace_measure(c);
+  return {pace.compute, pace.memory, std::nullopt};
 }
 
 std::string percent(double fraction) {
@@ -361,14 +329,14 @@ int main(int argc, char** argv) {
     std::printf("%-16s %-5s %3d %6d %8.4fms %10.1f %10.1f %9s %9s %s\n", g.op.c_str(), g.dtype.c_str(), g.threads, g.points,
                 g.params.overhead_ms, g.params.macs_per_ms / 1e6, g.params.bytes_per_ms / 1e6, percent(g.heldout_roofline).c_str(),
                 percent(g.heldout_knn).c_str(), g.use_knn ? "knn" : "roofline");
-  std::map<int, Canary> canaries;
+  std::map<int, perf::PaceCanaries> canaries;
   std::map<int, perf::ThreadPaceProbe> paces;
   if (o.canary || o.settle_s > 0)
     for (int threads : o.threads)
       if (threads > 1)
         if (auto probe = perf::ThreadPaceProbe::create(threads)) paces.emplace(threads, std::move(*probe));
   if (o.canary) {
-    canaries = canary_points(*profile, o.threads);
+    canaries = perf::pace_canaries(*profile, o.threads);
     for (auto& [threads, c] : canaries) {
       std::printf("canary t%d:", threads);
       for (const perf::BenchPoint& p : c.points) std::printf(" %s %s", p.record.key.c_str(), p.record.dtype.c_str());
@@ -399,6 +367,7 @@ int main(int argc, char** argv) {
     int64_t batch = 0;
     int threads = 0;
     double predicted = 0, measured = 0;
+    double uncalibrated = 0;  // the prediction before --calibrate's pace (equal to `predicted` without it)
     Drift drift;  // the machine's drift while this case ran (--canary); zeros: not timed
     double waited_s = 0;   // --settle: time waited for the host's slow mode to end
     bool slowed = false;   // --settle: measured while still slowed (the wait ran out)
@@ -465,11 +434,12 @@ int main(int argc, char** argv) {
               std::printf("%-20s run failed: %s\n", path.stem().c_str(), measured.error().message.c_str());
               continue;
             }
-            const double err = p.total_ms / measured->median - 1.0;
-            const CaseResult r{path.stem().string(), precision, batch, threads, p.total_ms, measured->median, drift, waited_s, slowed};
+            const double predicted = o.calibrate ? perf::pace_calibrated(p, {drift.compute, drift.memory}).total_ms : p.total_ms;
+            const double err = predicted / measured->median - 1.0;
+            const CaseResult r{path.stem().string(), precision, batch, threads, predicted, measured->median, p.total_ms, drift, waited_s, slowed};
             // The measured spread beside the error: p10 and p90 of the runs relative to their median.
             std::printf("%-20s %5lld %5s %3d %12.3f %12.3f %+7.1f%% %+5.0f..%+4.0f%% %6.2f%s", path.stem().c_str(),
-                        static_cast<long long>(batch), precision.c_str(), threads, p.total_ms, measured->median, 100 * err,
+                        static_cast<long long>(batch), precision.c_str(), threads, predicted, measured->median, 100 * err,
                         100 * (measured->p10 / measured->median - 1), 100 * (measured->p90 / measured->median - 1), load_avg(),
                         std::abs(err) <= 0.10 ? "   " : "  *");
             // A memory canary needs a quiet stored Add/Concat at these threads; without one it is not timed.
@@ -478,6 +448,7 @@ int main(int argc, char** argv) {
               std::printf(drift.memory > 0 ? " mem x%.2f" : " mem n/a", drift.memory);
             }
             if (drift.pace) std::printf(" pace x%.2f", drift.pace->speedup());
+            if (o.calibrate) std::printf("  uncalibrated %.3f (%+.1f%%)", p.total_ms, 100 * (p.total_ms / measured->median - 1));
             if (waited_s > 0) std::printf("  waited %.0f s%s", waited_s, slowed ? ", still slowed" : "");
             if (const CaseResult* f = first ? same_case(*first, r) : nullptr)
               std::printf("  first pass %12.3f (%+.1f%%)", f->measured, 100 * (r.measured / f->measured - 1));
@@ -506,6 +477,14 @@ int main(int argc, char** argv) {
     const int cases = static_cast<int>(results.size());
     std::printf("\n%swithin +-10%%: %d of %d cases (%.0f%%); median |error| %.1f%%\n", what, within, cases,
                 100.0 * within / cases, 100 * errors[errors.size() / 2]);
+    int calibrated = 0, uncalibrated_within = 0;
+    for (const CaseResult& r : results) {
+      calibrated += r.uncalibrated != r.predicted;
+      uncalibrated_within += std::abs(r.uncalibrated / r.measured - 1.0) <= 0.10;
+    }
+    if (calibrated > 0)
+      std::printf("  (at the pace the compute canary read; the uncalibrated prediction: %d of %d within +-10%%)\n",
+                  uncalibrated_within, cases);
     for (const auto& [g, v] : by_group) std::printf("  %-10s %d of %d\n", g.c_str(), v.first, v.second);
     // Split by the canary: cases measured while the machine ran as when profiled (Drift::steady)
     // against cases measured on a drifted machine. The score above stays the whole table's.
@@ -558,26 +537,30 @@ int main(int argc, char** argv) {
     }
   // Every case measured in every pass, scored against the median and the lowest of its measurements.
   std::vector<CaseResult> median_of_passes, lowest_of_passes;
-  std::printf("\n%-20s %5s %5s %3s %12s %12s %12s %8s %8s\n", "model", "batch", "prec", "thr", "predicted_ms", "median_ms",
-              "lowest_ms", "err med", "err low");
+  std::printf("\n%-20s %5s %5s %3s %12s %12s %12s %8s %8s %8s\n", "model", "batch", "prec", "thr", "predicted_ms", "median_ms",
+              "lowest_ms", "pred low", "err med", "err low");
   for (const CaseResult& r : passes.front()) {
-    std::vector<double> times;
+    // Each pass's (measured, predicted): with --calibrate the prediction moves with each pass's canary,
+    // so the lowest (median) measurement is scored against its own pass's prediction.
+    std::vector<std::pair<double, double>> runs;
     for (const std::vector<CaseResult>& pass : passes)
-      if (const CaseResult* c = same_case(pass, r)) times.push_back(c->measured);
-    if (times.size() != passes.size()) continue;
-    std::sort(times.begin(), times.end());
-    const double median = times.size() % 2 ? times[times.size() / 2] : 0.5 * (times[times.size() / 2 - 1] + times[times.size() / 2]);
+      if (const CaseResult* c = same_case(pass, r)) runs.emplace_back(c->measured, c->predicted);
+    if (runs.size() != passes.size()) continue;
+    std::sort(runs.begin(), runs.end());
+    const size_t mid = runs.size() / 2;
+    const auto median = runs.size() % 2 ? runs[mid]
+                                        : std::pair{0.5 * (runs[mid - 1].first + runs[mid].first), 0.5 * (runs[mid - 1].second + runs[mid].second)};
     CaseResult m = r, low = r;
-    m.measured = median;
-    low.measured = times.front();
+    std::tie(m.measured, m.predicted) = median;
+    std::tie(low.measured, low.predicted) = runs.front();
     m.drift = low.drift = Drift{};  // a combination of passes has no one canary reading
     m.waited_s = low.waited_s = 0;
     m.slowed = low.slowed = false;
     median_of_passes.push_back(m);
     lowest_of_passes.push_back(low);
-    const double em = r.predicted / median - 1.0, el = r.predicted / times.front() - 1.0;
-    std::printf("%-20s %5lld %5s %3d %12.3f %12.3f %12.3f %+7.1f%% %+7.1f%%%s\n", r.model.c_str(), static_cast<long long>(r.batch),
-                r.precision.c_str(), r.threads, r.predicted, median, times.front(), 100 * em, 100 * el,
+    const double em = m.predicted / m.measured - 1.0, el = low.predicted / low.measured - 1.0;
+    std::printf("%-20s %5lld %5s %3d %12.3f %12.3f %12.3f %8.3f %+7.1f%% %+7.1f%%%s\n", r.model.c_str(), static_cast<long long>(r.batch),
+                r.precision.c_str(), r.threads, m.predicted, m.measured, low.measured, low.predicted, 100 * em, 100 * el,
                 std::abs(el) <= 0.10 ? "" : "  *");
   }
   summarize(median_of_passes, "against the median of the passes: ");

@@ -3,17 +3,23 @@
 # predictor or profile change can be judged on the same measurements without measuring again (a two-pass
 # eval takes about 25 minutes on 2 vCPUs). Prints, per pass and against the lowest of the passes, the
 # cases within +-10%, the median |error| and the split by precision and threads, then the lowest's misses.
-# Usage: bench/perfmodel_rescore.py EVAL_OUTPUT [PREDICT_ONLY_OUTPUT]
-#   EVAL_OUTPUT: kiln_perfmodel_eval's output (any --passes, with or without --steps);
-#   PREDICT_ONLY_OUTPUT: kiln_perfmodel_eval --predict-only's output: its predictions replace the run's own.
+# Usage: bench/perfmodel_rescore.py [--calibrate] EVAL_OUTPUT [PREDICT_ONLY_OUTPUT]
+#   EVAL_OUTPUT: kiln_perfmodel_eval's output (any --passes, with or without --steps, --canary, --calibrate);
+#   PREDICT_ONLY_OUTPUT: kiln_perfmodel_eval --predict-only's output: its predictions replace the run's own
+#     (a --calibrate run's own are its uncalibrated ones);
+#   --calibrate: each pass's prediction at the pace its compute canary read before the case ("canary x0.92":
+#     kiln predict --calibrate's scaling), as kiln_perfmodel_eval --calibrate scores it; needs a --canary run.
 import collections
 import re
 import sys
 
 ROW = re.compile(r'^(\S+)\s+(\d+)\s+(fp32|bf16|int8)\s+(\d+)\s+([\d.]+)(?:\s+([\d.]+))?')
+CANARY = re.compile(r'  canary x([\d.]+)')
+UNCALIBRATED = re.compile(r'  uncalibrated ([\d.]+)')
 
 
 def read_passes(path):
+    """Per pass, key -> (prediction before any calibration, measured ms, compute canary or None)."""
     passes = [{}]
     for line in open(path):
         if line.startswith('pass ') and ' of ' in line:
@@ -23,7 +29,9 @@ def read_passes(path):
         m = ROW.match(line)
         if m and m.group(6):
             key = (m.group(1), int(m.group(2)), m.group(3), int(m.group(4)))
-            passes[-1][key] = (float(m.group(5)), float(m.group(6)))
+            canary, uncalibrated = CANARY.search(line), UNCALIBRATED.search(line)
+            predicted = float(uncalibrated.group(1)) if uncalibrated else float(m.group(5))
+            passes[-1][key] = (predicted, float(m.group(6)), float(canary.group(1)) if canary else None)
     return [p for p in passes if p]
 
 
@@ -64,19 +72,32 @@ def score(pred, measured, what, list_misses=False):
 
 
 def main():
-    if len(sys.argv) not in (2, 3):
-        sys.exit(__doc__ or "usage: perfmodel_rescore.py EVAL_OUTPUT [PREDICT_ONLY_OUTPUT]")
-    passes = read_passes(sys.argv[1])
+    args = sys.argv[1:]
+    calibrate = "--calibrate" in args
+    args = [a for a in args if a != "--calibrate"]
+    if len(args) not in (1, 2):
+        sys.exit("usage: perfmodel_rescore.py [--calibrate] EVAL_OUTPUT [PREDICT_ONLY_OUTPUT]")
+    passes = read_passes(args[0])
     if not passes:
-        sys.exit("%s: no measured cases" % sys.argv[1])
-    pred = {k: v[0] for k, v in passes[0].items()}
-    if len(sys.argv) == 3:
-        pred = read_predictions(sys.argv[2])
+        sys.exit("%s: no measured cases" % args[0])
+    base = {k: v[0] for k, v in passes[0].items()}
+    if len(args) == 2:
+        base = read_predictions(args[1])
+    if calibrate and not any(v[2] for p in passes for v in p.values()):
+        sys.exit("%s: no canary readings (a kiln_perfmodel_eval run without --canary)" % args[0])
+
+    def predicted(pass_rows, key):
+        canary = pass_rows[key][2] if calibrate else None
+        return base[key] * canary if canary else base[key]
+
     for i, p in enumerate(passes):
-        score(pred, {k: v[1] for k, v in p.items()}, "pass %d" % (i + 1))
+        score({k: predicted(p, k) for k in p if k in base}, {k: v[1] for k, v in p.items()}, "pass %d" % (i + 1))
     if len(passes) > 1:
-        common = set.intersection(*[set(p) for p in passes])
-        score(pred, {k: min(p[k][1] for p in passes) for k in common}, "lowest of passes", list_misses=True)
+        common = set.intersection(*[set(p) for p in passes]) & set(base)
+        # The lowest measurement is scored against its own pass's prediction (with --calibrate each pass has its own).
+        lowest = {k: min(passes, key=lambda p: p[k][1]) for k in common}
+        score({k: predicted(lowest[k], k) for k in common}, {k: lowest[k][k][1] for k in common}, "lowest of passes",
+              list_misses=True)
 
 
 main()

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
+#include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +15,7 @@
 #include "perfmodel/dtype_coverage.h"
 #include "perfmodel/fingerprint.h"
 #include "perfmodel/host_link.h"
+#include "perfmodel/machine_pace.h"
 #include "perfmodel/plan_features.h"
 #include "perfmodel/precision_compile.h"
 #include "perfmodel/predictor.h"
@@ -36,7 +39,31 @@ struct PredictOptions {
   std::string method = "auto";
   bool json = false;
   bool verbose = false;
+  bool calibrate = false;
 };
+
+// --calibrate re-times the profile's own sweep points here, so it needs the profile to be this
+// machine's and to hold canaries at the thread count.
+Result<perf::MachinePace> measure_pace(const perf::TargetProfile& profile, int threads) {
+  const perf::TargetFingerprint here = perf::fingerprint_local();
+  const perf::TargetFingerprint& fp = profile.target.fingerprint;
+  if (fp.id != here.id)
+    return Error{ErrorCode::invalid_argument, "--calibrate re-times the profile's sweep points on this machine: target " + fp.id + " (" + fp.cpu_model +
+                           ") is not this machine (" + here.id + ")"};
+  std::map<int, perf::PaceCanaries> canaries = perf::pace_canaries(profile, {threads});
+  if (!canaries.count(threads))
+    return Error{ErrorCode::invalid_argument, "--calibrate: the profile of " + fp.id + " has no sweep conv of 0.5-5 ms measured quiet at " +
+                           std::to_string(threads) + " thread(s) to re-time (kiln bench-target --threads " + std::to_string(threads) +
+                           ", or --remeasure-loaded)"};
+  perf::MachinePace pace = perf::pace_measure(canaries.at(threads));
+  if (pace.compute_points == 0) return Error{ErrorCode::invalid_argument, "--calibrate: none of the profile's canary convs ran here"};
+  return pace;
+}
+
+nlohmann::json pace_json(const perf::MachinePace& pace, double uncalibrated_ms) {
+  return {{"compute", pace.compute}, {"compute_points", pace.compute_points}, {"memory", pace.memory},
+          {"memory_points", pace.memory_points}, {"uncalibrated_median_ms", uncalibrated_ms}};
+}
 
 Result<Plan> plan_for(const PredictOptions& o, std::string* how) {
   if (is_plan_file(o.model)) {
@@ -71,6 +98,7 @@ nlohmann::json fit_json(const perf::FitSummary& s) {
 // --target names a built-in spec prior (kiln bench-target --list) with no measured data replacing
 // it: a roofline from the datasheet (perfmodel/prior_predictor.h), marked as a prior.
 int run_predict_prior(const PredictOptions& o, const perf::TargetPrior& prior, const std::string& db) {
+  if (o.calibrate) return report_error("--calibrate re-times a measured CPU profile's sweep points here: " + prior.id + " is a spec prior");
   const bool gpu = prior.device == "gpu";
   if (!gpu && o.precision == "fp16") return report_error("fp16 is for GPU targets: kiln has no fp16 CPU kernels");
   const perf::PriorPredictor predictor(prior);
@@ -134,6 +162,7 @@ int run_predict_prior(const PredictOptions& o, const perf::TargetPrior& prior, c
 // prices them (the sweep does not time them).
 int run_predict_gpu_profile(const PredictOptions& o, const perf::TargetProfile& profile, const std::string& db) {
   const perf::TargetFingerprint& fp = profile.target.fingerprint;
+  if (o.calibrate) return report_error("--calibrate re-times a CPU profile's sweep points: " + fp.id + " is a GPU profile");
   if (auto why = perf::cuda_precision_refusal(o.precision)) return report_error("precision " + o.precision + " on " + fp.cpu_model + ": " + *why);
   perf::FitOptions fit_options;
   fit_options.method = o.method;
@@ -250,7 +279,15 @@ int run_predict(const PredictOptions& o) {
       return report_error("cannot predict " + o.model + " on " + fp.cpu_model + ": its " + d + " steps: " + why);
     if (std::string note = perf::fingerprint_dtype_note(fp, d); !note.empty()) notes.push_back(std::move(note));
   }
-  const perf::PlanPrediction p = predictor->predict(features);
+  perf::PlanPrediction p = predictor->predict(features);
+  const double uncalibrated_ms = p.total_ms;
+  std::optional<perf::MachinePace> pace;
+  if (o.calibrate) {
+    auto measured = measure_pace(*profile, threads);
+    if (!measured) return report_error(measured.error().message);
+    pace = *measured;
+    p = perf::pace_calibrated(p, *pace);
+  }
   const int64_t batch = plan_batch(*plan);
   const EngineMemory& mem = (*engine)->memory();
   const double throughput = p.total_ms > 0 ? static_cast<double>(batch) * 1000.0 / p.total_ms : 0.0;
@@ -264,6 +301,7 @@ int run_predict(const PredictOptions& o) {
                         {"target", profile->target.fingerprint.id}, {"cpu_model", profile->target.fingerprint.cpu_model},
                         {"db", db}, {"fit", fit_json(fit)}};
     if (!notes.empty()) j["notes"] = notes;
+    if (pace) j["pace"] = pace_json(*pace, uncalibrated_ms);
     if (o.verbose) {
       nlohmann::json steps = nlohmann::json::array();
       for (size_t i = 0; i < features.size(); ++i)
@@ -280,6 +318,12 @@ int run_predict(const PredictOptions& o) {
               profile->target.fingerprint.id.c_str(), profile->target.fingerprint.cpu_model.c_str(), fit.method.c_str(),
               fit.points_used, fit.loaded_kept ? " (all measured under load: noisy)" : "",
               100.0 * fit.heldout_median_chosen);
+  if (pace) {
+    std::printf("machine pace now: the profile's canary convs take x%.2f of their stored time (%d points", pace->compute,
+                pace->compute_points);
+    if (pace->memory_points > 0) std::printf("; its Add/Concat canaries x%.2f, not used", pace->memory);
+    std::printf("); every step is priced at that pace (uncalibrated median %.3f ms)\n", uncalibrated_ms);
+  }
   if (fit.points_repaired > 0)
     std::printf("%d conv/gemm sweep points repriced: their one-thread and multi-thread readings contradicted each other (a slow spell)\n",
                 fit.points_repaired);
@@ -324,6 +368,9 @@ void add_predict_command(CLI::App& app, CommandRunner& run) {
       ->check(CLI::IsMember({"roofline", "knn", "auto"}));
   cmd->add_flag("--json", opts->json, "Print JSON");
   cmd->add_flag("--verbose,-v", opts->verbose, "Also print every kernel's features and predicted time");
+  cmd->add_flag("--calibrate", opts->calibrate,
+                "Re-time a few of the profile's own sweep convs here (about a second) and price every step at the pace they "
+                "run now: a shared VM's speed drifts by more than 10% within hours (this machine's profile only)");
   cmd->callback([opts, &run] { run = [opts] { return run_predict(*opts); }; });
 }
 
