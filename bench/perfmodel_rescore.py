@@ -8,7 +8,8 @@
 #   PREDICT_ONLY_OUTPUT: kiln_perfmodel_eval --predict-only's output: its predictions replace the run's own
 #     (a --calibrate run's own are its uncalibrated ones);
 #   --calibrate: each pass's prediction at the pace its compute canary read before the case ("canary x0.92":
-#     kiln predict --calibrate's scaling), as kiln_perfmodel_eval --calibrate scores it; needs a --canary run.
+#     kiln predict --calibrate's scaling), as kiln_perfmodel_eval --calibrate scores it; needs a --canary run
+#     (a --canary run prints the reading to two decimals: a case at the band's edge can land either side).
 import collections
 import re
 import sys
@@ -19,7 +20,7 @@ UNCALIBRATED = re.compile(r'  uncalibrated ([\d.]+)')
 
 
 def read_passes(path):
-    """Per pass, key -> (prediction before any calibration, measured ms, compute canary or None)."""
+    """Per pass, key -> (prediction before any calibration, measured ms, compute canary's reading or None)."""
     passes = [{}]
     for line in open(path):
         if line.startswith('pass ') and ' of ' in line:
@@ -30,8 +31,11 @@ def read_passes(path):
         if m and m.group(6):
             key = (m.group(1), int(m.group(2)), m.group(3), int(m.group(4)))
             canary, uncalibrated = CANARY.search(line), UNCALIBRATED.search(line)
+            # A --calibrate run prints the prediction it scored and the uncalibrated one: their ratio is the
+            # canary's exact reading (the printed "x0.92" is rounded, which moves cases at the band's edge).
             predicted = float(uncalibrated.group(1)) if uncalibrated else float(m.group(5))
-            passes[-1][key] = (predicted, float(m.group(6)), float(canary.group(1)) if canary else None)
+            pace = float(m.group(5)) / predicted if uncalibrated and predicted > 0 else float(canary.group(1)) if canary else None
+            passes[-1][key] = (predicted, float(m.group(6)), pace)
     return [p for p in passes if p]
 
 
