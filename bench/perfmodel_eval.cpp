@@ -293,7 +293,7 @@ int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) {
     std::fprintf(stderr, "usage: kiln_perfmodel_eval [--cache DIR] [--db FILE] [--target ID] [--models a,b] "
-                         "[--batches 1,8,32] [--precisions fp32,bf16,int8] [--threads 1,2] [--runs N] [--budget-ms MS] [--window-ms MS] [--method auto|roofline|knn] [--neighbours K] [--steps] [--top-steps N] [--canary] [--settle S] [--predict-only] [--passes N | --repeat]\n");
+                         "[--batches 1,8,32] [--precisions fp32,bf16,int8] [--threads 1,2] [--runs N] [--budget-ms MS] [--window-ms MS] [--method auto|roofline|knn] [--neighbours K] [--steps] [--top-steps N] [--canary] [--calibrate] [--settle S] [--predict-only] [--passes N | --repeat]\n");
     return 2;
   }
   const std::string db = o.db.empty() ? perf::benchmark_store_default_path() : o.db;

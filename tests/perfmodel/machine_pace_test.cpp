@@ -19,7 +19,7 @@ using namespace kiln::perf::testing;
 namespace {
 
 // A one-thread f32 grid conv that runs in 0.3-2 ms here, with its time now; nullopt when the first
-// few tried all fall outside (a machine far slower or faster than any this runs on).
+// few tried all fall outside (a machine far slower or faster than any this runs on), with a warning.
 std::optional<std::pair<Measurement, double>> timed_grid_conv() {
   BenchPlanOptions options;
   options.threads = {1};
@@ -33,6 +33,7 @@ std::optional<std::pair<Measurement, double>> timed_grid_conv() {
     if (m.median_ms >= 0.3 && m.median_ms <= 2) return std::pair{m, m.median_ms};
     if (m.median_ms > 2) break;  // sorted by MACs: the rest take longer still
   }
+  WARN("no one-thread f32 grid conv of 0.3-2 ms on this machine: nothing to use as a canary");
   return std::nullopt;
 }
 
@@ -42,10 +43,7 @@ const std::string kModel = std::string(KILN_EXAMPLES_DIR) + "/fashion-mnist/mode
 
 TEST_CASE("a profile stored at twice this machine's times reads a compute pace near 0.5", "[perfmodel][pace]") {
   const auto conv = timed_grid_conv();
-  if (!conv) {
-    WARN("no one-thread f32 grid conv of 0.3-2 ms on this machine: nothing to use as a canary");
-    return;
-  }
+  if (!conv) return;
   TargetProfile profile;
   profile.target.fingerprint = fingerprint_local();
   Measurement stored = conv->first;
@@ -97,10 +95,7 @@ TEST_CASE("a calibrated prediction scales every step and the total by the comput
 
 TEST_CASE("kiln predict --calibrate prices the model at the pace the profile's canary convs run now", "[perfmodel][pace][predict]") {
   const auto conv = timed_grid_conv();
-  if (!conv) {
-    WARN("no one-thread f32 grid conv of 0.3-2 ms on this machine: nothing to use as a canary");
-    return;
-  }
+  if (!conv) return;
   TempDir dir;
   const std::string db = dir.file("b.sqlite");
   synthetic_one_thread_put(db, "f32");
