@@ -1,6 +1,7 @@
 // kiln predict MODEL|model.kiln: compiles the model for one batch, thread count and precision,
 // and predicts its latency, throughput and memory from this target's stored benchmarks (no run),
 // so the prediction can be checked against `kiln bench` with the same arguments.
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -51,11 +52,13 @@ Result<perf::MachinePace> measure_pace(const perf::TargetProfile& profile, int t
     return Error{ErrorCode::invalid_argument, "--calibrate re-times the profile's sweep points on this machine: target " + fp.id + " (" + fp.cpu_model +
                            ") is not this machine (" + here.id + ")"};
   std::map<int, perf::PaceCanaries> canaries = perf::pace_canaries(profile, {threads});
-  if (!canaries.count(threads))
+  // Only the convs set the pace (an Add/Concat canary alone does not).
+  const auto it = canaries.find(threads);
+  if (it == canaries.end() || std::find(it->second.memory.begin(), it->second.memory.end(), false) == it->second.memory.end())
     return Error{ErrorCode::invalid_argument, "--calibrate: the profile of " + fp.id + " has no sweep conv of 0.5-5 ms measured quiet at " +
                            std::to_string(threads) + " thread(s) to re-time (kiln bench-target --threads " + std::to_string(threads) +
                            ", or --remeasure-loaded)"};
-  perf::MachinePace pace = perf::pace_measure(canaries.at(threads));
+  perf::MachinePace pace = perf::pace_measure(it->second);
   if (pace.compute_points == 0) return Error{ErrorCode::invalid_argument, "--calibrate: none of the profile's canary convs ran here"};
   return pace;
 }

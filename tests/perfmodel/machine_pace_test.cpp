@@ -29,9 +29,15 @@ std::optional<std::pair<Measurement, double>> timed_grid_conv() {
   std::sort(convs.begin(), convs.end(), [](const BenchPoint& a, const BenchPoint& b) { return a.record.macs < b.record.macs; });
   for (size_t i = 0; i < convs.size() && i < 8; ++i) {
     Measurement m = convs[i].record;
-    REQUIRE(convs[i].measure(m));
-    if (m.median_ms >= 0.3 && m.median_ms <= 2) return std::pair{m, m.median_ms};
-    if (m.median_ms > 2) break;  // sorted by MACs: the rest take longer still
+    // The fastest of three readings: a slow first reading (a test beside this one under ctest -j2)
+    // would store a time the canary then beats by more than the pace bounds allow.
+    double fastest_ms = 0;
+    for (int reading = 0; reading < 3; ++reading) {
+      REQUIRE(convs[i].measure(m));
+      if (reading == 0 || m.median_ms < fastest_ms) fastest_ms = m.median_ms;
+    }
+    if (fastest_ms >= 0.3 && fastest_ms <= 2) return std::pair{m, fastest_ms};
+    if (fastest_ms > 2) break;  // sorted by MACs: the rest take longer still
   }
   WARN("no one-thread f32 grid conv of 0.3-2 ms on this machine: nothing to use as a canary");
   return std::nullopt;
